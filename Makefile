@@ -1,0 +1,40 @@
+# coherent_itr — `make help` lists the targets.
+SHELL := /bin/bash
+PY_SYS ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROFILE ?= default
+export COHERENT_ITR_CACHE ?= $(CURDIR)/.cache
+export PYTHONHASHSEED := 0
+
+.PHONY: help reproduce test smoke lab clean venv
+
+help:  ## show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+venv: $(STAMP)  ## create .venv and install the pinned environment (once)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PY_SYS) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import torch, coherent_itr, sentence_transformers; print('environment ok: torch', torch.__version__)"
+	$(PY) -m ipykernel install --user --name coherent-itr --display-name "coherent_itr (.venv)" >/dev/null
+	@touch $(STAMP)
+
+reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study (profile=default) into results/
+	$(PY) -m reproduce --profile $(PROFILE)
+
+smoke: $(STAMP)  ## the reproduce pipeline at its smallest size (profile=smoke), into results/smoke/
+	$(PY) -m reproduce --profile smoke
+
+test: $(STAMP)  ## every test (unit, pipeline, notebooks under the smoke profile)
+	$(PY) -m pytest -q
+
+lab: $(STAMP)  ## JupyterLab with the project's environment as kernel
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean:  ## remove caches and generated results (keeps .venv)
+	rm -rf .cache .pytest_cache results/smoke
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

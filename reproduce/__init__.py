@@ -1,0 +1,1 @@
+"""The study's driver: plan the runs a profile needs, run the missing ones, write results/."""

@@ -1,0 +1,113 @@
+"""The one configuration object of a training run, validated on construction.
+
+Defaults are the VSE++ settings every paper builds on (Faghri et al.; reference notes): Adam,
+lr 2e-4, ×0.1 after 15 of 30 epochs, batch 128, gradient-norm clip 2.0, margin 0.2, GRU-1024
+over 300-d word embeddings, vocabulary of training words with count ≥ 4, model selection by
+best validation RSUM. A run is a pure function of its ``Config`` (and the library source), so
+``Config.key()`` identifies it in the run cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from . import losses as _losses
+
+DEVICES = ("auto", "cpu", "cuda")
+SAMPLINGS = ("captions", "images")
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- data -----------------------------------------------------------------------------
+    data: str = "synthetic"            # "synthetic", "flickr8k", "precomp", "toy"
+    data_scale: str = "default"        # size of the synthetic world ("smoke", "default", "paper")
+    data_dir: str | None = None        # folder for flickr8k / precomp (else $FLICKR8K_DIR)
+    data_seed: int = 0                 # seed of the synthetic world (fixed across training seeds)
+    train_fraction: float = 1.0        # random subset of training images (SAM Table 2: 0.1, 0.25)
+    relevance: str | None = None       # pseudo-label provider for the loss (None: the loss needs none)
+    relevance_params: dict = field(default_factory=dict)
+    # --- model (VSE++) ----------------------------------------------------------------------
+    embed_dim: int = 1024              # joint embedding size
+    word_dim: int = 300
+    text_hidden: int = 1024            # GRU hidden size (= embed_dim in VSE++; projected if different)
+    vocab_min_count: int = 4           # words seen fewer times in *training* captions map to <unk>
+    # --- loss -------------------------------------------------------------------------------
+    loss: str = "triplet"              # any name in coherent_itr.losses.available()
+    loss_params: dict = field(default_factory=dict)
+    # --- optimisation -----------------------------------------------------------------------
+    epochs: int = 30
+    batch_size: int = 128
+    lr: float = 2e-4
+    lr_decay_epoch: int = 15           # multiply lr by lr_decay after this many epochs
+    lr_decay: float = 0.1
+    grad_clip: float = 2.0             # max gradient norm (0 disables)
+    sampling: str = "captions"         # "captions": every caption once per epoch (VSE++);
+    #                                    "images": every image once with a random caption
+    seed: int = 0
+    device: str = "auto"               # "auto" picks CUDA when present
+    # --- evaluation / logging ---------------------------------------------------------------
+    eval_fold_size: int = 1000         # COCO-style 1K folds when the test set has ≥ 2 folds
+    grad_diagnostics: bool = True      # log tangent gradient norms per epoch (Unified Eqs. 11–12, 17–18)
+    max_eval_captions: int | None = None  # validation subset cap (None = whole dev split)
+
+    def __post_init__(self) -> None:
+        def bad(name, allowed):
+            raise ValueError(f"Config.{name}={getattr(self, name)!r} is invalid; expected {allowed}")
+
+        for name in ("epochs", "batch_size", "embed_dim", "word_dim", "text_hidden", "vocab_min_count",
+                     "eval_fold_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                bad(name, "a positive integer")
+        if self.batch_size < 2:
+            bad("batch_size", "an integer ≥ 2 (a batch needs negatives)")
+        if not 0 <= self.lr_decay_epoch:
+            bad("lr_decay_epoch", "an integer ≥ 0")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+            bad("lr", "a float in (0, 1)")
+        if not 0 < self.lr_decay <= 1:
+            bad("lr_decay", "a float in (0, 1]")
+        if self.grad_clip < 0:
+            bad("grad_clip", "a float ≥ 0 (0 disables clipping)")
+        if not 0 < self.train_fraction <= 1:
+            bad("train_fraction", "a float in (0, 1]")
+        if self.device not in DEVICES:
+            bad("device", f"one of {list(DEVICES)}")
+        if self.sampling not in SAMPLINGS:
+            bad("sampling", f"one of {list(SAMPLINGS)}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            bad("seed", "an integer ≥ 0")
+        if self.max_eval_captions is not None and self.max_eval_captions < 10:
+            bad("max_eval_captions", "None or an integer ≥ 10")
+        if self.loss not in _losses.available():
+            bad("loss", f"one of {_losses.available()}")
+        for name in ("loss_params", "relevance_params"):
+            if not isinstance(getattr(self, name), dict):
+                bad(name, "a dict of keyword arguments")
+        crit = _losses.build(self.loss, **self.loss_params)  # raises ValueError naming bad params
+        if getattr(crit, "requires_relevance", False) and self.relevance is None:
+            raise ValueError(f"Config.loss={self.loss!r} needs a relevance provider: set Config.relevance "
+                             "(e.g. 'sbert', 'cider', 'true')")
+
+    # ----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown Config field(s) {unknown}; valid fields: {sorted(known)}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    def key(self) -> str:
+        """Stable hash of every field (the config's part of a run-cache key)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,66 @@
+"""Safe, atomic file I/O: nothing half-written survives an interrupt, no pickles are loaded.
+
+Every writer writes to a temporary file in the destination folder, flushes and fsyncs it, then
+``os.replace``s it into place (atomic on POSIX), so a reader sees the old file or the new one,
+never a fragment.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, allow_nan=True) + "\n")
+
+
+def atomic_save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
+    """``np.savez`` atomically. Object arrays are refused (they would need pickles to load)."""
+    for k, a in arrays.items():
+        if np.asarray(a).dtype == object:
+            raise ValueError(f"refusing to save object array {k!r} to {path}: it could only be loaded with pickles")
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Load an ``.npz`` written by :func:`atomic_save_npz`; never unpickles."""
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def load_npy(path: str | os.PathLike) -> np.ndarray:
+    """Load an ``.npy`` array without pickles; a pickled/object array raises ``ValueError`` naming the file."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{path}: cannot load without pickles (object array or pickle file?): {exc}") from exc

@@ -1,0 +1,82 @@
+"""Shared pieces of every loss: the call convention and masked reductions.
+
+Convention (all losses): ``loss(sim, rel=None) -> scalar`` where ``sim[i, j] = s(V_i, T_j)`` for a
+batch of B matched pairs (positives on the diagonal), rows images, columns captions, and
+``rel[i, j]`` the continuous relevance of caption j to image i (same orientation). The
+text→image direction uses ``sim.T`` and ``rel.T``.
+
+After each forward call, ``loss.diagnostics`` holds a dict of plain floats/lists describing the
+last batch (e.g. the fraction of active hinges) for the notebooks.
+"""
+from __future__ import annotations
+
+import torch
+
+NEG_INF = float("-inf")
+POS_INF = float("inf")
+
+
+class ITRLoss(torch.nn.Module):
+    """Base class: stores ``diagnostics`` and checks the inputs' shapes."""
+
+    requires_relevance: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.diagnostics: dict[str, object] = {}
+
+    def check_inputs(self, sim: torch.Tensor, rel: torch.Tensor | None) -> None:
+        if sim.dim() != 2 or sim.shape[0] != sim.shape[1]:
+            raise ValueError(f"{type(self).__name__}: sim must be a square B×B matrix, got shape {tuple(sim.shape)}")
+        if sim.shape[0] < 2:
+            raise ValueError(f"{type(self).__name__}: need a batch of at least 2 pairs, got B={sim.shape[0]}")
+        if self.requires_relevance:
+            if rel is None:
+                raise ValueError(f"{type(self).__name__} needs a relevance matrix rel (B×B), got None")
+            if rel.shape != sim.shape:
+                raise ValueError(f"{type(self).__name__}: rel shape {tuple(rel.shape)} != sim shape {tuple(sim.shape)}")
+
+
+def off_diagonal_mask(n: int, device=None) -> torch.Tensor:
+    """Boolean B×B mask, True off the diagonal."""
+    return ~torch.eye(n, dtype=torch.bool, device=device)
+
+
+def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Max over ``dim`` of the entries where ``mask`` is True; −∞ where the set is empty.
+
+    Uses −∞ filling, never ``x * mask`` (which silently treats masked entries as 0).
+    """
+    return x.masked_fill(~mask, NEG_INF).amax(dim=dim)
+
+
+def masked_min(x: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Min over ``dim`` of the entries where ``mask`` is True; +∞ where the set is empty."""
+    return x.masked_fill(~mask, POS_INF).amin(dim=dim)
+
+
+def reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
+    """``sum`` or ``mean`` of a tensor of per-anchor losses."""
+    if reduction == "sum":
+        return values.sum()
+    if reduction == "mean":
+        return values.mean()
+    raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+def check_choice(owner: str, field: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{owner}: {field}={value!r} is not allowed; choose one of {list(allowed)}")
+
+
+def check_range(owner: str, field: str, value, lo=None, hi=None, lo_open=False, hi_open=False) -> None:
+    ok = True
+    if lo is not None:
+        ok &= value > lo if lo_open else value >= lo
+    if hi is not None:
+        ok &= value < hi if hi_open else value <= hi
+    if not ok:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ValueError(f"{owner}: {field}={value!r} out of range; expected {lb}{lo if lo is not None else '-inf'}, "
+                         f"{hi if hi is not None else 'inf'}{rb}")

@@ -1,0 +1,154 @@
+"""Config validation, determinism, the run cache, and a tiny end-to-end training run."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from coherent_itr import runs
+from coherent_itr.config import Config
+from coherent_itr.data import make_toy_splits
+from coherent_itr.metrics import retrieval_metrics
+from coherent_itr.train import train
+
+TINY = dict(data="toy", data_scale="smoke", embed_dim=32, word_dim=16, text_hidden=32, epochs=3, batch_size=32,
+            lr=2e-3, lr_decay_epoch=2, vocab_min_count=1)
+
+
+# ----------------------------------------------------------------------------- config
+@pytest.mark.parametrize("field, value, msg", [
+    ("loss", "nope", "Config.loss='nope' is invalid"),
+    ("epochs", 0, "Config.epochs=0"),
+    ("batch_size", 1, "Config.batch_size=1"),
+    ("lr", -1.0, "Config.lr=-1.0"),
+    ("train_fraction", 1.5, "train_fraction"),
+    ("device", "tpu", "device"),
+    ("sampling", "pairs", "sampling"),
+    ("loss_params", {"margin": -1}, "margin=-1"),
+    ("loss_params", {"gamma": 3}, "unknown parameter"),
+])
+def test_config_validation_names_field_value_and_allowed(field, value, msg):
+    with pytest.raises(ValueError, match=msg):
+        Config(**{field: value})
+
+
+def test_config_roundtrip_and_unknown_field():
+    c = Config(**TINY)
+    assert Config.from_dict(c.to_dict()) == c
+    with pytest.raises(ValueError, match="unknown Config field"):
+        Config.from_dict({**c.to_dict(), "epoch": 3})
+    assert c.key() == Config(**TINY).key() and c.key() != c.replace(seed=1).key()
+
+
+# ----------------------------------------------------------------------------- training
+@pytest.fixture(scope="module")
+def toy():
+    return make_toy_splits(120, 30, 30, seed=0)
+
+
+def test_same_config_and_seed_give_identical_numbers(toy):
+    a = train(Config(**TINY), splits=toy, progress=False)
+    b = train(Config(**TINY), splits=toy, progress=False)
+    strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
+    assert strip(a.history) == strip(b.history)
+    assert a.test == b.test
+    np.testing.assert_array_equal(a.arrays["test_img"], b.arrays["test_img"])
+    c = train(Config(**{**TINY, "seed": 1}), splits=toy, progress=False)
+    assert strip(c.history) != strip(a.history)
+
+
+def test_tiny_training_loss_decreases_and_beats_random(toy):
+    res = train(Config(**{**TINY, "epochs": 8, "lr_decay_epoch": 6}), splits=toy, progress=False)
+    losses = [h["train_loss"] for h in res.history]
+    assert losses[-1] < losses[0]
+    rng = np.random.default_rng(0)
+    img = toy.test.image_of_caption
+    random_rsum = np.mean([retrieval_metrics(rng.normal(size=(30, 150)), img)["rsum"] for _ in range(20)])
+    assert res.test["rsum"] > random_rsum + 100, (res.test["rsum"], random_rsum)
+    for key in ("val_rsum", "val_pos_sim", "val_hardneg_sim", "grad_anchor", "grad_hardneg", "train_loss"):
+        assert all(np.isfinite(h[key]) for h in res.history), key
+    assert 1 <= res.record["best_epoch"] <= 8
+    assert res.record["best_epoch"] == 1 + int(np.argmax([h["val_rsum"] for h in res.history]))
+
+
+def test_training_with_a_relevance_provider(toy):
+    # the relevance path: provider "true" feeds B×B rel batches to the loss
+    res = train(Config(**{**TINY, "epochs": 1, "relevance": "true"}), splits=toy, progress=False)
+    assert np.isfinite(res.test["rsum"])
+
+
+# ----------------------------------------------------------------------------- run cache
+def test_cache_hit_and_invalidation(tmp_path, toy):
+    cache = runs.RunCache(tmp_path)
+    cfg = Config(**{**TINY, "epochs": 1})
+    first = cache.get_or_train(cfg, progress=False, splits=toy)
+    assert cache.has(cfg)
+    again = cache.get_or_train(cfg, progress=False, splits=toy)
+    assert again.record == first.record                       # served from disk
+    assert not cache.has(cfg.replace(seed=5))                 # seed is part of the key
+    assert not cache.has(cfg.replace(loss_params={"margin": 0.1}))
+    other_src = runs.RunCache(tmp_path, src_hash="0" * 16)     # library source changed
+    assert not other_src.has(cfg)
+
+
+def test_source_hash_changes_with_source(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    h1 = runs.source_hash(pkg)
+    (pkg / "a.py").write_text("x = 2\n")
+    assert runs.source_hash(pkg) != h1
+
+
+def test_interrupted_store_leaves_no_result_and_is_redone(tmp_path, toy, monkeypatch):
+    cache = runs.RunCache(tmp_path)
+    cfg = Config(**{**TINY, "epochs": 1})
+    calls = {"n": 0}
+    real = runs.atomic_write_json
+
+    def interrupted(path, obj):
+        calls["n"] += 1
+        raise KeyboardInterrupt("simulated Ctrl-C while writing")
+
+    monkeypatch.setattr(runs, "atomic_write_json", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache.get_or_train(cfg, progress=False, splits=toy)
+    assert not cache.has(cfg)
+    assert [p for p in cache.root.iterdir()] == []             # no temp folder left behind
+    monkeypatch.setattr(runs, "atomic_write_json", real)
+    res = cache.get_or_train(cfg, progress=False, splits=toy)
+    assert cache.has(cfg) and np.isfinite(res.test["rsum"])
+    stored = json.loads((cache.path(cfg) / "result.json").read_text())
+    assert stored["source_hash"] == cache.src_hash
+
+
+# ----------------------------------------------------------------------------- gradient diagnostics
+def test_tangent_gradients_match_unified_paper_eqs_11_12():
+    """For an image→text Triplet-HN loss, the autograd-measured tangent norms equal Eqs. 11–12."""
+    from coherent_itr.gradients import tangent_gradient_stats
+    torch.manual_seed(0)
+    b, d, m = 6, 5, 0.5
+    v = torch.nn.functional.normalize(torch.randn(b, d, dtype=torch.float64), dim=1).requires_grad_(True)
+    t = torch.nn.functional.normalize(torch.randn(b, d, dtype=torch.float64), dim=1)
+    sim = v @ t.T
+    sim.retain_grad()
+    v.retain_grad()
+    eye = torch.eye(b, dtype=torch.bool)
+    hard = sim.detach().masked_fill(eye, -1e9).argmax(1)
+    loss = (m + sim[torch.arange(b), hard] - sim.diagonal()).clamp(min=0).sum()
+    loss.backward()
+    stats = tangent_gradient_stats(v.detach(), t, sim.detach(), sim.grad, v.grad)
+    eq11, eq12 = [], []
+    for i in range(b):
+        vi, ti, th = v[i].detach(), t[i], t[hard[i]]
+        active = float(m + vi @ th - vi @ ti > 0)
+        diff = th - ti
+        cos = float(vi @ diff / diff.norm())
+        eq11.append(active * float(diff.norm()) * (1 - cos ** 2) ** 0.5)       # ‖∂L/∂v‖ · sin θ(v, t̂ − t)
+        eq12.append(active * 1.0 * (1 - float(vi @ th) ** 2) ** 0.5)          # ‖v‖ · sin θ(v, t̂)
+    assert stats["grad_anchor"] == pytest.approx(np.mean(eq11), rel=1e-9)
+    assert stats["grad_hardneg"] == pytest.approx(np.mean(eq12), rel=1e-9)
+    assert stats["grad_negatives"] == pytest.approx(np.mean(eq12), rel=1e-9)  # only ĵ receives gradient
