@@ -7,61 +7,58 @@ giving the index of each caption's image (VSE++ precomp order: caption k ↦ ima
 * text→image: rank of a caption query = 0-based rank of its one image;
 * R@K = 100 · fraction of queries with rank < K (a percentage);
 * RSUM = R@1 + R@5 + R@10 of both directions;
-* medr / meanr = median / mean of the 1-based ranks.
+* medr / meanr = median / mean of the 1-based ranks;
+* image→text mAP with the image's captions as positives (ladder Table XI): :func:`i2t_map`.
 
 Ties are broken pessimistically (an equal-scoring wrong item counts as ranked above), so a
-constant similarity matrix never looks good. Computation is chunked over queries so a
-5,000 × 25,000 evaluation never materialises more than ``chunk`` rows of ranks at once.
+constant similarity matrix never looks good. Computation is chunked over queries (blocks of
+about one million entries by default) and the input is never copied as a whole.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import block, check_image_of_caption, check_sim, default_chunk, gt_block
+
 KS = (1, 5, 10)
 
 
 def _as_arrays(sim, image_of_caption):
-    sim = np.asarray(sim, dtype=np.float64)
-    img = np.asarray(image_of_caption, dtype=np.int64)
-    if sim.ndim != 2:
-        raise ValueError(f"sim must be 2-D (images × captions), got shape {sim.shape}")
-    if img.shape != (sim.shape[1],):
-        raise ValueError(f"image_of_caption must have one entry per caption ({sim.shape[1]}), got shape {img.shape}")
-    if img.size and (img.min() < 0 or img.max() >= sim.shape[0]):
-        raise ValueError(f"image_of_caption values must be in [0, {sim.shape[0]}), got [{img.min()}, {img.max()}]")
-    if not np.isfinite(sim).all():
-        raise ValueError("sim contains NaN or infinite values")
-    return sim, img
+    """Validated views (no float64 copy of the whole matrix: blocks are converted one at a time)."""
+    sim = check_sim(sim)
+    return sim, check_image_of_caption(image_of_caption, *sim.shape)
 
 
-def i2t_ranks(sim, image_of_caption, chunk: int = 256) -> np.ndarray:
+def i2t_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
     """0-based rank of the best-ranked ground-truth caption for every image query."""
     sim, img = _as_arrays(sim, image_of_caption)
     n_img = sim.shape[0]
-    ranks = np.empty(n_img, dtype=np.int64)
-    gt = np.zeros((n_img, sim.shape[1]), dtype=bool)
-    gt[img, np.arange(img.size)] = True
-    if not gt.any(axis=1).all():
-        missing = np.flatnonzero(~gt.any(axis=1))[:5]
+    counts = np.bincount(img, minlength=n_img)
+    if (counts == 0).any():
+        missing = np.flatnonzero(counts == 0)[:5]
         raise ValueError(f"image(s) {missing.tolist()} have no caption; every image query needs ≥ 1 positive")
+    ranks = np.empty(n_img, dtype=np.int64)
+    chunk = chunk or default_chunk(sim.shape[1])
     for s in range(0, n_img, chunk):
-        block, g = sim[s:s + chunk], gt[s:s + chunk]
-        best_pos = np.where(g, block, -np.inf).max(axis=1)
+        e = min(n_img, s + chunk)
+        blk, g = block(sim, "i2t", s, e), gt_block(img, n_img, "i2t", s, e)
+        best_pos = np.where(g, blk, -np.inf).max(axis=1)
         # pessimistic ties: count negatives scoring >= the best positive
-        ranks[s:s + chunk] = ((block >= best_pos[:, None]) & ~g).sum(axis=1)
+        ranks[s:e] = ((blk >= best_pos[:, None]) & ~g).sum(axis=1)
     return ranks
 
 
-def t2i_ranks(sim, image_of_caption, chunk: int = 1024) -> np.ndarray:
+def t2i_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
     """0-based rank of the ground-truth image for every caption query."""
     sim, img = _as_arrays(sim, image_of_caption)
     n_cap = sim.shape[1]
     ranks = np.empty(n_cap, dtype=np.int64)
+    chunk = chunk or default_chunk(sim.shape[0])
     for s in range(0, n_cap, chunk):
-        block = sim[:, s:s + chunk].T  # captions × images
-        gi = img[s:s + chunk]
-        pos = block[np.arange(block.shape[0]), gi]
-        ranks[s:s + chunk] = (block >= pos[:, None]).sum(axis=1) - 1
+        e = min(n_cap, s + chunk)
+        blk = block(sim, "t2i", s, e)  # captions × images
+        pos = blk[np.arange(blk.shape[0]), img[s:e]]
+        ranks[s:e] = (blk >= pos[:, None]).sum(axis=1) - 1
     return ranks
 
 
@@ -106,3 +103,15 @@ def fold_averaged_retrieval_metrics(sim, image_of_caption, fold_size: int = 1000
     res = {k: float(np.mean([p[k] for p in per_fold])) for k in per_fold[0]}
     res["n_folds"] = float(n_folds)
     return res
+
+
+def i2t_map(sim, image_of_caption, chunk: int | None = None) -> float:
+    """Image→text mean average precision with the image's captions as the positives (ladder
+    Sec. IV-F, Table XI; a fraction in [0, 1]). Per image, AP = (1/|P|) Σ_{k: item_k ∈ P} P@k over
+    the whole caption ranking (ties pessimistic, see :mod:`._blocks`); averaged over images.
+    (Table XI's column header reads "Sentence to Image", its text says image-to-sentence, the
+    only direction with several positives; we follow the text.)"""
+    from ._engine import GT, Plan, reduce, run
+    sim, img = _as_arrays(sim, image_of_caption)
+    res = reduce(run(sim, img, Plan(positives={GT: (True, None)}, ap_for=(GT,), directions=("i2t",), chunk=chunk)))
+    return res["ap_i2t_gt"]

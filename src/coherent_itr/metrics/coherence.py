@@ -1,0 +1,80 @@
+"""Coherence: the Coherent Score CS@K (ladder Sec. III-D, Eq. 13) and Kendall τ as BCLS Table VI
+uses it (BCLS Eq. 2).
+
+**CS@K.** For each query, take the model's top-K candidates (ranked by decreasing similarity,
+ties by the package's pessimistic rule, see :mod:`._blocks`), and compute Kendall's τ-b between
+the model's scores of those K candidates and their relevance degrees (Eq. 13: ties in either
+list count as ties, not as concordant or discordant pairs). CS@K is the mean over queries, for
+image→text and text→image separately. K ≥ the number of candidates means the whole list.
+
+*Candidates.* By default (``candidates="all"``) every caption is a candidate for an image
+query (5 per image) and every image for a caption query — the paper's text ("all top-N
+candidates"). ``candidates="one_per_image"`` reproduces the authors' code: one caption per
+image (the first caption of each image) is kept, so an image query ranks n_images captions and
+only those captions are text queries.
+
+*Undefined queries.* τ-b has no value when all K relevance degrees (or all K scores) are equal,
+or K < 2. Such queries are skipped; ``cs{K}_{d}_nq`` reports how many queries were averaged (a
+result with no defined query is 0.0 with ``_nq`` = 0).
+
+**Kendall τ (BCLS Table VI).** BCLS Eq. 2 defines τ = (C − D) / (N(N − 1)/2) (τ-a) and reports it
+"calculated based on continuous pseudo labels" on the test set, I→T and T→I, without saying over
+which candidates. We compute it per query over *all* candidates of the test set and average over
+queries, in both directions (``variant="a"``, the paper's formula; ``variant="b"`` gives τ-b over
+all candidates, i.e. CS@N). τ-a is defined for any list of ≥ 2 candidates (constant relevance
+gives 0); with many tied relevance values its magnitude stays below 1 (ties count in N(N − 1)/2).
+
+The per-query τ uses scipy's O(n log n) discordant-pair counter (see :mod:`.kendall`); one pass
+gives CS@K for every K and τ over the whole list (they share the ranking).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._blocks import DIRECTIONS, check_image_of_caption, check_ks, check_matrix, check_sim
+from ._engine import Plan, reduce, run, strip_name
+
+CS_KS = (100, 200, 1000)
+CANDIDATES = ("all", "one_per_image")
+
+
+def one_caption_per_image(image_of_caption) -> np.ndarray:
+    """Column indices of the first caption of every image that has one (ladder code's candidates)."""
+    img = np.asarray(image_of_caption)
+    _, first = np.unique(img, return_index=True)
+    return np.sort(first)
+
+
+def _restrict(sim, image_of_caption, rel, candidates: str):
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {list(CANDIDATES)}, got {candidates!r}")
+    if candidates == "all":
+        return sim, image_of_caption, rel
+    cols = one_caption_per_image(image_of_caption)
+    return sim[:, cols], image_of_caption[cols], rel[:, cols]
+
+
+def coherent_score(sim, image_of_caption, rel, ks=CS_KS, directions=DIRECTIONS, candidates: str = "all",
+                   chunk: int | None = None, backend: str = "fast") -> dict[str, float]:
+    """CS@K for each K and direction: ``{"cs100_i2t": …, "cs100_i2t_nq": …, …}`` (values in [−1, 1])."""
+    sim = check_sim(sim)
+    img = check_image_of_caption(image_of_caption, *sim.shape)
+    rel = check_matrix(rel, sim.shape, "rel")
+    ks = check_ks(ks)
+    sim, img, rel = _restrict(sim, img, rel, candidates)
+    res = reduce(run(sim, img, Plan(rels={"r": rel}, directions=tuple(directions), cs_ks=ks, chunk=chunk,
+                                    kendall_backend=backend)))
+    return strip_name(res, "r")
+
+
+def kendall_tau(sim, image_of_caption, rel, variant: str = "a", directions=DIRECTIONS, chunk: int | None = None,
+                backend: str = "fast") -> dict[str, float]:
+    """Per-query Kendall τ over all candidates, averaged: ``{"tau_i2t": …, "tau_i2t_nq": …, …}``."""
+    if variant not in ("a", "b"):
+        raise ValueError(f"variant must be 'a' (BCLS Eq. 2) or 'b' (τ-b), got {variant!r}")
+    sim = check_sim(sim)
+    img = check_image_of_caption(image_of_caption, *sim.shape)
+    rel = check_matrix(rel, sim.shape, "rel")
+    res = reduce(run(sim, img, Plan(rels={"r": rel}, directions=tuple(directions), tau_variant=variant,
+                                    chunk=chunk, kendall_backend=backend)))
+    return strip_name(res, "r")
