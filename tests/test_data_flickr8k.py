@@ -1,0 +1,257 @@
+"""Flickr8k: the loader's bad-input paths on a small fake release, EfficientNet-Lite0 features on a
+handful of images, the human judgement tables, and (when FLICKR8K_DIR is set) the real release."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from coherent_itr.data import features as ft
+from coherent_itr.data import flickr8k as f8
+
+# ------------------------------------------------------------------------------------------------
+# a fake release: 2 train, 1 dev, 2 test images (tiny JPEGs), judgements, and the bogus image
+# ------------------------------------------------------------------------------------------------
+SPLITS = {"train": ["10_a.jpg", "11_b.jpg"], "dev": ["20_c.jpg"], "test": ["30_d.jpg", "31_e.jpg"]}
+
+
+def _make_release(root: Path) -> Path:
+    from PIL import Image
+    (root / "images").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    names = [n for ns in SPLITS.values() for n in ns] + ["99_unlisted.jpg"]
+    for k, n in enumerate(names):
+        size = (224, 224) if k % 2 == 0 else (300, 200)          # one needs resizing
+        arr = (rng.random((size[1], size[0], 3)) * 255).astype(np.uint8)
+        Image.fromarray(arr).save(root / "images" / n, quality=90)
+    for s, f in f8.SPLIT_FILES.items():
+        (root / f).write_text("".join(n + "\n" for n in SPLITS[s]))
+    lines = []
+    for n in names + ["2258277193_586949ec62.jpg.1"]:
+        for k in range(5):
+            lines.append(f"{n}#{k}\tA caption {k} of {n} .")
+    (root / f8.TOKEN_FILE).write_text("\n".join(lines) + "\n")
+    (root / f8.EXPERT_FILE).write_text(
+        "30_d.jpg\t30_d.jpg#2\t4\t4\t3\n"
+        "30_d.jpg\t31_e.jpg#0\t1\t2\t2\n"
+        "31_e.jpg\t10_a.jpg#1\t1\t1\t1\n"       # caption of a train image: not aligned to test
+        "31_e.jpg\t30_d.jpg#4\t2\t3\t3\n")
+    (root / f8.CROWD_FILE).write_bytes(
+        b"30_d.jpg\t31_e.jpg#3\t0.333333333333333\t1\t2\n"
+        b"3\xff\xfe garbage \x00\n"
+        b"10_a.jpg\t11_b.jpg#0\t0.5\t2\t2\n"
+        b"31_e.jpg\t31_e.jpg#1\t1\t3\t0\n")
+    return root
+
+
+@pytest.fixture
+def release(tmp_path):
+    return _make_release(tmp_path / "flickr8k")
+
+
+def test_index_order_and_one_warning_for_the_bogus_image(release):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        idx = f8.flickr8k_index(release)
+    ours = [w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]
+    assert len(ours) == 1 and "2258277193_586949ec62.jpg.1 (5 captions)" in str(ours[0].message)
+    names, caps = idx["test"]
+    assert names == SPLITS["test"]
+    assert caps[7] == "A caption 2 of 31_e.jpg ."       # image 1, caption 2 → row 5·1 + 2
+    assert len(idx["train"][1]) == 10
+
+
+def test_missing_folder_and_files(tmp_path, release, monkeypatch):
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    with pytest.raises(FileNotFoundError, match="FLICKR8K_DIR"):
+        f8.flickr8k_index(None)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        f8.flickr8k_index(tmp_path / "nope")
+    (release / f8.SPLIT_FILES["dev"]).unlink()
+    with pytest.raises(FileNotFoundError, match=r"Flickr_8k\.devImages\.txt does not exist"):
+        f8.flickr8k_index(release)
+
+
+def test_missing_image_names_list_file_and_line(release):
+    (release / "images" / "31_e.jpg").unlink()
+    with pytest.raises(FileNotFoundError, match=r"Flickr_8k\.testImages\.txt: line 2: image 31_e\.jpg not found"):
+        f8.flickr8k_index(release)
+
+
+def test_malformed_split_list(release):
+    (release / f8.SPLIT_FILES["train"]).write_text("10_a.jpg\nthis is not a file name\n")
+    with pytest.raises(ValueError, match=r"trainImages\.txt: line 2: expected an image file name"):
+        f8.flickr8k_index(release)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("30_d.jpg#1 A caption without a tab", r"line 3: malformed caption line"),
+    ("30_d.jpg#7\tA caption", r"line 3: caption number '7' of 30_d\.jpg is not in 0–4"),
+    ("30_d.jpg#1\t   ", r"line 3: empty caption for 30_d\.jpg#1"),
+    ("30_d.jpg\tno number", r"line 3: malformed caption line"),
+])
+def test_malformed_caption_lines_name_file_and_line(release, line, message):
+    path = release / f8.TOKEN_FILE
+    lines = path.read_text().splitlines()
+    lines[2] = line
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"Flickr8k\.token\.txt: " + message):
+        f8.flickr8k_index(release)
+
+
+@pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
+def test_missing_and_duplicate_captions(release):
+    path = release / f8.TOKEN_FILE
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(l for l in lines if not l.startswith("20_c.jpg#4")) + "\n")
+    with pytest.raises(ValueError, match=r"image 20_c\.jpg has captions \[0, 1, 2, 3\]"):
+        f8.flickr8k_index(release)
+    path.write_text("\n".join(lines + ["10_a.jpg#0\tagain ."]) + "\n")
+    with pytest.raises(ValueError, match=rf"line {len(lines) + 1}: duplicate caption 10_a\.jpg#0"):
+        f8.flickr8k_index(release)
+
+
+def test_judgements_aligned_and_bad_lines_skipped_with_one_warning(release):
+    test_names = SPLITS["test"]
+    ex = f8.align_judgements(f8.read_judgements(release / f8.EXPERT_FILE, "expert"), test_names, "expert")
+    assert ex[["image_idx", "caption_idx"]].values.tolist() == [[0, 2], [0, 5], [1, 4]]
+    assert ex["score"].tolist() == pytest.approx([11 / 3, 5 / 3, 8 / 3])
+    assert ex["is_gt"].tolist() == [True, False, False]
+    assert ex.attrs["n_dropped"] == 1
+    with pytest.warns(f8.Flickr8kWarning, match=r"CrowdFlowerAnnotations\.txt: skipped 1 malformed line\(s\) \(line 2\)"):
+        raw = f8.read_judgements(release / f8.CROWD_FILE, "crowd")
+    cr = f8.align_judgements(raw, test_names, "crowd")
+    assert cr[["image_idx", "caption_idx", "score", "is_gt"]].values.tolist() == [[0, 8, pytest.approx(1 / 3), False],
+                                                                                [1, 6, 1.0, True]]
+    with pytest.raises(ValueError, match=r"CrowdFlowerAnnotations\.txt: line 2: malformed"):
+        f8.read_judgements(release / f8.CROWD_FILE, "crowd", bad_lines="error")
+    (release / f8.EXPERT_FILE).write_text("30_d.jpg\t30_d.jpg#2\t4\t5\t3\n")
+    with pytest.raises(ValueError, match=r"line 1: malformed judgement line \(expert scores \[4, 5, 3\] not in 1–4\)"):
+        f8.read_judgements(release / f8.EXPERT_FILE, "expert", bad_lines="error")
+
+
+def test_load_flickr8k_features_precomp_layout_and_cache(release, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    with pytest.warns(f8.Flickr8kWarning):
+        s = f8.load_flickr8k(release, cache_dir=cache, progress=False, batch_size=4)
+    assert (s.train.n_images, s.dev.n_images, s.test.n_images) == (2, 1, 2)
+    assert s.test.image_ids == SPLITS["test"] and s.test.features.shape == (2, 1280)
+    assert s.test.captions[5] == "A caption 0 of 31_e.jpg ."
+    assert list(s.test.extras["expert"]["caption_idx"]) == [2, 5, 4]
+    assert "crowd" in s.train.extras and list(s.train.extras["crowd"]["caption_idx"]) == [5]
+    folders = list((cache / "precomp").glob("flickr8k-*"))
+    assert len(folders) == 1 and (folders[0] / "test_ims.npy").exists() and (folders[0] / "test_caps.txt").exists()
+    # features equal the network's own pooled features: its classifier applied to them gives its logits
+    model = ft.load_encoder()
+    x = torch.from_numpy(np.stack([ft.load_image(release / "images" / n) for n in SPLITS["test"]]))
+    with torch.no_grad():
+        logits = model(x)
+        from_ours = model._fc(torch.from_numpy(s.test.features))
+    np.testing.assert_allclose(from_ours.numpy(), logits.numpy(), rtol=1e-4, atol=1e-4)
+    # second load: from the precomp cache, no network
+    monkeypatch.setattr(ft, "encode_images", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-extracted")))
+    monkeypatch.setattr(f8, "extract_features", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-extracted")))
+    with pytest.warns(f8.Flickr8kWarning):
+        s2 = f8.load_flickr8k(release, cache_dir=cache, progress=False)
+    assert np.array_equal(s2.test.features, s.test.features)
+
+
+def test_feature_cache_is_keyed_by_content(release, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    imgs = release / "images"
+    a = ft.extract_features([imgs / "10_a.jpg", imgs / "11_b.jpg"], cache_dir=cache, progress=False)
+    calls = []
+    real = ft.encode_images
+    monkeypatch.setattr(ft, "encode_images", lambda b, p="float32": calls.append(len(b)) or real(b, p))
+    # the same bytes under another name: served from the cache
+    (imgs / "copy.jpg").write_bytes((imgs / "10_a.jpg").read_bytes())
+    b = ft.extract_features([imgs / "copy.jpg", imgs / "11_b.jpg"], cache_dir=cache, progress=False)
+    assert calls == [] and np.array_equal(a, b)
+    # changed content: recomputed (only that image)
+    (imgs / "copy.jpg").write_bytes((imgs / "20_c.jpg").read_bytes())
+    c = ft.extract_features([imgs / "copy.jpg", imgs / "11_b.jpg"], cache_dir=cache, progress=False)
+    assert calls == [1] and not np.allclose(c[0], a[0])
+    (imgs / "broken.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(ValueError, match=r"broken\.jpg: cannot read the image"):
+        ft.extract_features([imgs / "broken.jpg"], cache_dir=cache, progress=False)
+    with pytest.raises(FileNotFoundError, match="missing.jpg"):
+        ft.extract_features([imgs / "missing.jpg"], cache_dir=cache, progress=False)
+
+
+def test_preprocessing_is_imagenet_normalised_224(release):
+    from PIL import Image
+    x = ft.load_image(release / "images" / "11_b.jpg")             # a 300×200 image
+    assert x.shape == (3, 224, 224) and x.dtype == np.float32
+    raw = np.asarray(Image.open(release / "images" / "10_a.jpg").convert("RGB"), dtype=np.float64) / 255
+    y = ft.load_image(release / "images" / "10_a.jpg")
+    np.testing.assert_allclose(y[1], (raw[:, :, 1] - 0.456) / 0.224, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# the real release (FLICKR8K_DIR)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.flickr8k
+def test_real_release_index_and_bogus_image(flickr8k_dir):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        idx = f8.flickr8k_index(flickr8k_dir)
+    ours = [w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]
+    assert len(ours) == 1 and "2258277193_586949ec62.jpg.1" in str(ours[0].message)
+    assert [len(idx[s][0]) for s in ("train", "dev", "test")] == [6000, 1000, 1000]
+    assert [len(idx[s][1]) for s in ("train", "dev", "test")] == [30000, 5000, 5000]
+    # spot check against the raw file, read independently
+    raw = {}
+    for line in (Path(flickr8k_dir) / f8.TOKEN_FILE).read_text().splitlines():
+        k, c = line.split("\t")
+        raw[k] = c.strip()
+    names, caps = idx["test"]
+    for i in (0, 499, 999):
+        for k in range(5):
+            assert caps[5 * i + k] == raw[f"{names[i]}#{k}"]
+
+
+@pytest.mark.flickr8k
+@pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
+def test_real_judgements(flickr8k_dir):
+    root = Path(flickr8k_dir)
+    idx = f8.flickr8k_index(root)
+    names, caps = idx["test"]
+    ex = f8.align_judgements(f8.read_judgements(root / f8.EXPERT_FILE, "expert"), names, "expert")
+    assert len(ex) == 5822 and ex.attrs["n_dropped"] == 0
+    assert int(ex["is_gt"].sum()) == 158
+    assert ex["image_idx"].nunique() == 1000 and ex["score"].between(1, 4).all()
+    raw_lines = (root / f8.EXPERT_FILE).read_text().splitlines()
+    for r in (0, 2000, 5821):
+        img, cap_id, *scores = raw_lines[r].split("\t")
+        row = ex.iloc[r]
+        assert names[row.image_idx] == img and row.score == pytest.approx(np.mean([int(x) for x in scores]))
+        cap_img, k = cap_id.split("#")
+        assert row.caption_idx == 5 * names.index(cap_img) + int(k)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        cr_raw = f8.read_judgements(root / f8.CROWD_FILE, "crowd")
+    n_bad = cr_raw.attrs["n_lines"] - len(cr_raw)
+    assert len([w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]) == (1 if n_bad else 0)
+    cr = f8.align_judgements(cr_raw, names, "crowd")
+    assert len(cr) > 40000 and cr["score"].between(0, 1).all()
+    print(f"\nDATA CARD flickr8k judgements: expert {len(ex)} pairs ({int(ex.is_gt.sum())} GT); crowd file "
+          f"{cr_raw.attrs['n_lines']} lines, {n_bad} malformed ({cr_raw.attrs['skipped_lines']}), "
+          f"{len(cr)} aligned to test ({int(cr.is_gt.sum())} GT)")
+
+
+@pytest.mark.flickr8k
+@pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
+def test_real_images_features_handful(flickr8k_dir, tmp_path):
+    names = f8.flickr8k_index(flickr8k_dir)["test"][0][:3]
+    paths = [Path(flickr8k_dir) / "images" / n for n in names]
+    a = ft.extract_features(paths, cache_dir=tmp_path, batch_size=2, progress=False)
+    assert a.shape == (3, 1280) and np.isfinite(a).all() and (a >= -0.3).all()   # pooled swish ≥ −0.28
+    model = ft.load_encoder()
+    x = torch.from_numpy(np.stack([ft.load_image(p) for p in paths]))
+    with torch.no_grad():
+        probs = torch.softmax(model(x), dim=1)
+    # a trained ImageNet classifier is confident on real photos (random weights would give ≈ 1/1000)
+    assert probs.max(dim=1).values.mean() > 0.1

@@ -1,0 +1,126 @@
+"""Sentence-BERT relevance: definitions against explicit loops, caching, dedupe, offline model."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from coherent_itr.data import CaptionedImages, relevance_provider
+from coherent_itr.data import sbert as sb
+
+CAPS = [
+    "A dog runs on the beach .", "A puppy running on the sand .", "A brown dog plays by the ocean .",
+    "A dog at the beach .", "A dog runs on the beach .",                     # duplicate on purpose
+    "A man plays guitar on stage .", "A musician performs on a stage .", "A guitarist on stage .",
+    "A man with a guitar .", "Someone playing music indoors .",
+    "A girl climbs a rock wall .", "A child climbing a wall .", "A young girl is rock climbing .",
+    "A kid on a climbing wall .", "A girl climbing .",
+]
+
+
+def _split(caps=CAPS):
+    n = len(caps) // 5
+    return CaptionedImages("t", np.zeros((n, 2), np.float32), list(caps), [f"i{k}" for k in range(n)])
+
+
+@pytest.fixture
+def fake_encoder(monkeypatch):
+    """Deterministic stand-in for the model: records what it is asked to embed."""
+    calls = []
+
+    def enc(texts, batch_size, progress):
+        calls.append(list(texts))
+        rng = np.random.default_rng([sum(map(ord, t)) for t in texts])
+        e = np.stack([np.random.default_rng(sum(ord(ch) * (i + 1) for i, ch in enumerate(t))).normal(size=384)
+                      for t in texts]).astype(np.float32)
+        del rng
+        return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+    monkeypatch.setattr(sb, "_encode", enc)
+    sb._MEMO.clear()
+    yield calls
+    sb._MEMO.clear()
+
+
+def test_dedupe_and_disk_cache(fake_encoder, tmp_path):
+    e1 = sb.embed_captions(CAPS, cache_dir=tmp_path)
+    assert len(fake_encoder) == 1 and len(fake_encoder[0]) == len(set(CAPS)) == 14
+    assert np.array_equal(e1[0], e1[4])                       # identical captions, identical rows
+    sb._MEMO.clear()
+    e2 = sb.embed_captions(CAPS, cache_dir=tmp_path)          # from disk: no new model call
+    assert len(fake_encoder) == 1 and np.array_equal(e1, e2)
+    sb._MEMO.clear()
+    e3 = sb.embed_captions(CAPS[5:10], cache_dir=tmp_path)    # subset of a cached set: served from it
+    assert len(fake_encoder) == 1 and np.array_equal(e3, e1[5:10])
+    sb._MEMO.clear()
+    sb.embed_captions(CAPS + ["A new caption ."], cache_dir=tmp_path)   # new captions: embedded
+    assert len(fake_encoder) == 2
+
+
+def test_modes_and_scales_against_loops(fake_encoder, tmp_path):
+    split = _split()
+    E = sb.embed_captions(split.captions, cache_dir=tmp_path)
+    n_img, n_cap = split.n_images, split.n_captions
+    img = np.array([2, 0, 1])
+    cap = np.array([12, 3, 6])            # paired captions: positives on the diagonal
+    for mode in ("paired", "max5"):
+        for scale in ("cosine", "unit"):
+            p = relevance_provider("sbert", split, cache_dir=tmp_path, mode=mode, scale=scale)
+            f = (lambda s: (1 + s) / 2) if scale == "unit" else (lambda s: s)
+            B = p.batch(img, cap)
+            M = p.matrix()
+            for i in range(3):
+                for j in range(3):
+                    if i == j:
+                        want = 1.0
+                    elif mode == "paired":
+                        want = float(E[cap[i]] @ E[cap[j]])
+                    else:
+                        want = max(float(E[5 * img[i] + k] @ E[cap[j]]) for k in range(5))
+                    assert B[i, j] == pytest.approx(f(want), abs=1e-5), (mode, scale, i, j)
+            for i in range(n_img):
+                for j in range(n_cap):
+                    sims = [float(E[5 * i + k] @ E[j]) for k in range(5)]
+                    want = np.mean(sims) if mode == "paired" else max(sims)
+                    assert M[i, j] == pytest.approx(f(want), abs=1e-5)
+            C = p.caption_matrix([0, 5], [1, 2, 3])
+            assert C[1, 2] == pytest.approx(f(float(E[5] @ E[3])), abs=1e-5)
+
+
+def test_matrix_cache_hit_and_invalidation(fake_encoder, tmp_path, monkeypatch):
+    split = _split()
+    m = relevance_provider("sbert", split, cache_dir=tmp_path, mode="max5").matrix()
+    monkeypatch.setattr(sb.SBERTRelevance, "_compute_matrix", lambda self: (_ for _ in ()).throw(AssertionError("x")))
+    assert np.array_equal(relevance_provider("sbert", split, cache_dir=tmp_path, mode="max5").matrix(), m)
+    with pytest.raises(AssertionError):
+        relevance_provider("sbert", split, cache_dir=tmp_path, mode="max5", scale="unit").matrix()
+    with pytest.raises(AssertionError):
+        relevance_provider("sbert", _split(CAPS[5:10] + CAPS[:5] + CAPS[10:]), cache_dir=tmp_path,
+                           mode="max5").matrix()
+
+
+def test_bad_parameters_and_batch_shapes(fake_encoder, tmp_path):
+    split = _split()
+    with pytest.raises(ValueError, match="mode='mean'"):
+        relevance_provider("sbert", split, cache_dir=tmp_path, mode="mean")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        relevance_provider("sbert", split, cache_dir=tmp_path, temperature=2)
+    p = relevance_provider("sbert", split, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="equal length"):
+        p.batch(np.array([0, 1]), np.array([0, 1, 2]))
+
+
+def test_real_model_offline_and_semantic(tmp_path_factory):
+    sb._MEMO.clear()
+    cache = tmp_path_factory.getbasetemp() / "shared_sbert_cache"
+    E = sb.embed_captions(CAPS, cache_dir=cache)
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert E.shape == (15, 384) and E.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
+    S = E @ E.T
+    # a real sentence encoder: same-scene captions are closer than other-scene ones
+    same = np.mean([S[i, j] for g in range(3) for i in range(5 * g, 5 * g + 5) for j in range(5 * g, 5 * g + 5) if i != j])
+    other = np.mean([S[i, j] for i in range(15) for j in range(15) if i // 5 != j // 5])
+    assert same > other + 0.25
+    assert S[0, 1] > S[0, 5] and S[10, 11] > S[10, 0]
