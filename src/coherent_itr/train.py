@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from . import data as data_mod
 from . import losses, metrics
 from .config import Config
+from .evaluation import evaluate_embeddings
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
 from .models import VSEModel, Vocabulary
@@ -174,15 +175,17 @@ def train(config: Config, splits: data_mod.DataSplits | None = None, progress: b
     t0 = time.perf_counter()
     img_e, cap_e = encode_split(model, splits.test, vocab, device)
     test_encode_s = time.perf_counter() - t0
-    test = metrics.fold_averaged_retrieval_metrics(img_e @ cap_e.T, splits.test.image_of_caption,
-                                                   config.eval_fold_size)
+    t0 = time.perf_counter()
+    test = evaluate_embeddings(img_e, cap_e, splits.test, config.eval_fold_size, cache_dir)
+    test_eval_s = time.perf_counter() - t0
     record = {
         "config": config.to_dict(),
         "history": history,
         "best_epoch": best[2],
         "test": test,
         "timing": {"total_s": time.perf_counter() - t_start, "train_s": t_train,
-                   "train_s_per_epoch": t_train / max(1, config.epochs), "test_encode_s": test_encode_s},
+                   "train_s_per_epoch": t_train / max(1, config.epochs), "test_encode_s": test_encode_s,
+                   "test_eval_s": test_eval_s},
         "data": {"train": tr.name, "n_train_images": tr.n_images, "test": splits.test.name,
                  "n_test_images": splits.test.n_images, "vocab_size": len(vocab)},
         "machine": {"device": str(device), "torch": torch.__version__, "python": platform.python_version(),
