@@ -20,7 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, coherent_itr, sentence_transformers; print('environment ok: torch', torch.__version__)"
-	$(PY) -m ipykernel install --user --name coherent-itr --display-name "coherent_itr (.venv)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name coherent-itr --display-name "coherent_itr (.venv)" >/dev/null
 	@touch $(STAMP)
 
 reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study (profile=default) into results/
@@ -29,8 +29,8 @@ reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study
 smoke: $(STAMP)  ## the reproduce pipeline at its smallest size (profile=smoke), into results/smoke/
 	$(PY) -m reproduce --profile smoke
 
-test: $(STAMP)  ## every test (unit, pipeline, notebooks under the smoke profile)
-	$(PY) -m pytest -q
+test: $(STAMP)  ## every test (unit, pipeline, notebooks under the smoke profile via nbval)
+	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
 
 lab: $(STAMP)  ## JupyterLab with the project's environment as kernel
 	$(VENV)/bin/jupyter lab notebooks/

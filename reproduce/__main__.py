@@ -1,66 +1,81 @@
-"""``python -m reproduce --profile default``: train what the study needs and write its tables.
+"""``python -m reproduce --profile default``: the study from planning to the claims ledger.
 
-Current scope (foundation): the VSE++ baseline — Triplet-HN (max violation) and the
-all-negatives variant — over the profile's seeds, served from the run cache when present,
-summarised as ``<results>/baseline.csv`` and ``baseline.md`` (mean ± std over seeds).
+plan every run the profile needs → train the missing ones through an executor → execute every
+notebook with papermill (profile and data as parameters) → collect the claims ledger → write
+it into README.md → write ``results/manifest.json``. Exits non-zero if any run or notebook failed
+(the others still finish).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
-import pandas as pd
-
-from coherent_itr.config import Config
-from coherent_itr.io import atomic_write_text
+from coherent_itr import paths
 from coherent_itr.runs import RunCache
 
-from .profiles import get_profile
-
-BASELINE_ARMS = {
-    "VSE++ (Triplet-HN, max violation)": dict(loss="triplet", loss_params={"max_violation": True}),
-    "VSE0 (triplet, all negatives)": dict(loss="triplet", loss_params={"max_violation": False}),
-}
-COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum", "i2t_medr", "t2i_medr"]
+from . import experiments, ledger_io, notebooks
+from .executors import make_executor
+from .study import profile_for
 
 
-def baseline_table(profile, cache: RunCache, progress: bool = True) -> pd.DataFrame:
-    rows = []
-    for arm, overrides in BASELINE_ARMS.items():
-        for seed in profile.seeds:
-            cfg = Config(data=profile.data, data_scale=profile.data_scale, seed=seed, **profile.model, **overrides)
-            res = cache.get_or_train(cfg, progress=progress)
-            rows.append({"arm": arm, "seed": seed, **{c: res.test[c] for c in COLUMNS},
-                         "train_s": res.record["timing"]["train_s"], "best_epoch": res.record["best_epoch"]})
-    return pd.DataFrame(rows)
-
-
-def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    g = df.groupby("arm", sort=False)[COLUMNS]
-    mean, std = g.mean(), g.std(ddof=1).fillna(0.0)
-    return pd.DataFrame({c: [f"{m:.1f} ± {s:.1f}" for m, s in zip(mean[c], std[c])] for c in COLUMNS},
-                        index=mean.index)
+def data_sets(choice: str) -> list[str]:
+    if choice == "auto":
+        return ["synthetic"] + (["flickr8k"] if paths.flickr8k_dir(required=False) else [])
+    return choice.split(",")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="default", help="smoke | default | paper")
+    ap.add_argument("--data", default="auto",
+                    help="synthetic, flickr8k, or both comma-separated; auto = synthetic (+ flickr8k when "
+                         "$FLICKR8K_DIR is set)")
+    ap.add_argument("--executor", default="local", choices=["local", "ray"])
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                    help="parallel training processes (local) or CPUs for a local Ray instance")
+    ap.add_argument("--papers", default=None, help="comma-separated subset of " + ",".join(experiments.PAPERS))
+    ap.add_argument("--skip-notebooks", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    profile = get_profile(args.profile)
     t0 = time.perf_counter()
+    progress = not args.no_progress
     cache = RunCache()
-    df = baseline_table(profile, cache, progress=not args.no_progress)
-    out = profile.results_dir
-    atomic_write_text(f"{out}/baseline.csv", df.to_csv(index=False))
-    md = (f"# VSE++ baseline ({profile.name} profile, data={profile.data}/{profile.data_scale}, "
-          f"seeds={list(profile.seeds)})\n\nTest split, R@K in %, mean ± std over seeds.\n\n"
-          + summarise(df).to_markdown() + "\n")
-    atomic_write_text(f"{out}/baseline.md", md)
-    print(md)
-    print(f"reproduce: profile={profile.name} finished in {time.perf_counter() - t0:.0f} s; results in {out}/")
-    return 0
+    papers = args.papers.split(",") if args.papers else None
+    failed = False
+    for data in data_sets(args.data):
+        profile = profile_for(args.profile, data)
+        configs = experiments.plan(profile, papers)
+        todo = [c for c in configs if not cache.has(c)]
+        print(f"reproduce [{profile.name}/{data}]: {len(configs)} runs planned, {len(todo)} to train "
+              f"({args.executor} executor, {args.workers} worker(s))", flush=True)
+        failures = make_executor(args.executor, args.workers, progress).run(todo, cache)
+        for f in failures:
+            print(f, file=sys.stderr)
+        failed |= bool(failures)
+        if not args.skip_notebooks:
+            nb_fail = notebooks.execute(profile.name, data, profile.results_dir, only=papers_to_notebooks(papers),
+                                        progress=progress)
+            for name, tb in nb_fail:
+                print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
+            failed |= bool(nb_fail)
+    base = profile_for(args.profile, "synthetic").results_dir
+    table = ledger_io.collect(base)
+    if args.profile != "smoke":
+        ledger_io.update_readme(table, args.profile)
+    ledger_io.write_manifest(base, args.profile, data_sets(args.data), time.perf_counter() - t0)
+    print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; results in {base}/"
+          + ("; SOME RUNS OR NOTEBOOKS FAILED (see above)" if failed else ""))
+    return 1 if failed else 0
+
+
+def papers_to_notebooks(papers):
+    if not papers:
+        return None
+    names = {"overview": "00", "bcls": "01", "ladder": "02", "sam": "03", "listwise": "04", "unified": "05",
+             "data": "06"}
+    return [names[p] for p in papers if p in names]
 
 
 if __name__ == "__main__":

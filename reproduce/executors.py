@@ -1,0 +1,119 @@
+"""Executors: run a list of training configs into the run cache, locally or on a Ray cluster.
+
+The unit of work is one Python call, ``RunCache(root).get_or_train(config)`` — never a notebook —
+so any executor can run any subset, in any order, and every finished run is safe on disk the
+moment it completes (the cache writes atomically). A failing run is recorded with its config
+and traceback; the others still run.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+
+from tqdm.auto import tqdm
+
+from coherent_itr.config import Config
+from coherent_itr.runs import RunCache
+
+
+@dataclass
+class RunFailure:
+    config: dict
+    error: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"run failed: {self.error}\n  config: {self.config}\n{self.traceback}"
+
+
+def _run_one(config_dict: dict, cache_root: str, threads: int | None = None) -> RunFailure | None:
+    """Train one config into the cache; return a RunFailure instead of raising."""
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+    try:
+        RunCache(cache_root).get_or_train(Config.from_dict(config_dict), progress=False)
+        return None
+    except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
+        return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+class LocalExecutor:
+    """Runs configs in this process (``workers=1``) or in a pool of worker processes."""
+
+    def __init__(self, workers: int = 1, progress: bool = True) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be ≥ 1, got {workers}")
+        self.workers, self.progress = workers, progress
+
+    def run(self, configs: list[Config], cache: RunCache) -> list[RunFailure]:
+        root = str(cache.root.parent)
+        todo = [c.to_dict() for c in configs]
+        failures: list[RunFailure] = []
+        bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
+        if self.workers == 1:
+            for cd in todo:
+                f = _run_one(cd, root)
+                if f:
+                    failures.append(f)
+                bar.update(1)
+        else:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            threads = max(1, (os.cpu_count() or 1) // self.workers)
+            with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn")) as pool:
+                futs = [pool.submit(_run_one, cd, root, threads) for cd in todo]
+                for fut in as_completed(futs):
+                    f = fut.result()
+                    if f:
+                        failures.append(f)
+                    bar.update(1)
+        bar.close()
+        return failures
+
+
+class RayExecutor:
+    """Each run a Ray task (``num_gpus=1`` when the cluster has GPUs), all writing one shared cache.
+
+    ``address=None`` starts a local Ray instance with ``num_cpus`` CPUs; pass the cluster address
+    (e.g. ``"auto"``) on a cluster, where the cache root must be on a shared file system.
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> None:
+        self.address, self.num_cpus, self.progress = address, num_cpus, progress
+
+    def run(self, configs: list[Config], cache: RunCache) -> list[RunFailure]:
+        import ray
+        started = False
+        if not ray.is_initialized():
+            kw = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus,
+                                                                       include_dashboard=False)
+            ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+            started = True
+        try:
+            gpus = ray.cluster_resources().get("GPU", 0)
+            task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=1)(_run_one)
+            root = str(cache.root.parent)
+            pending = [task.remote(c.to_dict(), root, 1) for c in configs]
+            failures: list[RunFailure] = []
+            bar = tqdm(total=len(pending), desc="training runs (ray)", unit="run", disable=not self.progress)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                f = ray.get(done[0])
+                if f:
+                    failures.append(f)
+                bar.update(1)
+            bar.close()
+            return failures
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_executor(name: str, workers: int = 1, progress: bool = True):
+    if name == "local":
+        return LocalExecutor(workers=workers, progress=progress)
+    if name == "ray":
+        return RayExecutor(num_cpus=workers if workers > 1 else None, progress=progress)
+    raise ValueError(f"unknown executor {name!r}; choose 'local' or 'ray'")

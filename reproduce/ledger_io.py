@@ -1,0 +1,104 @@
+"""Reading and writing the claims ledger, the README table and the results manifest.
+
+Each notebook writes its claims to ``<results>/<paper>/claims[_<data>].csv`` with
+:func:`write_claims`; :func:`collect` gathers them into ``<results>/claims.csv`` and ``.md``
+and lists every claim id of ``claims.md`` — a claim no notebook has tested yet is listed as
+``inconclusive`` with the note "not tested yet", never silently dropped.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from coherent_itr.io import atomic_write_json, atomic_write_text
+from coherent_itr.runs import source_hash
+
+from .ledger import LEDGER_COLUMNS, ClaimResult
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIM_IDS = {
+    "BCLS": [f"B{i}" for i in range(1, 10)],
+    "Ladder": [f"L{i}" for i in range(1, 7)],
+    "SAM": [f"S{i}" for i in range(1, 6)],
+    "Listwise": [f"N{i}" for i in range(1, 8)],
+    "Unified": [f"U{i}" for i in range(1, 7)],
+    "Across papers": ["X1", "X2", "X3"],
+}
+BEGIN, END = "<!-- claims-ledger:begin -->", "<!-- claims-ledger:end -->"
+
+
+def write_claims(claims: list[ClaimResult], results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
+    """Write a notebook's claim rows (verdicts by the rule in :mod:`.ledger`) and return them."""
+    df = pd.DataFrame([c.row() for c in claims], columns=LEDGER_COLUMNS)
+    out = Path(results_dir) / paper / f"claims_{data}.csv"
+    atomic_write_text(out, df.to_csv(index=False))
+    return df
+
+
+def collect(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """Gather every notebook's claims (all data sets) into ``claims.csv`` / ``claims.md``."""
+    results_dir = Path(results_dir)
+    parts = [pd.read_csv(p) for p in sorted(results_dir.rglob("claims_*.csv"))]
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS)
+    tested = set(df["id"]) if len(df) else set()
+    missing = [{"id": cid, "paper": paper, "verdict": "inconclusive", "kind": "", "n_seeds": 0,
+                "note": "not tested yet: its notebook is pending"}
+               for paper, ids in CLAIM_IDS.items() for cid in ids if cid not in tested]
+    if missing:
+        df = pd.concat([df, pd.DataFrame(missing)], ignore_index=True)
+    order = {cid: i for i, cid in enumerate(c for ids in CLAIM_IDS.values() for c in ids)}
+    df = df.assign(_o=df["id"].map(order)).sort_values(["_o", "dataset"], na_position="last").drop(columns="_o")
+    df = df.reindex(columns=LEDGER_COLUMNS)
+    atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
+    atomic_write_text(results_dir / "claims.md", markdown(df))
+    return df
+
+
+def _fmt(x, digits=2):
+    try:
+        return "" if pd.isna(x) else f"{float(x):.{digits}f}"
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def markdown(df: pd.DataFrame) -> str:
+    rows = ["| id | paper | claim | data | effect [95% CI] | seeds | verdict |", "|---|---|---|---|---|---|---|"]
+    for r in df.itertuples(index=False):
+        eff = "" if pd.isna(r.effect) else f"{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+        stmt = r.statement if isinstance(r.statement, str) else (r.note if isinstance(r.note, str) else "")
+        data = r.dataset if isinstance(r.dataset, str) else ""
+        rows.append(f"| {r.id} | {r.paper} | {stmt} | {data} | {eff} | {int(r.n_seeds or 0)} | {r.verdict} |")
+    return "\n".join(rows) + "\n"
+
+
+def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md") -> None:
+    """Replace the table between the ledger markers of README.md."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        return
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    datasets = sorted({d for d in df["dataset"].dropna()}) if len(df) else []
+    block = (f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
+             f"`make reproduce`; effects are means over seeds with Student-t 95% intervals._\n\n"
+             + markdown(df) + END)
+    text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    atomic_write_text(readme, text)
+
+
+def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float) -> None:
+    import torch
+    atomic_write_json(Path(results_dir) / "manifest.json", {
+        "library_source_hash": source_hash(),
+        "profile": profile,
+        "data": datasets,
+        "runtime_s": round(runtime_s, 1),
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                    "torch": torch.__version__, "cuda": torch.cuda.is_available()},
+    })

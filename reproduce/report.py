@@ -1,0 +1,104 @@
+"""Tables and figures for the notebooks: summaries over seeds, stable file names, PNG + SVG.
+
+Compute (training, evaluation) lives in the library and the run cache; this module only reads
+results and draws, so editing a figure never retrains anything.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from coherent_itr.io import atomic_write_bytes, atomic_write_text
+
+RECALL_COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
+
+
+def summary(df: pd.DataFrame, metrics: list[str], by: str | list[str] = "arm") -> pd.DataFrame:
+    """Mean, std and seed count of ``metrics`` per ``by`` (keeps the arms' first-seen order)."""
+    by = [by] if isinstance(by, str) else by
+    g = df.groupby(by, sort=False)[metrics]
+    mean, std, n = g.mean(), g.std(ddof=1), g.size().rename("n_seeds")
+    out = pd.concat({"mean": mean, "std": std}, axis=1)
+    out.columns = [f"{m}" if s == "mean" else f"{m}_std" for s, m in out.columns]
+    return out.join(n)
+
+
+def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.DataFrame:
+    """``mean ± std`` strings for a Markdown table (std omitted with one seed)."""
+    out = {}
+    for m in metrics:
+        sd = summary_df.get(f"{m}_std")
+        out[m] = [f"{v:.{digits}f}" + ("" if s is None or pd.isna(s) else f" ± {s:.{digits}f}")
+                  for v, s in zip(summary_df[m], sd if sd is not None else [None] * len(summary_df))]
+    return pd.DataFrame(out, index=summary_df.index)
+
+
+def save_table(df: pd.DataFrame, results_dir, paper: str, name: str, caption: str = "",
+               pretty_df: pd.DataFrame | None = None) -> Path:
+    """``<results>/<paper>/<name>.csv`` (numbers) and ``.md`` (caption + readable table)."""
+    out = Path(results_dir) / paper
+    atomic_write_text(out / f"{name}.csv", df.to_csv())
+    md = (f"{caption}\n\n" if caption else "") + (pretty_df if pretty_df is not None else df).to_markdown() + "\n"
+    atomic_write_text(out / f"{name}.md", md)
+    return out / f"{name}.csv"
+
+
+def save_figure(fig, results_dir, paper: str, name: str) -> Path:
+    """``<results>/<paper>/<name>.png`` and ``.svg`` (written atomically)."""
+    out = Path(results_dir) / paper
+    for fmt in ("png", "svg"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=130, bbox_inches="tight")
+        atomic_write_bytes(out / f"{name}.{fmt}", buf.getvalue())
+    return out / f"{name}.png"
+
+
+def setup_plotting():
+    """Seaborn's readable defaults for every figure of the study."""
+    import seaborn as sns
+    sns.set_theme(context="notebook", style="whitegrid")
+    return sns
+
+
+def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", title: str = "", ncols: int | None = None):
+    """One panel per ``(column, axis label)`` in ``ys``: mean over seeds per epoch with a 95% band."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    ncols = ncols or len(ys)
+    nrows = int(np.ceil(len(ys) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
+    for ax, (col, label) in zip(axes.flat, ys):
+        sns.lineplot(data=hist, x="epoch", y=col, hue=hue, errorbar=("ci", 95), marker="o", ax=ax)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7, title=None)
+    for ax in list(axes.flat)[len(ys):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_plot(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], xlabel: str, logx: bool = False,
+               title: str = "", marks: dict | None = None):
+    """Metric vs a swept value: mean over seeds with 95% interval bars; optional vertical marks."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
+    for ax, (col, label) in zip(axes.flat, ys):
+        sns.pointplot(data=df, x=x, y=col, errorbar=("ci", 95), native_scale=True, ax=ax, capsize=0.1)
+        if logx:
+            ax.set_xscale("log")
+        for name, val in (marks or {}).items():
+            ax.axvline(val, ls="--", c="grey")
+            ax.text(val, ax.get_ylim()[1], f" {name}", va="top", fontsize=8, color="grey")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,93 @@
+"""What a notebook talks to: the runs of a paper under a profile and data set, as DataFrames.
+
+    from reproduce.study import Study
+    st = Study("default", "synthetic")
+    df = st.results("bcls")          # one row per (arm, seed): arm labels + every test metric
+    hist = st.histories("unified")   # one row per (arm, seed, epoch)
+
+Results come from the run cache; a missing run is trained on the spot (with a progress bar), so
+a researcher can change a sweep in JupyterLab and just re-run the notebook.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+
+from coherent_itr.runs import RunCache
+
+from . import experiments
+from .profiles import Profile, get_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+
+def profile_for(profile: str | Profile, data: str) -> Profile:
+    """The profile with its data source set to ``data`` ("synthetic" or "flickr8k")."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    if data == p.data:
+        return p
+    if data == "flickr8k":
+        return dataclasses.replace(p, data="flickr8k", data_scale="default",
+                                   results_dir=f"{p.results_dir}/flickr8k")
+    if data == "synthetic":
+        return dataclasses.replace(p, data="synthetic")
+    raise ValueError(f"data must be 'synthetic' or 'flickr8k', got {data!r}")
+
+
+class Study:
+    def __init__(self, profile: str | Profile = "default", data: str = "synthetic", cache: RunCache | None = None,
+                 progress: bool = True) -> None:
+        self.profile = profile_for(profile, data)
+        self.data = data
+        self.cache = cache or RunCache()
+        self.progress = progress
+        self.results_dir = ROOT / self.profile.results_dir
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return self.profile.seeds
+
+    def splits(self):
+        """The profile's train/dev/test splits (for data cards and batch-level analyses)."""
+        from coherent_itr import data as data_mod
+        p = self.profile
+        return data_mod.load_splits(p.data, scale=p.data_scale, seed=0)
+
+    def arms(self, paper: str, group: str | None = None) -> list[experiments.Arm]:
+        return [a for a in experiments.arms(paper, self.profile) if group is None or a.group == group]
+
+    def _runs(self, paper: str, group: str | None):
+        from tqdm.auto import tqdm
+        todo = [(a, c) for a in self.arms(paper, group) for c in a.configs(self.profile)]
+        missing = sum(not self.cache.has(c) for _, c in todo)
+        bar = tqdm(todo, desc=f"{paper}: {missing} run(s) to train", disable=not (self.progress and missing))
+        for arm, cfg in bar:
+            yield arm, cfg, self.cache.get_or_train(cfg, progress=False)
+
+    def results(self, paper: str, group: str | None = None) -> pd.DataFrame:
+        """One row per (arm, seed): ``paper, group, arm, seed, loss`` + test metrics + timing."""
+        rows = []
+        for arm, cfg, res in self._runs(paper, group):
+            rows.append({"paper": arm.paper, "group": arm.group, "arm": arm.name, "seed": cfg.seed,
+                         "loss": cfg.loss, **res.test, **{f"time_{k}": v for k, v in res.record["timing"].items()},
+                         "best_epoch": res.record["best_epoch"], "run_key": res.record.get("run_key")})
+        return pd.DataFrame(rows)
+
+    def histories(self, paper: str, group: str | None = None) -> pd.DataFrame:
+        """One row per (arm, seed, epoch) of the training log."""
+        rows = []
+        for arm, cfg, res in self._runs(paper, group):
+            for h in res.history:
+                rows.append({"paper": arm.paper, "group": arm.group, "arm": arm.name, "seed": cfg.seed, **h})
+        return pd.DataFrame(rows)
+
+
+def paired_effect(df: pd.DataFrame, metric: str, arm_a: str, arm_b: str) -> list[float]:
+    """Per-seed ``metric(arm_a) − metric(arm_b)``, paired by seed (seeds present in both arms)."""
+    a = df[df.arm == arm_a].set_index("seed")[metric]
+    b = df[df.arm == arm_b].set_index("seed")[metric]
+    common = sorted(set(a.index) & set(b.index))
+    return [float(a[s] - b[s]) for s in common]

@@ -1,0 +1,98 @@
+"""The reproduce pipeline: planning, resume after an interrupt, failure reporting, Ray."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from coherent_itr import train as train_mod
+from coherent_itr.config import Config
+from coherent_itr.runs import RunCache
+from reproduce import __main__ as driver
+from reproduce import experiments
+from reproduce.executors import LocalExecutor, RayExecutor
+from reproduce.profiles import get_profile
+
+TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
+            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
+
+
+def tiny_configs(n=3):
+    return [Config(**TINY, seed=s) for s in range(n)]
+
+
+def test_plan_deduplicates_shared_runs():
+    prof = get_profile("smoke")
+    all_cfgs = [c for paper in experiments.PAPERS for a in experiments.arms(paper, prof) for c in a.configs(prof)]
+    planned = experiments.plan(prof)
+    keys = [c.key() for c in planned]
+    assert len(set(keys)) == len(keys)                       # no duplicates
+    assert len(planned) < len(all_cfgs)                      # shared arms (e.g. VSE++ everywhere) run once
+    assert {c.key() for c in all_cfgs} == set(keys)          # but nothing is lost
+    # the Triplet-HN baseline is asked for by several papers and planned once
+    hn = [c for c in planned if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
+    assert len(hn) == len(prof.seeds)
+
+
+def test_thinned_sweep_keeps_ends_and_default():
+    prof = dataclasses.replace(get_profile("default"), thin_sweeps=True)
+    assert prof.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)) == [0.0, 0.2, 0.4]
+    assert dataclasses.replace(prof, thin_sweeps=False).thin((1, 2, 3, 4)) == [1, 2, 3, 4]
+
+
+def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
+    cache = RunCache(tmp_path)
+    cfgs = tiny_configs(3)
+    real_train = train_mod.train
+    calls = []
+
+    def interrupt_on_third(config, **kw):
+        calls.append(config.seed)
+        if config.seed == 2:
+            raise KeyboardInterrupt("simulated kill")
+        return real_train(config, **kw)
+
+    monkeypatch.setattr(train_mod, "train", interrupt_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        LocalExecutor(progress=False).run(cfgs, cache)
+    assert [cache.has(c) for c in cfgs] == [True, True, False]
+    monkeypatch.setattr(train_mod, "train", lambda config, **kw: (calls.append(config.seed), real_train(config, **kw))[1])
+    calls.clear()
+    todo = [c for c in cfgs if not cache.has(c)]
+    assert LocalExecutor(progress=False).run(todo, cache) == []
+    assert calls == [2] and all(cache.has(c) for c in cfgs)
+
+
+def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
+    cache = RunCache(tmp_path)
+    cfgs = tiny_configs(3)
+    real_train = train_mod.train
+
+    def fail_seed_1(config, **kw):
+        if config.seed == 1:
+            raise FloatingPointError("non-finite loss (simulated)")
+        return real_train(config, **kw)
+
+    monkeypatch.setattr(train_mod, "train", fail_seed_1)
+    failures = LocalExecutor(progress=False).run(cfgs, cache)
+    assert len(failures) == 1
+    f = failures[0]
+    assert f.config["seed"] == 1 and "FloatingPointError" in f.error and "simulated" in f.traceback
+    assert cache.has(cfgs[0]) and cache.has(cfgs[2]) and not cache.has(cfgs[1])
+
+    # the driver exits non-zero when a run failed
+    monkeypatch.setattr(experiments, "plan", lambda profile, papers=None: cfgs)
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    monkeypatch.setattr(driver.ledger_io, "collect", lambda d: None)
+    monkeypatch.setattr(driver.ledger_io, "write_manifest", lambda *a, **k: None)
+    assert driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress",
+                        "--workers", "1"]) == 1
+
+
+def test_ray_executor_runs_a_small_plan(tmp_path):
+    pytest.importorskip("ray")
+    cache = RunCache(tmp_path)
+    cfgs = tiny_configs(2)
+    failures = RayExecutor(num_cpus=2, progress=False).run(cfgs, cache)
+    assert failures == []
+    assert all(cache.has(c) for c in cfgs)
