@@ -152,3 +152,15 @@ def test_tangent_gradients_match_unified_paper_eqs_11_12():
     assert stats["grad_anchor"] == pytest.approx(np.mean(eq11), rel=1e-9)
     assert stats["grad_hardneg"] == pytest.approx(np.mean(eq12), rel=1e-9)
     assert stats["grad_negatives"] == pytest.approx(np.mean(eq12), rel=1e-9)  # only ĵ receives gradient
+
+
+def test_subset_images_renumbers_judgement_tables():
+    import pandas as pd
+    toy = make_toy_splits(6, 4, 4, seed=0).test
+    toy.extras["expert"] = pd.DataFrame({"image_idx": [0, 1, 3, 3], "caption_idx": [0, 17, 2, 15], "score": [4, 3, 2, 1]})
+    sub = toy.subset_images(np.array([3, 1]))
+    # image 3 -> 0 (its captions 15..19 -> 0..4); image 1 -> 1 (captions 5..9 -> 5..9);
+    # pairs whose image or caption is gone (image 0, caption 0 or 2) are dropped
+    t = sub.extras["expert"]
+    assert t.to_dict("list") == {"image_idx": [1, 0], "caption_idx": [2, 0], "score": [3, 1]}
+    assert sub.captions[0] == toy.captions[15]

@@ -56,8 +56,26 @@ class CaptionedImages:
         cpi = self.captions_per_image
         cap_idx = (image_idx[:, None] * cpi + np.arange(cpi)[None, :]).reshape(-1)
         tr = None if self.true_relevance is None else self.true_relevance[np.ix_(image_idx, cap_idx)]
+        extras = {k: _subset_pairs_table(v, image_idx, cap_idx, self.n_images, self.n_captions)
+                  for k, v in self.extras.items()}
         return CaptionedImages(name or self.name, self.features[image_idx], [self.captions[k] for k in cap_idx],
-                               [self.image_ids[i] for i in image_idx], cpi, tr, dict(self.extras))
+                               [self.image_ids[i] for i in image_idx], cpi, tr, extras)
+
+
+def _subset_pairs_table(value, image_idx: np.ndarray, cap_idx: np.ndarray, n_images: int, n_captions: int):
+    """Tables of (image_idx, caption_idx, …) pairs (e.g. human judgements) follow a subset: rows whose
+    image and caption both survive are kept, their indices renumbered; anything else is unchanged."""
+    cols = getattr(value, "columns", ())
+    if "image_idx" not in cols or "caption_idx" not in cols:
+        return value
+    new_img = np.full(n_images, -1, dtype=np.int64)
+    new_img[image_idx] = np.arange(len(image_idx))
+    new_cap = np.full(n_captions, -1, dtype=np.int64)
+    new_cap[cap_idx] = np.arange(len(cap_idx))
+    out = value.copy()
+    out["image_idx"] = new_img[out["image_idx"].to_numpy()]
+    out["caption_idx"] = new_cap[out["caption_idx"].to_numpy()]
+    return out[(out["image_idx"] >= 0) & (out["caption_idx"] >= 0)].reset_index(drop=True)
 
 
 @dataclass
