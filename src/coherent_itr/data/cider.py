@@ -126,6 +126,7 @@ class CiderD:
         if not ref_sets:
             raise ValueError("CiderD: the reference corpus is empty")
         self.n, self.sigma = int(n), float(sigma)
+        self._memo: dict[str, Counter] = {}
         self.vocab: dict[tuple, int] = {}
         sets_counts = []
         for refs in ref_sets:
@@ -148,11 +149,11 @@ class CiderD:
             self.order[j] = len(g) - 1
 
     def _ngrams(self, sentence: str) -> Counter:
-        words = sentence.split()
-        c: Counter = Counter()
-        for k in range(1, self.n + 1):
-            for i in range(len(words) - k + 1):
-                c[tuple(words[i:i + k])] += 1
+        c = self._memo.get(sentence)
+        if c is None:
+            words = sentence.split()
+            c = Counter(tuple(words[i:i + k]) for k in range(1, self.n + 1) for i in range(len(words) - k + 1))
+            self._memo[sentence] = c
         return c
 
     def encode(self, sentences: Sequence[str]):

@@ -26,7 +26,6 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import warnings
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 from ..io import atomic_write_json
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
-from .base import CaptionedImages, DataSplits
+from .base import DataSplits
 from .features import encoder_key, extract_features
 from .precomp import load_precomp_split, write_precomp_split
 

@@ -140,8 +140,8 @@ class SBERTRelevance:
         if self.mode == "paired":
             s = cap @ cap.T
         else:
-            refs = self.emb[image_idx[:, None] * self.cpi + np.arange(self.cpi)]      # (B, cpi, d)
-            s = np.einsum("bkd,cd->bkc", refs, cap).max(axis=1)
+            refs = self.emb[(image_idx[:, None] * self.cpi + np.arange(self.cpi)).reshape(-1)]   # (B·cpi, d)
+            s = (refs @ cap.T).reshape(len(image_idx), self.cpi, -1).max(axis=1)
         np.fill_diagonal(s, 1.0)
         return self._scaled(s)
 
@@ -158,7 +158,8 @@ class SBERTRelevance:
             return self._scaled(refs.mean(axis=1) @ self.emb.T)
         out = np.empty((n, self.split.n_captions), dtype=np.float32)
         for s in range(0, n, 256):
-            out[s:s + 256] = np.einsum("bkd,cd->bkc", refs[s:s + 256], self.emb).max(axis=1)
+            blk = refs[s:s + 256]
+            out[s:s + 256] = (blk.reshape(-1, blk.shape[2]) @ self.emb.T).reshape(len(blk), self.cpi, -1).max(axis=1)
         return self._scaled(out)
 
     def matrix(self) -> np.ndarray:
