@@ -65,9 +65,12 @@ def bcls_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table8", "BCLS", "bcls", **SBERT),
     ]
     for a in profile.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)):
-        arms.append(_arm(p, "alpha", f"α={a:g}", "bcls", {"kendall_params": {"alpha": a}}, **SBERT))
+        # the paper default (α=0.2, β=0.1) is the BCLS arm itself: same config, one shared run
+        arms.append(_arm(p, "alpha", f"α={a:g}", "bcls", {"kendall_params": {"alpha": a}} if a != 0.2 else {},
+                         **SBERT))
     for b in profile.thin((0.05, 0.1, 0.2, 0.4), keep=(0.1,)):
-        arms.append(_arm(p, "beta", f"β={b:g}", "bcls", {"kendall_params": {"beta": b}}, **SBERT))
+        arms.append(_arm(p, "beta", f"β={b:g}", "bcls", {"kendall_params": {"beta": b}} if b != 0.1 else {},
+                         **SBERT))
     arms.append(_arm(p, "beta", "w/o SW-HS (full Kendall)", "bcls", {"kendall": "kendall"}, **SBERT))
     return arms
 

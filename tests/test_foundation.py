@@ -164,3 +164,12 @@ def test_subset_images_renumbers_judgement_tables():
     t = sub.extras["expert"]
     assert t.to_dict("list") == {"image_idx": [1, 0], "caption_idx": [2, 0], "score": [3, 1]}
     assert sub.captions[0] == toy.captions[15]
+
+
+def test_config_key_ignores_loss_params_equal_to_defaults():
+    a = Config(loss="triplet")
+    assert a.key() == Config(loss="triplet", loss_params={"margin": 0.2, "max_violation": True}).key()
+    assert a.key() != Config(loss="triplet", loss_params={"margin": 0.3}).key()
+    lad = dict(loss="ladder", relevance="true")
+    assert Config(**lad).key() == Config(**lad, loss_params={"thresholds": [0.40]}).key()   # tuple default
+    assert Config(**lad).key() != Config(**lad, loss_params={"thresholds": [0.35]}).key()

@@ -108,6 +108,21 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def key(self) -> str:
-        """Stable hash of every field (the config's part of a run-cache key)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        """Stable hash of every field (the config's part of a run-cache key).
+
+        Loss parameters equal to the loss's defaults are left out first, so ``{"margin": 0.2}`` and
+        ``{}`` for the triplet loss name the same run (and two notebooks share it)."""
+        d = self.to_dict()
+        d["loss_params"] = _without_defaults(self.loss, self.loss_params)
+        blob = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _canonical(value):
+    """JSON-equivalent form (tuples → lists) for comparing parameter values."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _without_defaults(loss: str, params: dict) -> dict:
+    defaults = _losses.parameters(loss)
+    return {k: v for k, v in params.items() if not (k in defaults and _canonical(defaults[k]) == _canonical(v))}
