@@ -9,7 +9,7 @@ import torch
 from sklearn.metrics import ndcg_score
 
 from coherent_itr import losses
-from coherent_itr.losses.sndcg import chunk_rows_for, peak_bytes_per_element
+from coherent_itr.losses.sndcg import chunk_rows_for, clamp_is_negligible, peak_bytes_per_element
 
 DT = torch.float64
 
@@ -123,6 +123,19 @@ def test_float32_finite_values_and_gradients_for_small_tau(tau):
     v, g = value_and_grad(lambda s: crit(s, rel), sim)
     assert v.dtype == torch.float32 and torch.isfinite(v) and torch.isfinite(g).all()
     assert 0 <= float(v) <= 2
+
+
+def test_float32_fast_path_matches_exact_float64():
+    """float32 with clamp 50 skips the clamp (a no-op to within eps²); float64 applies it exactly.
+    Many pairs are beyond the clamp here (τ = 1e-3, score gaps up to 1.4)."""
+    assert clamp_is_negligible(50.0, torch.float32) and not clamp_is_negligible(50.0, torch.float64)
+    assert not clamp_is_negligible(20.0, torch.float32)
+    sim, rel = batch(32, seed=8)
+    crit = losses.build("sndcg", tau=1e-3)
+    v64, g64 = value_and_grad(lambda s: crit(s, rel), sim)
+    v32, g32 = value_and_grad(lambda s: crit(s, rel.float()), sim.detach().float())
+    assert float(v32) == pytest.approx(float(v64), rel=1e-5)
+    torch.testing.assert_close(g32.double(), g64, rtol=1e-3, atol=1e-4 * float(g64.abs().max()))
 
 
 def test_chunked_equals_unchunked():

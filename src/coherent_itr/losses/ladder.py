@@ -151,6 +151,10 @@ class LadderLoss(ITRLoss):
     α = (0.2, 0.01, …), β = (1, 1/4, 1/8, …)). ``hard_contrastive``: Eq. 8 (default, as in all
     the paper's experiments) or all pairs (Eq. 7; O(B³) memory per level).
     ``reduction``: ``sum`` over anchors (authors' code, VSE++) or ``mean``.
+
+    ``diagnostics`` per direction (``_i2t``, ``_t2i``): ``level_sizes`` (|N_l| per row and level,
+    Ladder Fig. 6), ``level_size_mean``, ``active_fraction`` (hinges > 0 among the computed ones)
+    and ``empty_fraction`` ((anchor, level) families dropped because a set is empty).
     """
 
     requires_relevance = True

@@ -37,6 +37,11 @@ with ψ = ``sim``. Choices, each a named option (paper first):
 
 Per-anchor hinges of both directions are reduced over anchors by ``sum`` (code) or ``mean``.
 Indices are sampled without gradient; φ is a label (no gradient).
+
+``diagnostics``: mean margins per direction, the fraction of negative margins, the fraction of
+active hinges, the mean similarity of the sampled negatives, the sampled indices
+(``negatives_i2t[q]`` = caption sampled for image q, ``negatives_t2i[q]`` = image sampled for
+caption q), and the triplet term's diagnostics when ``keep_triplet``.
 """
 from __future__ import annotations
 

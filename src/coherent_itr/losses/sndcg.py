@@ -15,8 +15,10 @@ score, Eq. 8, diagonal included):
 * Smooth rank (Eq. 16): ``R_ij = 1 + Σ_{k≠j} σ((s_ik − s_ij)/τ)``. Eq. 16 as printed has
   ``σ(s_ij − s_ik)``, the opposite sign of Eq. 10's indicator ``1{s_ij − s_ik < 0} = H(s_ik − s_ij)``;
   the sign here follows Eq. 10 (with the printed sign the best item would get the worst rank).
-  The sigmoid's argument is clamped to ±``clamp`` (50, as the authors' code), so values and
-  gradients stay finite in float32 for τ down to 1e-4 (gradient 0 beyond the clamp).
+  The sigmoid's argument is clamped to ±``clamp`` (50, as the authors' code; gradient 0 beyond
+  it). Values and gradients stay finite in float32 for τ down to 1e-4. In float32 with
+  clamp > 32 the clamp is a no-op to within eps² (see :func:`clamp_is_negligible`) and is
+  skipped for speed; float64, or a smaller clamp, applies it exactly.
 * NDCG-hat = DCG-hat / IDCG (Eq. 18); ``L = (1/N) Σ_i (1 − NDCG-hat_i)`` per direction
   (Eqs. 20–21), image→text plus text→image (Eq. 19). Text→image ranks images for caption i by
   ``sim[:, i]`` with relevance ``r[:, i]`` — i.e. ``sim.T`` and ``rel.T``. The authors' code reuses
@@ -56,32 +58,43 @@ def chunk_rows_for(b: int, dtype: torch.dtype, max_chunk_mb: float) -> int:
     return max(1, min(b, int(max_chunk_mb * 2 ** 20) // per_row))
 
 
+def clamp_is_negligible(clamp: float, dtype: torch.dtype) -> bool:
+    """True when clamping the sigmoid's argument at ±clamp changes σ and σ' by less than eps²
+    of the dtype (e^{−clamp} < eps²: float32 for clamp > 32, float64 for clamp > 72). Then the
+    clamp and its gradient mask are skipped: σ is stable for any argument, and the omitted
+    differences (< e^{−clamp} per pair) are below what sums of O(eps) terms can represent."""
+    return math.exp(-clamp) < torch.finfo(dtype).eps ** 2
+
+
 def _chunk_sigmoids(s: torch.Tensor, tau: float, clamp: float, with_grad: bool):
     """For rows s (c×B): sig[c, j, k] = σ(clamp((s_k − s_j)/τ)) with the diagonal j = k zeroed,
-    and, if asked, dsig = ∂sig/∂s_k = −∂sig/∂s_j (0 beyond the clamp and on the diagonal)."""
-    st = s / tau
+    and, if asked, dsig = σ'·1{inside the clamp}, so that ∂sig/∂s_k = −∂sig/∂s_j = dsig/τ
+    (0 beyond the clamp, as autograd through the clamp, and on the diagonal)."""
+    st = (s / tau).contiguous()                            # rows of sim.T are strided: copy them once
     x = st.unsqueeze(1) - st.unsqueeze(2)                 # x[c, j, k] = (s_k − s_j)/τ
-    inside = (x.abs() <= clamp) if with_grad else None
-    x.clamp_(-clamp, clamp)
-    sig = torch.sigmoid(x)
-    del x
+    exact = not clamp_is_negligible(clamp, s.dtype)
+    sig = torch.sigmoid(x.clamp(-clamp, clamp) if exact else x)
     sig.diagonal(dim1=1, dim2=2).zero_()
     if not with_grad:
         return sig, None
-    dsig = sig.neg().add_(1).mul_(sig)                      # σ(1 − σ); diagonal already 0
-    dsig.mul_(inside).div_(tau)
+    outside = (x.abs_() > clamp) if exact else None
+    del x
+    dsig = torch.addcmul(sig, sig, sig, value=-1.0)        # σ − σ² = σ(1 − σ); diagonal 0
+    if exact:
+        dsig.masked_fill_(outside, 0.0)
     return sig, dsig
 
 
-def _dcg_grad(grad_out: torch.Tensor, gains: torch.Tensor, rank: torch.Tensor, dsig: torch.Tensor) -> torch.Tensor:
+def _dcg_grad(grad_out: torch.Tensor, gains: torch.Tensor, rank: torch.Tensor, dsig: torch.Tensor,
+              tau: float) -> torch.Tensor:
     """Gradient of Σ_i grad_out_i · DCG-hat_i w.r.t. the rows' similarities (closed form).
 
     ∂DCG_i/∂R_ij = −g_ij / ((1 + R_ij) · ln2 · log2(1 + R_ij)²); R_ij depends on s_ik through
-    +dsig_ijk (k ≠ j) and on s_ij through −Σ_k dsig_ijk.
+    +dsig_ijk/τ (k ≠ j) and on s_ij through −Σ_k dsig_ijk/τ.
     """
     lg = torch.log2(1.0 + rank)
     g = grad_out.unsqueeze(1) * (-gains / ((1.0 + rank) * LN2 * lg * lg))
-    return torch.einsum("cj,cjk->ck", g, dsig) - g * dsig.sum(dim=2)
+    return (torch.bmm(g.unsqueeze(1), dsig).squeeze(1) - g * dsig.sum(dim=2)) / tau
 
 
 class _SmoothDCG(torch.autograd.Function):
@@ -112,7 +125,7 @@ class _SmoothDCG(torch.autograd.Function):
     def backward(ctx, grad_out):
         if ctx.keep:
             gains, rank, dsig = ctx.saved_tensors
-            return _dcg_grad(grad_out, gains, rank, dsig), None, None, None, None
+            return _dcg_grad(grad_out, gains, rank, dsig, ctx.tau), None, None, None, None
         sim, gains = ctx.saved_tensors
         grad = torch.zeros_like(sim)
         for r0 in range(0, sim.shape[0], ctx.chunk):
@@ -120,7 +133,7 @@ class _SmoothDCG(torch.autograd.Function):
             sig, dsig = _chunk_sigmoids(sim[sl], ctx.tau, ctx.clamp, with_grad=True)
             rank = 1.0 + sig.sum(dim=2)
             del sig
-            grad[sl] = _dcg_grad(grad_out[sl], gains[sl], rank, dsig)
+            grad[sl] = _dcg_grad(grad_out[sl], gains[sl], rank, dsig, ctx.tau)
         return grad, None, None, None, None
 
 
