@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -26,7 +27,12 @@ def data_sets(choice: str) -> list[str]:
     return choice.split(",")
 
 
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)   # `kill` stops the worker processes too
     ap = argparse.ArgumentParser(prog="python -m reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="default", help="smoke | default | paper")
     ap.add_argument("--data", default="auto",

@@ -62,13 +62,22 @@ class LocalExecutor:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
             threads = max(1, (os.cpu_count() or 1) // self.workers)
-            with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn")) as pool:
+            pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            try:
                 futs = [pool.submit(_run_one, cd, root, threads) for cd in todo]
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:
                         failures.append(f)
                     bar.update(1)
+            except BaseException:
+                # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
+                # workers too, so no orphan keeps training; finished runs are already safe in the cache
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
         bar.close()
         return failures
 
