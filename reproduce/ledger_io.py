@@ -3,7 +3,7 @@
 Each notebook writes its claims to ``<results>/<paper>/claims[_<data>].csv`` with
 :func:`write_claims`; :func:`collect` gathers them into ``<results>/claims.csv`` and ``.md``
 and lists every claim id of ``claims.md`` — a claim no notebook has tested yet is listed as
-``inconclusive`` with the note "not tested yet", never silently dropped.
+``inconclusive`` with a note saying it was not tested in that run, never silently dropped.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def collect(results_dir: str | os.PathLike) -> pd.DataFrame:
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS)
     tested = set(df["id"]) if len(df) else set()
     missing = [{"id": cid, "paper": paper, "verdict": "inconclusive", "kind": "", "n_seeds": 0,
-                "note": "not tested yet: its notebook is pending"}
+                "note": "not tested in this run: its notebook was not executed for this profile and data"}
                for paper, ids in CLAIM_IDS.items() for cid in ids if cid not in tested]
     if missing:
         df = pd.concat([df, pd.DataFrame(missing)], ignore_index=True)
