@@ -11,7 +11,8 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
 from coherent_itr import losses
-from coherent_itr.losses.adaptive_ladder import adaptive_levels_sklearn, adaptive_levels_torch, exact_kmeans_1d_sorted
+from coherent_itr.losses.adaptive_ladder import (adaptive_levels_sklearn, adaptive_levels_torch, exact_kmeans_1d_sorted,
+                                                labels_from_starts, silhouette_1d_sorted)
 
 DT = torch.float64
 PAPER_ALPHA = [0.2, 0.01, 0.01, 0.01]            # Ladder Sec. IV-A
@@ -288,6 +289,28 @@ def test_loop_silhouette_matches_sklearn():
         x = list(rng.random(11))
         lab = loop_kmeans_1d(x, 3)
         assert loop_silhouette(x, lab) == pytest.approx(silhouette_score(np.array(x)[:, None], lab), abs=1e-12)
+
+
+def test_exact_kmeans_and_vectorised_silhouette_against_enumeration_and_sklearn():
+    """Torch DP partition = the enumerated optimum (same SSE) and its prefix-sum silhouette =
+    sklearn's silhouette_score, on rows with and without tied values."""
+    rng = np.random.default_rng(11)
+    rows = [np.round(rng.random(9), 1) for _ in range(10)] + [rng.random(9) for _ in range(10)]
+    rows += [np.repeat([0.1, 0.5, 0.9], 3), np.array([0.2] * 5 + [0.7] * 4), np.repeat([0.3, 0.4, 0.6], [2, 3, 4])]
+    xs = torch.tensor(np.sort(np.stack(rows), axis=1))
+    starts, ok = exact_kmeans_1d_sorted(xs, 4)
+    assert not bool(ok[3][-3]) and not bool(ok[2][-2]) and bool(ok[2][-1])      # < k distinct values
+    for r, x in enumerate(xs.tolist()):
+        for k in (2, 3, 4):
+            lab_ref = loop_kmeans_1d(x, k)
+            assert bool(ok[k - 1][r]) == (lab_ref is not None)
+            if lab_ref is None:
+                continue
+            lab = labels_from_starts(starts[k - 1][r:r + 1], 9)[0].tolist()
+            sse = lambda lb: sum((v - np.mean([x[i] for i in range(9) if lb[i] == lb[j]])) ** 2 for j, v in enumerate(x))
+            assert sse(lab) == pytest.approx(sse(lab_ref), abs=1e-12)
+            sil = float(silhouette_1d_sorted(xs[r:r + 1], starts[k - 1][r:r + 1])[0])
+            assert sil == pytest.approx(silhouette_score(np.array(x)[:, None], lab), abs=1e-12)
 
 
 def test_exact_kmeans_is_never_worse_than_sklearn():

@@ -138,31 +138,30 @@ def labels_from_starts(starts: torch.Tensor, n: int) -> torch.Tensor:
 def silhouette_1d_sorted(xs: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
     """Mean silhouette (Ladder Eqs. 10–12, distance |x − y|) of contiguous clusters of sorted rows.
 
-    ``xs``: rows × n sorted ascending; ``starts``: rows × k first index of each cluster
-    (non-decreasing; a start equal to the next one, or to n, marks an empty cluster, ignored).
-    Sum of distances from point p to cluster [a, b) by prefix sums:
-    ``(u − a)·x_p − (P[u] − P[a]) + (P[b] − P[v]) − (b − v)·x_p`` with u = clamp(p, a, b),
-    v = clamp(p + 1, a, b). A singleton's silhouette is 0 (Eq. 12).
+    ``xs``: rows × n sorted ascending; ``starts``: rows × k first index of each (non-empty)
+    cluster, ascending, with cuts only between distinct values. Then every other cluster lies
+    entirely on one side of a point, so its mean distance to the point is ``|x_p − μ_c|`` and the
+    nearest one (Eq. 11) is an adjacent cluster; the within-cluster sum (Eq. 10) comes from prefix
+    sums: ``(p − a)·x_p − (P[p] − P[a]) + (P[b] − P[p+1]) − (b − p − 1)·x_p`` for cluster [a, b).
+    A singleton's silhouette is 0 (Eq. 12). O(rows · n).
     """
     rows, n = xs.shape
     k = starts.shape[1]
     ends = torch.cat([starts[:, 1:], torch.full_like(starts[:, :1], n)], dim=1)
     p1, _ = _prefix(xs)
-    pos = torch.arange(n, device=xs.device).view(1, n, 1)
-    a, b = starts.unsqueeze(1), ends.unsqueeze(1)                        # rows × 1 × k
-    u = torch.minimum(torch.maximum(pos, a), b)                          # rows × n × k
-    v = torch.minimum(torch.maximum(pos + 1, a), b)
-    gu = p1.gather(1, u.view(rows, -1)).view(rows, n, k)
-    gv = p1.gather(1, v.view(rows, -1)).view(rows, n, k)
-    ga, gb = p1.gather(1, starts).unsqueeze(1), p1.gather(1, ends).unsqueeze(1)
-    x = xs.unsqueeze(2)
-    dist_sum = (u - a) * x - (gu - ga) + (gb - gv) - (b - v) * x          # rows × n × k
-    size = (ends - starts).to(xs.dtype).unsqueeze(1)                     # rows × 1 × k
-    own = labels_from_starts(starts, n).unsqueeze(2)                     # rows × n × 1
-    own_size = size.expand(rows, n, k).gather(2, own).squeeze(2)
-    a_val = dist_sum.gather(2, own).squeeze(2) / (own_size - 1).clamp(min=1)
-    other = (dist_sum / size.clamp(min=1)).masked_fill(size == 0, float("inf")).scatter_(2, own, float("inf"))
-    b_val = other.amin(dim=2)
+    size = (ends - starts).to(xs.dtype)
+    mu = (p1.gather(1, ends) - p1.gather(1, starts)) / size.clamp(min=1)
+    own = labels_from_starts(starts, n)                                  # rows × n
+    a_idx, b_idx = starts.gather(1, own), ends.gather(1, own)
+    pos = torch.arange(n, device=xs.device).view(1, n)
+    intra = ((pos - a_idx) * xs - (p1[:, :n] - p1.gather(1, a_idx))
+             + (p1.gather(1, b_idx) - p1[:, 1:]) - (b_idx - pos - 1) * xs)
+    own_size = (b_idx - a_idx).to(xs.dtype)
+    a_val = intra / (own_size - 1).clamp(min=1)
+    inf = torch.full_like(xs, float("inf"))
+    below = torch.where(own > 0, xs - mu.gather(1, (own - 1).clamp(min=0)), inf)
+    above = torch.where(own < k - 1, mu.gather(1, (own + 1).clamp(max=k - 1)) - xs, inf)
+    b_val = torch.minimum(below, above)
     denom = torch.maximum(a_val, b_val)
     sil = torch.where(denom > 0, (b_val - a_val) / denom.clamp(min=torch.finfo(xs.dtype).tiny), 0.0)
     sil = torch.where(own_size > 1, sil, 0.0)
