@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coherent_itr import losses
 from coherent_itr.config import Config
 
 from .profiles import Profile
@@ -30,8 +31,16 @@ class Arm:
     overrides: dict = field(default_factory=dict)
 
     def configs(self, profile: Profile) -> list[Config]:
+        """One config per seed of the profile. A loss with its own ``seed`` parameter (SAM's random
+        sampler) gets the run's seed, so seeds differ in its sampling too."""
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
-        return [Config(**{**base, **self.overrides, "seed": s}) for s in profile.seeds]
+        out = []
+        for s in profile.seeds:
+            cfg = {**base, **self.overrides, "seed": s}
+            if "seed" in losses.parameters(cfg["loss"]):
+                cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": s}
+            out.append(Config(**cfg))
+        return out
 
 
 def _arm(paper, group, name, loss, params=None, **extra) -> Arm:

@@ -96,3 +96,10 @@ def test_ray_executor_runs_a_small_plan(tmp_path):
     failures = RayExecutor(num_cpus=2, progress=False).run(cfgs, cache)
     assert failures == []
     assert all(cache.has(c) for c in cfgs)
+
+
+def test_losses_with_their_own_seed_get_the_run_seed():
+    prof = get_profile("default")
+    rs = [c for c in experiments.plan(prof) if c.loss == "sam" and c.loss_params.get("sampling") == "RS"]
+    assert rs and all(c.loss_params["seed"] == c.seed for c in rs)
+    assert len({c.key() for c in rs}) == len(rs)
