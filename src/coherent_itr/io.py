@@ -62,6 +62,28 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
+def read_text_lines(path: str | os.PathLike, what: str = "file", drop_trailing_blank: bool = False) -> list[str]:
+    """The lines of a UTF-8 text file, without their line endings (``\\n`` and ``\\r``).
+
+    The final newline ends the last line rather than starting an empty one; with
+    ``drop_trailing_blank`` every blank line at the end is dropped too. A missing file raises
+    ``FileNotFoundError`` and a non-UTF-8 one ``ValueError``, both naming ``what`` / the path."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
+    lines = text.split("\n")
+    if drop_trailing_blank:
+        while lines and not lines[-1].strip():
+            lines.pop()
+    elif lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
+
+
 def load_npy(path: str | os.PathLike) -> np.ndarray:
     """Load an ``.npy`` array without pickles; a pickled/object array raises ``ValueError`` naming the file."""
     try:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_write_json
+from ..io import atomic_write_json, read_text_lines
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
 from .base import DataSplits
@@ -53,16 +53,7 @@ class Flickr8kWarning(UserWarning):
 
 
 def _lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise FileNotFoundError(f"Flickr8k file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
-    lines = text.split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()                    # trailing empty lines
-    return [ln.rstrip("\r") for ln in lines]
+    return read_text_lines(path, "Flickr8k file", drop_trailing_blank=True)
 
 
 def read_split_list(path: Path, images_dir: Path) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..io import atomic_write_bytes, atomic_write_text, load_npy
+from ..io import atomic_write_bytes, atomic_write_text, load_npy, read_text_lines
 from .base import CaptionedImages, DataSplits
 
 NAMES = ("f8k", "f30k", "coco")
@@ -47,18 +47,9 @@ def precomp_folder(data_dir: str | os.PathLike, name: str) -> Path:
 
 def read_captions(path: Path) -> list[str]:
     """One caption per line (UTF-8); an empty caption raises ValueError naming the file and line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"caption file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()                      # final newline
     caps = []
-    for k, line in enumerate(lines, start=1):
-        c = line.rstrip("\r").strip()
+    for k, line in enumerate(read_text_lines(path, "caption file"), start=1):
+        c = line.strip()
         if not c:
             raise ValueError(f"{path}: line {k}: empty caption (every line must hold one caption)")
         caps.append(c)
