@@ -1,6 +1,7 @@
 """``python -m reproduce --profile default``: the study from planning to the claims ledger.
 
-plan every run the profile needs → train the missing ones through an executor → execute every
+plan every run the profile needs → prepare their data once (features, Sentence-BERT embeddings)
+→ train the missing ones through an executor → execute every
 notebook with papermill (profile and data as parameters) → collect the claims ledger → write
 it into README.md → write ``results/manifest.json``. Exits non-zero if any run or notebook failed
 (the others still finish).
@@ -18,6 +19,7 @@ from coherent_itr.runs import RunCache
 
 from . import experiments, ledger_io, notebooks
 from .executors import make_executor
+from .prepare import prepare
 from .study import profile_for
 
 
@@ -50,13 +52,19 @@ def main(argv=None) -> int:
     cache = RunCache()
     papers = args.papers.split(",") if args.papers else None
     failed = False
+    timings: dict[str, float] = {}
     for data in data_sets(args.data):
         profile = profile_for(args.profile, data)
         configs = experiments.plan(profile, papers)
         todo = [c for c in configs if not cache.has(c)]
         print(f"reproduce [{profile.name}/{data}]: {len(configs)} runs planned, {len(todo)} to train "
               f"({args.executor} executor, {args.workers} worker(s))", flush=True)
+        t = time.perf_counter()
+        if todo:
+            timings[f"{data}_prepare_s"] = prepare(todo, progress)
+        t1 = time.perf_counter()
         failures = make_executor(args.executor, args.workers, progress).run(todo, cache)
+        timings[f"{data}_train_s"] = time.perf_counter() - t1
         for f in failures:
             print(f, file=sys.stderr)
         failed |= bool(failures)
@@ -66,11 +74,15 @@ def main(argv=None) -> int:
             for name, tb in nb_fail:
                 print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
             failed |= bool(nb_fail)
+        timings[f"{data}_total_s"] = time.perf_counter() - t
+        print(f"reproduce [{profile.name}/{data}]: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()
+                                                            if k.startswith(data)), flush=True)
     base = profile_for(args.profile, "synthetic").results_dir
     table = ledger_io.collect(base)
     if args.profile != "smoke":
         ledger_io.update_readme(table, args.profile)
-    ledger_io.write_manifest(base, args.profile, data_sets(args.data), time.perf_counter() - t0)
+    ledger_io.write_manifest(base, args.profile, data_sets(args.data), time.perf_counter() - t0, timings,
+                             n_workers=args.workers)
     print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; results in {base}/"
           + ("; SOME RUNS OR NOTEBOOKS FAILED (see above)" if failed else ""))
     return 1 if failed else 0

@@ -101,7 +101,9 @@ def ladder_arms(profile: Profile) -> list[Arm]:
         _arm(p, "levels", "L=3", "ladder", {"thresholds": [0.40, 0.35], "alpha": [0.2, 0.01, 0.01],
                                             "beta": [1.0, 0.25, 0.125]}, **SBERT),
     ]
-    for lo, hi in ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5)):
+    # Table VIII/IX order; thinned: its ends (1,1) and (2,5), the paper default (2,4) and (2,2)
+    for lo, hi in profile.thin(((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5)),
+                               keep=((2, 2), (2, 4))):
         arms.append(_arm(p, "lminmax", f"({lo},{hi})", "adaptive_ladder", {"l_min": lo, "l_max": hi}, **SBERT))
     return arms
 

@@ -91,13 +91,18 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
     atomic_write_text(readme, text)
 
 
-def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float) -> None:
+def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float,
+                   timings: dict | None = None, n_workers: int | None = None) -> None:
+    """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
+    how long each phase of this invocation took (seconds; cached runs cost nothing)."""
     import torch
     atomic_write_json(Path(results_dir) / "manifest.json", {
         "library_source_hash": source_hash(),
         "profile": profile,
         "data": datasets,
         "runtime_s": round(runtime_s, 1),
+        "phases_s": {k: round(v, 1) for k, v in (timings or {}).items()},
+        "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__, "cuda": torch.cuda.is_available()},

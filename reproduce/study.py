@@ -30,7 +30,8 @@ def profile_for(profile: str | Profile, data: str) -> Profile:
     if data == p.data:
         return p
     if data == "flickr8k":
-        return dataclasses.replace(p, data="flickr8k", data_scale="default",
+        model = {**p.model, "train_fraction": 0.1} if p.name == "smoke" else p.model
+        return dataclasses.replace(p, data="flickr8k", data_scale="default", model=model,
                                    results_dir=f"{p.results_dir}/flickr8k")
     if data == "synthetic":
         return dataclasses.replace(p, data="synthetic")

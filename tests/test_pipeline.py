@@ -37,6 +37,8 @@ def test_plan_deduplicates_shared_runs():
 def test_thinned_sweep_keeps_ends_and_default():
     prof = dataclasses.replace(get_profile("default"), thin_sweeps=True)
     assert prof.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)) == [0.0, 0.2, 0.4]
+    assert prof.thin((3.0, 5.0, 10.0), keep=(3.0,)) == [3.0, 10.0]
+    assert prof.thin((1, 2)) == [1, 2]
     assert dataclasses.replace(prof, thin_sweeps=False).thin((1, 2, 3, 4)) == [1, 2, 3, 4]
 
 
@@ -103,3 +105,23 @@ def test_losses_with_their_own_seed_get_the_run_seed():
     rs = [c for c in experiments.plan(prof) if c.loss == "sam" and c.loss_params.get("sampling") == "RS"]
     assert rs and all(c.loss_params["seed"] == c.seed for c in rs)
     assert len({c.key() for c in rs}) == len(rs)
+
+
+def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
+    from coherent_itr import data as data_mod
+    from coherent_itr.data import sbert
+    from reproduce.prepare import prepare
+
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(sbert, "_encode", lambda texts, bs, progress: calls.append(len(texts))
+                        or __import__("numpy").ones((len(texts), 384), dtype="float32"))
+    sbert._MEMO.clear()
+    cfgs = tiny_configs(3)                                    # three seeds, one data set
+    assert prepare(cfgs, progress=False) >= 0
+    splits = data_mod.load_splits("toy", scale="smoke")
+    n_unique = len({c for s in (splits.train, splits.dev, splits.test) for c in s.captions})
+    assert calls == [n_unique]                                # one encoder call for the one data set
+    sbert._MEMO.clear()
+    sbert.embed_captions(splits.train.captions)               # a split is then read from the disk cache
+    assert calls == [n_unique]
