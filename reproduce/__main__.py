@@ -45,6 +45,8 @@ def main(argv=None) -> int:
                     help="parallel training processes (local) or CPUs for a local Ray instance")
     ap.add_argument("--papers", default=None, help="comma-separated subset of " + ",".join(experiments.PAPERS))
     ap.add_argument("--skip-notebooks", action="store_true")
+    ap.add_argument("--rerun-notebooks", action="store_true",
+                    help="execute every notebook even if its inputs are unchanged since its last run")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
         failed |= bool(failures)
         if not args.skip_notebooks:
             nb_fail = notebooks.execute(profile.name, data, profile.results_dir, only=papers_to_notebooks(papers),
-                                        progress=progress)
+                                        progress=progress, force=args.rerun_notebooks or bool(todo))
             for name, tb in nb_fail:
                 print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
             failed |= bool(nb_fail)

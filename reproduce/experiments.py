@@ -21,6 +21,8 @@ SBERT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale": "co
 SBERT_UNIT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale": "unit"})
 CIDER = dict(relevance="cider", relevance_params={"include_candidate": True})
 GAMMA = 60.0  # Unified paper: γ = 50–60; its sweeps (Fig. 5a) use 60
+# groups of arms that sweep a parameter around a paper's default (a profile may give them fewer seeds)
+SWEEP_GROUPS = frozenset({"alpha", "beta", "beta2", "levels", "lminmax", "grid", "tau", "margin", "gamma"})
 
 
 @dataclass(frozen=True)
@@ -31,11 +33,13 @@ class Arm:
     overrides: dict = field(default_factory=dict)
 
     def configs(self, profile: Profile) -> list[Config]:
-        """One config per seed of the profile. A loss with its own ``seed`` parameter (SAM's random
-        sampler) gets the run's seed, so seeds differ in its sampling too."""
+        """One config per seed of the profile (``profile.sweep_seeds`` for a sweep group when set). A
+        loss with its own ``seed`` parameter (SAM's random sampler) gets the run's seed, so seeds
+        differ in its sampling too."""
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
+        seeds = profile.sweep_seeds if (self.group in SWEEP_GROUPS and profile.sweep_seeds) else profile.seeds
         out = []
-        for s in profile.seeds:
+        for s in seeds:
             cfg = {**base, **self.overrides, "seed": s}
             if "seed" in losses.parameters(cfg["loss"]):
                 cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": s}

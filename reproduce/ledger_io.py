@@ -77,16 +77,59 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(rows) + "\n"
 
 
+def claim_verdict(verdicts) -> str:
+    """One word for a claim tested by several rows (each with its verdict by the rule in
+    :mod:`.ledger`): ``reproduced`` if every row is, ``not reproduced`` if every decided row is
+    not and at least one is, ``inconclusive`` if no row is decided, else ``mixed``."""
+    v = list(verdicts)
+    decided = [x for x in v if x != "inconclusive"]
+    if not decided:
+        return "inconclusive"
+    if all(x == "reproduced" for x in v):
+        return "reproduced"
+    if all(x == "not reproduced" for x in decided):
+        return "not reproduced"
+    return "mixed"
+
+
+def summary_markdown(df: pd.DataFrame) -> str:
+    """One line per claim id: its verdict per data set with the tally of its rows
+    (R reproduced / N not reproduced / I inconclusive); every row is in ``claims.md``."""
+    datasets = sorted({d for d in df["dataset"].dropna()}) if len(df) else []
+    head = "| id | paper | claim (first row's statement) | " + " | ".join(datasets or ["data"]) + " |"
+    rows = [head, "|" + "---|" * (3 + max(1, len(datasets)))]
+    for cid in (c for ids in CLAIM_IDS.values() for c in ids):
+        sub = df[df["id"] == cid]
+        if not len(sub):
+            continue
+        tested = sub[sub["dataset"].notna()]
+        stmt = tested["statement"].iloc[0] if len(tested) else sub["note"].iloc[0]
+        cells = []
+        for d in datasets or [None]:
+            part = tested[tested["dataset"] == d] if d else tested
+            if not len(part):
+                cells.append("not tested")
+                continue
+            n = part["verdict"].value_counts()
+            tally = f"R{n.get('reproduced', 0)}/N{n.get('not reproduced', 0)}/I{n.get('inconclusive', 0)}"
+            cells.append(f"**{claim_verdict(part['verdict'])}** ({tally})")
+        rows.append(f"| {cid} | {sub['paper'].iloc[0]} | {stmt} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md") -> None:
-    """Replace the table between the ledger markers of README.md."""
+    """Replace the summary table between the ledger markers of README.md."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         return
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     datasets = sorted({d for d in df["dataset"].dropna()}) if len(df) else []
     block = (f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
-             f"`make reproduce`; effects are means over seeds with Student-t 95% intervals._\n\n"
-             + markdown(df) + END)
+             f"`make reproduce` (library source hash {source_hash()}). One line per claim; a claim is tested "
+             f"by one or more rows (effect with a Student-t 95% interval over seeds, verdict by the rule in "
+             f"`reproduce/ledger.py`), all of them in [results/claims.md](results/claims.md). R/N/I = rows "
+             f"reproduced / not reproduced / inconclusive._\n\n"
+             + summary_markdown(df) + END)
     text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
     atomic_write_text(readme, text)
 

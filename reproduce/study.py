@@ -30,9 +30,8 @@ def profile_for(profile: str | Profile, data: str) -> Profile:
     if data == p.data:
         return p
     if data == "flickr8k":
-        model = {**p.model, "train_fraction": 0.1} if p.name == "smoke" else p.model
-        return dataclasses.replace(p, data="flickr8k", data_scale="default", model=model,
-                                   results_dir=f"{p.results_dir}/flickr8k")
+        return dataclasses.replace(p, data="flickr8k", data_scale="default",
+                                   results_dir=f"{p.results_dir}/flickr8k", **p.flickr8k)
     if data == "synthetic":
         return dataclasses.replace(p, data="synthetic")
     raise ValueError(f"data must be 'synthetic' or 'flickr8k', got {data!r}")

@@ -125,3 +125,57 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     sbert._MEMO.clear()
     sbert.embed_captions(splits.train.captions)               # a split is then read from the disk cache
     assert calls == [n_unique]
+
+
+def test_claim_verdict_summarises_rows():
+    from reproduce.ledger_io import claim_verdict
+    assert claim_verdict(["reproduced", "reproduced"]) == "reproduced"
+    assert claim_verdict(["reproduced", "inconclusive"]) == "mixed"
+    assert claim_verdict(["not reproduced", "inconclusive"]) == "not reproduced"
+    assert claim_verdict(["reproduced", "not reproduced"]) == "mixed"
+    assert claim_verdict(["inconclusive"]) == "inconclusive"
+
+
+def test_flickr8k_default_runs_sweeps_with_one_seed_and_main_arms_with_all():
+    from reproduce.study import profile_for
+    syn, f8k = profile_for("default", "synthetic"), profile_for("default", "flickr8k")
+    assert syn.sweep_seeds is None and f8k.sweep_seeds == (0,)
+    alpha = [a for a in experiments.arms("bcls", f8k) if a.group == "alpha" and a.name == "α=0"][0]
+    assert [c.seed for c in alpha.configs(f8k)] == [0]
+    assert [c.seed for c in alpha.configs(syn)] == [0, 1, 2]
+    main = experiments.arms("overview", f8k)[0]
+    assert [c.seed for c in main.configs(f8k)] == [0, 1, 2]
+    assert {c.data for c in experiments.plan(f8k)} == {"flickr8k"}
+    assert len(experiments.plan(f8k)) < len(experiments.plan(syn))
+
+
+def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkeypatch):
+    import papermill
+
+    from reproduce import notebooks
+
+    ran = []
+
+    def fake_execute(src, out, **kw):
+        ran.append(src)
+        open(out, "w").write("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    monkeypatch.setattr(notebooks, "kernel_name", lambda: "python3")
+    assert notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False) == []
+    assert notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False) == []
+    assert len(ran) == 1                                                  # second call: skipped
+    notebooks.execute("smoke", "flickr8k", tmp_path, only=["06"], progress=False)
+    assert len(ran) == 2                                                  # other data: executed
+    notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False, force=True)
+    assert len(ran) == 3                                                  # forced: executed
+
+    def failing(src, out, **kw):
+        raise RuntimeError("cell failed")
+
+    monkeypatch.setattr(papermill, "execute_notebook", failing)
+    fails = notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False, force=True)
+    assert len(fails) == 1 and "cell failed" in fails[0][1]
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
+    assert len(ran) == 4                                   # a failed run left no stamp: executed again
