@@ -41,10 +41,17 @@ def write_claims(claims: list[ClaimResult], results_dir: str | os.PathLike, pape
     return df
 
 
+def claim_files(results_dir: Path) -> list[Path]:
+    """The notebooks' claim files of one profile: ``<results>/<paper>/claims_*.csv`` (synthetic) and
+    ``<results>/flickr8k/<paper>/claims_*.csv`` — never those of another profile's results folder
+    nested inside it (``results/smoke/`` lives under ``results/``)."""
+    return sorted([*results_dir.glob("*/claims_*.csv"), *(results_dir / "flickr8k").glob("*/claims_*.csv")])
+
+
 def collect(results_dir: str | os.PathLike) -> pd.DataFrame:
     """Gather every notebook's claims (all data sets) into ``claims.csv`` / ``claims.md``."""
     results_dir = Path(results_dir)
-    parts = [pd.read_csv(p) for p in sorted(results_dir.rglob("claims_*.csv"))]
+    parts = [pd.read_csv(p) for p in claim_files(results_dir)]
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS)
     tested = set(df["id"]) if len(df) else set()
     missing = [{"id": cid, "paper": paper, "verdict": "inconclusive", "kind": "", "n_seeds": 0,

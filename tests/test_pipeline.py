@@ -127,6 +127,20 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     assert calls == [n_unique]
 
 
+def test_ledger_collects_its_own_profile_only(tmp_path):
+    """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
+    from reproduce import ledger_io
+    row = "id,paper,dataset,verdict,n_seeds\n{},BCLS,{},reproduced,3\n"
+    for sub, cid, data in [("bcls", "B1", "synthetic"), ("flickr8k/bcls", "B2", "flickr8k"),
+                           ("smoke/bcls", "B3", "synthetic"), ("smoke/flickr8k/bcls", "B4", "flickr8k")]:
+        (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / sub / f"claims_{data}.csv").write_text(row.format(cid, data))
+    df = ledger_io.collect(tmp_path)
+    tested = df[df["n_seeds"] > 0]
+    assert sorted(tested["id"]) == ["B1", "B2"]
+    assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}   # listed as untested
+
+
 def test_claim_verdict_summarises_rows():
     from reproduce.ledger_io import claim_verdict
     assert claim_verdict(["reproduced", "reproduced"]) == "reproduced"
