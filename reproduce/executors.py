@@ -29,11 +29,14 @@ class RunFailure:
 
 def _run_one(config_dict: dict, cache_root: str, threads: int | None = None) -> RunFailure | None:
     """Train one config into the cache; return a RunFailure instead of raising."""
+    import torch
+    from threadpoolctl import threadpool_limits
     if threads:
-        import torch
         torch.set_num_threads(threads)
     try:
-        RunCache(cache_root).get_or_train(Config.from_dict(config_dict), progress=False)
+        # the worker's numpy (test metrics) gets as many BLAS threads as torch: workers × threads = cores
+        with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+            RunCache(cache_root).get_or_train(Config.from_dict(config_dict), progress=False)
         return None
     except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())

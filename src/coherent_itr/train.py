@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import data as data_mod
@@ -124,52 +125,56 @@ def train(config: Config, splits: data_mod.DataSplits | None = None, progress: b
     best = (-np.inf, None, -1)
     t_train = 0.0
     bar = tqdm(range(config.epochs), desc=f"{config.loss} seed={config.seed}", disable=not progress, leave=False)
-    for epoch in bar:
-        for group in opt.param_groups:  # VSE++: lr · decay^(epoch // lr_decay_epoch)
-            group["lr"] = config.lr * config.lr_decay ** (epoch // max(1, config.lr_decay_epoch))
-        model.train()
-        t0 = time.perf_counter()
-        sums: dict[str, float] = {}
-        n_batches = 0
-        for img_idx, cap_idx in _batches(tr.n_images, tr.captions_per_image, config, g):
-            len_b = lengths[cap_idx]
-            tok_b = tokens[cap_idx][:, :int(len_b.max())]
-            v, t = model(feats[img_idx].to(device), tok_b.to(device), len_b)
-            v.retain_grad()
-            sim = v @ t.T
-            sim.retain_grad()
-            rel = None
-            if provider is not None:
-                rel = torch.as_tensor(provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=sim.dtype,
-                                      device=device)
-            loss = crit(sim, rel)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite loss {loss.item()} at epoch {epoch}, batch {n_batches} "
-                                         f"(loss={config.loss}, params={config.loss_params})")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            opt.step()
-            stats = {"train_loss": float(loss.detach())}
-            stats.update({f"loss_{k}": float(x) for k, x in crit.diagnostics.items()
-                          if isinstance(x, (int, float)) and not isinstance(x, bool)})
-            if config.grad_diagnostics:
-                stats.update(tangent_gradient_stats(v.detach(), t.detach(), sim.detach(), sim.grad, v.grad))
-            for k, val in stats.items():
-                sums[k] = sums.get(k, 0.0) + val
-            n_batches += 1
-        epoch_time = time.perf_counter() - t0
-        t_train += epoch_time
-        img_e, cap_e = encode_split(model, dev, vocab, device)
-        val = _validation_stats(img_e, cap_e, dev)
-        rec = {"epoch": epoch + 1, "epoch_time_s": epoch_time, "lr": opt.param_groups[0]["lr"],
-               **{k: v / max(n_batches, 1) for k, v in sums.items()},
-               **{f"val_{k}" if not k.startswith("val_") else k: v for k, v in val.items()}}
-        history.append(rec)
-        bar.set_postfix(loss=f"{rec['train_loss']:.3f}", rsum=f"{val['rsum']:.1f}")
-        if val["rsum"] > best[0]:
-            best = (val["rsum"], copy.deepcopy(model.state_dict()), epoch + 1)
+    # numpy work inside the loop (relevance providers, validation metrics) is small per call; a multi-threaded
+    # OpenBLAS pool spinning between those calls fights torch's threads for the cores and made a BCLS epoch
+    # 3.5x slower on 2 CPUs (14.2 s vs 4.1 s, results/benchmarks/blas_threads.md) — one BLAS thread here.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for epoch in bar:
+            for group in opt.param_groups:  # VSE++: lr · decay^(epoch // lr_decay_epoch)
+                group["lr"] = config.lr * config.lr_decay ** (epoch // max(1, config.lr_decay_epoch))
+            model.train()
+            t0 = time.perf_counter()
+            sums: dict[str, float] = {}
+            n_batches = 0
+            for img_idx, cap_idx in _batches(tr.n_images, tr.captions_per_image, config, g):
+                len_b = lengths[cap_idx]
+                tok_b = tokens[cap_idx][:, :int(len_b.max())]
+                v, t = model(feats[img_idx].to(device), tok_b.to(device), len_b)
+                v.retain_grad()
+                sim = v @ t.T
+                sim.retain_grad()
+                rel = None
+                if provider is not None:
+                    rel = torch.as_tensor(provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=sim.dtype,
+                                          device=device)
+                loss = crit(sim, rel)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"non-finite loss {loss.item()} at epoch {epoch}, batch {n_batches} "
+                                             f"(loss={config.loss}, params={config.loss_params})")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                opt.step()
+                stats = {"train_loss": float(loss.detach())}
+                stats.update({f"loss_{k}": float(x) for k, x in crit.diagnostics.items()
+                              if isinstance(x, (int, float)) and not isinstance(x, bool)})
+                if config.grad_diagnostics:
+                    stats.update(tangent_gradient_stats(v.detach(), t.detach(), sim.detach(), sim.grad, v.grad))
+                for k, val in stats.items():
+                    sums[k] = sums.get(k, 0.0) + val
+                n_batches += 1
+            epoch_time = time.perf_counter() - t0
+            t_train += epoch_time
+            img_e, cap_e = encode_split(model, dev, vocab, device)
+            val = _validation_stats(img_e, cap_e, dev)
+            rec = {"epoch": epoch + 1, "epoch_time_s": epoch_time, "lr": opt.param_groups[0]["lr"],
+                   **{k: v / max(n_batches, 1) for k, v in sums.items()},
+                   **{f"val_{k}" if not k.startswith("val_") else k: v for k, v in val.items()}}
+            history.append(rec)
+            bar.set_postfix(loss=f"{rec['train_loss']:.3f}", rsum=f"{val['rsum']:.1f}")
+            if val["rsum"] > best[0]:
+                best = (val["rsum"], copy.deepcopy(model.state_dict()), epoch + 1)
 
     model.load_state_dict(best[1])
     t0 = time.perf_counter()
