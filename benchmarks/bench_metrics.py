@@ -12,7 +12,7 @@ Cases:
   positives) against pseudo and true relevance; CS@{100, 200, 1000} at 1K (ladder Table I) and
   CS@{500, 5000} at 5K (ladder Table II);
 * ``coherence/<backend>`` (1K only) — CS@{100, 200, 1000} and τ alone (and binary recall), with
-  the default ``fast`` backend (scipy's compiled discordant-pair counter) and with ``scipy``
+  the default ``fast`` backend (the numba one-pass discordant-pair counter) and with ``scipy``
   (public ``scipy.stats.kendalltau`` per query and per K).
 
 The machine may be shared: run it alone, and compare the ``seconds`` column with care.

@@ -195,7 +195,7 @@ def test_float32_ties_and_torch_input():
     (dict(rel=np.full((2, 6), np.nan)), "rel contains NaN"),
     (dict(ks=(0,)), "positive integers"),
     (dict(candidates="some"), "candidates must be one of"),
-    (dict(backend="numba"), "backend must be one of"),
+    (dict(backend="gpu"), "backend must be one of"),
 ])
 def test_bad_inputs(bad, msg):
     args = dict(rel=np.zeros((2, 6)), ks=(3,), candidates="all", backend="fast")
@@ -205,3 +205,26 @@ def test_bad_inputs(bad, msg):
                        candidates=args["candidates"], backend=args["backend"])
     with pytest.raises(ValueError, match="variant"):
         kendall_tau(np.zeros((2, 6)), np.arange(6) // 3, np.zeros((2, 6)), variant="c")
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_discordant_counters_match_pair_loop(ties):
+    """Both compiled counters of discordant pairs (numba one-pass prefixes, scipy per prefix) give
+    the explicit pair loop's Q on every top-K prefix, with ties in x, in y and in both."""
+    from coherent_itr.metrics._blocks import tie_runs
+    from coherent_itr.metrics.kendall import _discordant, _discordant_prefixes_numba
+    rng = np.random.default_rng(7)
+    n, ks = 40, [1, 2, 5, 17, 40]
+    x = -np.sort(-(rng.integers(0, 8, (6, n)) if ties else rng.normal(size=(6, n))), axis=1)
+    y = rng.integers(1, 6 if ties else 10 * n, (6, n))
+    # the package's tie rule: within a run of tied x, y is non-decreasing
+    order = np.lexsort((y, -x), axis=1)
+    x, y = np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)
+    tr = tie_runs(x)
+    assert (tr is not None) == ties
+    expected = np.array([[pair_counts(x[r, :k], y[r, :k])[1] for k in ks] for r in range(6)])
+    assert expected[:, -1].min() > 0
+    counters = ["scipy"] + (["numba"] if _discordant_prefixes_numba is not None else [])
+    assert "numba" in counters  # pinned in requirements.txt: the fast path must be tested
+    for c in counters:
+        np.testing.assert_array_equal(_discordant(y, ks, tr, counter=c), expected, err_msg=c)

@@ -12,9 +12,11 @@ P + Q + U = n₀ − n₁.
 
 :func:`prefix_stats` evaluates these counts for several prefixes (the model's top K) of many
 ranked lists at once: tie counts are vectorised over the block (from the sparse tied positions),
-and Q is counted per list by scipy's compiled O(n log n) discordant-pair counter
-``scipy.stats._stats._kendall_dis`` (``backend="fast"``: the very routine the public
-``kendalltau`` calls, ≈ 30 µs per call at n = 1,000 here) or by the public
+and Q is counted by a compiled O(n log n) discordant-pair counter (``backend="fast"``): with
+numba installed (requirements pin it), :func:`_discordant_prefixes_numba` — one Fenwick-tree pass
+per list that yields Q of *every* prefix at once; without numba, scipy's counter
+``scipy.stats._stats._kendall_dis`` (the very routine the public ``kendalltau`` calls, ≈ 30 µs per
+call at n = 1,000 here, one call per list and prefix). Or Q comes from the public
 ``scipy.stats.kendalltau`` on every prefix (``backend="scipy"``: ≈ 200–300 µs per call, mostly
 its argument-checking wrapper; CS@{100, 200, 1000} + τ of a 1K × 5K evaluation took 10.8 s
 against 2.1 s, see ``benchmarks/bench_metrics.py``). ``"scipy"`` is also the automatic fallback
@@ -32,6 +34,50 @@ try:  # scipy's Cython Fenwick-tree counter of discordant pairs (used by scipy.s
     from scipy.stats._stats import _kendall_dis
 except ImportError:  # pragma: no cover - depends on the scipy build
     _kendall_dis = None
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is pinned in requirements.txt
+    numba = None
+
+if numba is not None:
+    @numba.njit(cache=True, nogil=True)
+    def _discordant_prefixes_numba(y_rank, start, ks):  # pragma: no cover - compiled; tested via its output
+        """Q of every top-K prefix of every row: rows in *descending* x, ``start[r, p]`` = first
+        position of p's run of tied x, ``y_rank`` integer ranks ≥ 1. Position p is discordant with
+        every q < start[r, p] (strictly higher x) with y_q < y_p; a Fenwick tree over y holds the
+        positions before p's run, so one pass gives the cumulative Q at every K."""
+        bsz, n = y_rank.shape
+        out = np.zeros((bsz, ks.shape[0]))
+        size = 0
+        for r in range(bsz):
+            for p in range(n):
+                size = max(size, y_rank[r, p])
+        tree = np.zeros(size + 1, dtype=np.int64)
+        for r in range(bsz):
+            tree[:] = 0
+            inserted = 0
+            q_cum = 0
+            j = 0
+            for p in range(n):
+                while inserted < start[r, p]:          # insert the positions with strictly higher x
+                    i = y_rank[r, inserted]
+                    while i <= size:
+                        tree[i] += 1
+                        i += i & (-i)
+                    inserted += 1
+                i = y_rank[r, p] - 1                   # how many of them have y < y_p
+                c = 0
+                while i > 0:
+                    c += tree[i]
+                    i -= i & (-i)
+                q_cum += c
+                while j < ks.shape[0] and ks[j] == p + 1:
+                    out[r, j] = q_cum
+                    j += 1
+        return out
+else:  # pragma: no cover
+    _discordant_prefixes_numba = None
 
 BACKENDS = ("fast", "scipy")
 
@@ -108,7 +154,22 @@ def prefix_stats(x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.
     return {f: a[:, cols_out] for f, a in st.items()}
 
 
-def _discordant(y_rank: np.ndarray, ks, ties) -> np.ndarray:
+def _discordant(y_rank: np.ndarray, ks, ties, counter: str | None = None) -> np.ndarray:
+    """Discordant pairs Q of every top-K prefix (``ks`` sorted, ≤ n). ``counter``: ``"numba"``
+    (default when numba is installed) or ``"scipy"``."""
+    counter = counter or ("numba" if _discordant_prefixes_numba is not None else "scipy")
+    if counter == "numba":
+        bsz, n = y_rank.shape
+        start = np.broadcast_to(np.arange(n, dtype=np.int64), (bsz, n)).copy()
+        if ties is not None:
+            rows, cols, st = ties
+            start[rows, cols] = st
+        return _discordant_prefixes_numba(np.ascontiguousarray(y_rank, dtype=np.int64), start,
+                                          np.asarray(ks, dtype=np.int64))
+    return _discordant_scipy(y_rank, ks, ties)
+
+
+def _discordant_scipy(y_rank: np.ndarray, ks, ties) -> np.ndarray:
     """Discordant pairs Q of every top-K prefix, by scipy's compiled counter. It takes the list in
     *ascending* x with tied x as equal group ids, so the top-K prefix of our descending list is
     the last K items of the reversed one. Group id of reversed position q = n − 1 − (start of the
