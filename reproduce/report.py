@@ -36,12 +36,24 @@ def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.
     return pd.DataFrame(out, index=summary_df.index)
 
 
+def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """A copy of ``df`` whose float cells are rounded to ``digits`` significant digits (for Markdown)."""
+    def sig(x):
+        return float(f"{x:.{digits}g}") if isinstance(x, (float, np.floating)) and np.isfinite(x) else x
+    out = df.copy()
+    for c in out.columns:
+        if pd.api.types.is_float_dtype(out[c]) or out[c].dtype == object:
+            out[c] = out[c].map(sig)
+    return out
+
+
 def save_table(df: pd.DataFrame, results_dir, paper: str, name: str, caption: str = "",
                pretty_df: pd.DataFrame | None = None) -> Path:
-    """``<results>/<paper>/<name>.csv`` (numbers) and ``.md`` (caption + readable table)."""
+    """``<results>/<paper>/<name>.csv`` (numbers, full precision) and ``.md`` (caption + readable
+    table: ``pretty_df`` as given, else ``df`` with floats rounded to 4 significant digits)."""
     out = Path(results_dir) / paper
     atomic_write_text(out / f"{name}.csv", df.to_csv())
-    md = (f"{caption}\n\n" if caption else "") + (pretty_df if pretty_df is not None else df).to_markdown() + "\n"
+    md = (f"{caption}\n\n" if caption else "") + (pretty_df if pretty_df is not None else readable(df)).to_markdown() + "\n"
     atomic_write_text(out / f"{name}.md", md)
     return out / f"{name}.csv"
 

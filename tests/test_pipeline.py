@@ -193,3 +193,17 @@ def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkey
     monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
     notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
     assert len(ran) == 4                                   # a failed run left no stamp: executed again
+
+
+def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_path):
+    import numpy as np
+    import pandas as pd
+    from reproduce.report import save_table
+    df = pd.DataFrame({"r": [0.717751, 5.60472e-05], "n": [200000, 3], "s": ["a", "b"],
+                       "f32": np.array([446.867, np.nan], dtype=np.float32)}, index=["x", "y"])
+    save_table(df, tmp_path, "p", "t", "caption")
+    md = (tmp_path / "p" / "t.md").read_text()
+    assert md.startswith("caption\n\n")
+    assert "0.7178" in md and "5.605e-05" in md and "446.9" in md and "200000" in md and "nan" in md
+    assert "0.717751" not in md and "446.867" not in md
+    assert "0.717751" in (tmp_path / "p" / "t.csv").read_text()
