@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     papers = args.papers.split(",") if args.papers else None
     failed = False
     timings: dict[str, float] = {}
+    runs_trained = 0
     for data in data_sets(args.data):
         profile = profile_for(args.profile, data)
         configs = experiments.plan(profile, papers)
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
             timings[f"{data}_prepare_s"] = prepare(todo, progress)
         t1 = time.perf_counter()
         failures = make_executor(args.executor, args.workers, progress).run(todo, cache)
+        runs_trained += len(todo) - len(failures)
         timings[f"{data}_train_s"] = time.perf_counter() - t1
         for f in failures:
             print(f, file=sys.stderr)
@@ -84,7 +86,7 @@ def main(argv=None) -> int:
     if args.profile != "smoke":
         ledger_io.update_readme(table, args.profile)
     ledger_io.write_manifest(base, args.profile, data_sets(args.data), time.perf_counter() - t0, timings,
-                             n_workers=args.workers)
+                             n_workers=args.workers, runs_trained=runs_trained)
     print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; results in {base}/"
           + ("; SOME RUNS OR NOTEBOOKS FAILED (see above)" if failed else ""))
     return 1 if failed else 0

@@ -142,18 +142,37 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
 
 
 def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float,
-                   timings: dict | None = None, n_workers: int | None = None) -> None:
+                   timings: dict | None = None, n_workers: int | None = None, runs_trained: int = 0) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
-    how long each phase of this invocation took (seconds; cached runs cost nothing)."""
+    how long each phase of this invocation took (seconds; cached runs cost nothing).
+
+    ``last_training_invocation`` keeps the timing of the latest invocation that trained runs (this
+    one, or carried over from the previous manifest when the source hash and profile are the same),
+    so a rerun that only re-executes notebooks does not erase what the training cost."""
     import torch
-    atomic_write_json(Path(results_dir) / "manifest.json", {
+    path = Path(results_dir) / "manifest.json"
+    man = {
         "library_source_hash": source_hash(),
         "profile": profile,
         "data": datasets,
         "runtime_s": round(runtime_s, 1),
         "phases_s": {k: round(v, 1) for k, v in (timings or {}).items()},
+        "runs_trained": runs_trained,
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__, "cuda": torch.cuda.is_available()},
-    })
+    }
+    last = None
+    if runs_trained > 0:
+        last = {k: man[k] for k in ("runtime_s", "phases_s", "runs_trained", "workers", "finished_utc", "machine")}
+    elif path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if old.get("library_source_hash") == man["library_source_hash"] and old.get("profile") == profile:
+            last = old.get("last_training_invocation")
+    if last is not None:
+        man["last_training_invocation"] = last
+    atomic_write_json(path, man)

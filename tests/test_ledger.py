@@ -47,3 +47,17 @@ def test_claim_row():
     row = ClaimResult("B1", "BCLS", "Table VIII", "SN beats HN", "rsum", "synthetic", "triplet_sn vs triplet",
                       effects=[2.0, 3.0, 4.0]).row()
     assert row["verdict"] == "reproduced" and row["n_seeds"] == 3 and row["effect"] == 3.0
+
+
+def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_path):
+    import json
+    from reproduce.ledger_io import write_manifest
+    write_manifest(tmp_path, "default", ["synthetic"], 1800.0, {"synthetic_train_s": 1700.0}, 2, runs_trained=150)
+    first = json.loads((tmp_path / "manifest.json").read_text())
+    assert first["last_training_invocation"]["runtime_s"] == 1800.0
+    write_manifest(tmp_path, "default", ["synthetic"], 3.0, {"synthetic_train_s": 0.0}, 2, runs_trained=0)
+    second = json.loads((tmp_path / "manifest.json").read_text())
+    assert second["runtime_s"] == 3.0 and second["runs_trained"] == 0
+    assert second["last_training_invocation"] == first["last_training_invocation"]
+    write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2, runs_trained=0)   # other profile: not carried
+    assert "last_training_invocation" not in json.loads((tmp_path / "manifest.json").read_text())
