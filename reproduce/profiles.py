@@ -38,7 +38,7 @@ class Profile:
 # epoch for 12 epochs (288 steps) only reached RSUM 118. The 4-epoch plan took 38.4 min for the
 # synthetic world on 2 worker processes (2026-11-22, cold cache; budget 30 min), so the default
 # profile trains 3 epochs at a constant lr (354 steps; ≈ 17–19 s a run, ≈ 9–10 s of it training,
-# 5–6 s test evaluation, two runs side by side) for the thinned plan (52 configs × 3 seeds).
+# 5–6 s test evaluation, two runs side by side) for the thinned plan (50 configs × 3 seeds = 150 runs).
 #
 # On Flickr8k an epoch costs twice as much (235 steps), so the default profile trains 3 epochs there
 # (705 steps, lr ×0.1 after 2) and runs every paper's main comparison with the 3 seeds but its
