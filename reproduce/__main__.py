@@ -1,10 +1,10 @@
-"""``python -m reproduce --profile default``: the study from planning to the claims ledger.
+"""Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
 
-plan every run the profile needs → prepare their data once (features, Sentence-BERT embeddings)
-→ train the missing ones through an executor → execute every
-notebook with papermill (profile and data as parameters) → collect the claims ledger → write
-it into README.md → write ``results/manifest.json``. Exits non-zero if any run or notebook failed
-(the others still finish).
+Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
+embeddings) -> train the runs the cache lacks -> execute the notebooks with papermill. Then collect
+the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
+and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
+(the others still finish), 2 a bad argument or setting (reported before any work).
 """
 from __future__ import annotations
 
@@ -13,20 +13,280 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from coherent_itr import paths
-from coherent_itr.runs import RunCache
 
-from . import experiments, ledger_io, notebooks
-from .executors import make_executor
-from .prepare import prepare
-from .study import profile_for
+from .notebooks import PAPER_NOTEBOOKS
+from .profiles import PROFILES
+
+PROG = "python -m reproduce"
+ROOT = Path(__file__).resolve().parent.parent
+DATA_SETS = ("synthetic", "flickr8k")
+EXECUTORS = ("local", "ray")
+# Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
+PAPERS = tuple(PAPER_NOTEBOOKS)
+EPILOG = f"""\
+outputs (profile smoke: under results/smoke/ instead of results/):
+  results/<paper>/              tables, figures and claims of the synthetic world
+  results/flickr8k/<paper>/     the same on Flickr8k
+  results/notebooks/            executed notebooks (results/flickr8k/notebooks/ for Flickr8k)
+  results/claims.csv, .md       the claims ledger (rows of a notebook that failed or did not run with the
+                                current inputs are marked STALE with the reason)
+  results/manifest.json         what produced the results, phase timings, failures
+  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper, only when
+                                nothing failed and nothing is stale
+
+run cache: every training run is stored under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}),
+  keyed by its full config and the library source hash; a run already there is never trained again, so
+  a rerun only trains what changed. Notebooks whose inputs did not change are not executed again.
+
+data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_ENV}=/path/to/the release
+  folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
+
+examples:
+  {PROG} --profile smoke                 # minutes: the whole pipeline at its smallest size
+  {PROG} --papers bcls --data synthetic  # one paper (its runs, notebook 01 and the ledger)
+"""
 
 
-def data_sets(choice: str) -> list[str]:
-    if choice == "auto":
-        return ["synthetic"] + (["flickr8k"] if paths.flickr8k_dir(required=False) else [])
-    return choice.split(",")
+class UsageError(Exception):
+    """A bad argument or setting: one line on stderr, exit status 2, before any work."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _comma_list(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
+                                             f"choose from {', '.join(allowed)} (comma-separated)")
+        return list(dict.fromkeys(items))
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
+    return v
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = _Parser(prog=PROG, description=__doc__, epilog=EPILOG, formatter_class=_Formatter)
+    ap.add_argument("--profile", default="default", choices=list(PROFILES),
+                    help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = what "
+                         "a 2-core CPU runs in about an hour, paper = the papers' sizes (for GPUs)")
+    ap.add_argument("--data", default="auto",
+                    help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
+                         f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)")
+    ap.add_argument("--papers", default=argparse.SUPPRESS, type=_comma_list(PAPERS, "paper"),
+                    help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
+                         "'data' is the data card and trains nothing) (default: all)")
+    ap.add_argument("--executor", default="local", choices=list(EXECUTORS),
+                    help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
+                         "instance, or the cluster of RAY_ADDRESS)")
+    ap.add_argument("--workers", type=_positive_int, default=min(2, os.cpu_count() or 1),
+                    help="parallel training processes (local) or CPUs of a local Ray instance")
+    ap.add_argument("--skip-notebooks", action="store_true",
+                    help="train the runs only; execute no notebook (the ledger then marks claims stale)")
+    ap.add_argument("--rerun-notebooks", action="store_true",
+                    help="execute every notebook even if its inputs are unchanged since its last run")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    args = ap.parse_args(argv)
+    args.papers = getattr(args, "papers", None)
+    if args.data == "auto":
+        args.data_sets = None
+    else:
+        try:
+            args.data_sets = _comma_list(DATA_SETS, "data set")(args.data)
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"argument --data: {exc}")
+    return args
+
+
+# ------------------------------------------------------------------------------------------------
+# Checks before any work
+# ------------------------------------------------------------------------------------------------
+def resolve_data_sets(args) -> tuple[list[str], list[str]]:
+    """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
+    requested (or configured) but unusable."""
+    env = os.environ.get(paths.FLICKR8K_ENV)
+    wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
+    why = {"synthetic": "synthetic: the embedded generated world (always available)"}
+    if "flickr8k" in wanted:
+        if not env:
+            raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
+        from coherent_itr.data import flickr8k
+        try:
+            root = flickr8k.check_release()
+        except FileNotFoundError as exc:
+            raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
+        missing = flickr8k.missing_judgements(root)
+        why["flickr8k"] = (f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})"
+                           + (f"; without {', '.join(p.name for p in missing)}: the metrics needing human "
+                              "judgements are left out" if missing else ""))
+    elif args.data_sets is None:
+        why["flickr8k"] = f"flickr8k: not run (${paths.FLICKR8K_ENV} is not set)"
+    return wanted, [why[d] for d in ("synthetic", "flickr8k") if d in why]
+
+
+def validate(args) -> list[str]:
+    """Every check that needs no heavy import; returns the data sets to run (``UsageError`` if bad)."""
+    sets, why = resolve_data_sets(args)
+    for folder in (paths.cache_dir(create=False), ROOT / PROFILES[args.profile].results_dir):
+        problem = paths.writable_problem(folder)
+        if problem:
+            raise UsageError(problem)
+    args.data_reasons = why
+    return sets
+
+
+# ------------------------------------------------------------------------------------------------
+# The work
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class DataSetPlan:
+    data: str
+    profile: object          # reproduce.profiles.Profile with its data set applied
+    configs: list
+    todo: list
+
+    @property
+    def results_dir(self) -> Path:
+        return ROOT / self.profile.results_dir
+
+
+@dataclass
+class Outcome:
+    failed_runs: list = field(default_factory=list)          # RunFailure
+    failed_notebooks: list = field(default_factory=list)     # (data, notebook, traceback)
+    timings: dict = field(default_factory=dict)
+    runs_trained: int = 0
+
+
+def plan_data_set(args, data: str, cache) -> DataSetPlan:
+    from . import experiments
+    from .study import profile_for
+    profile = profile_for(args.profile, data)
+    papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
+    configs = [] if papers == [] else experiments.plan(profile, papers)
+    return DataSetPlan(data, profile, configs, [c for c in configs if not cache.has(c)])
+
+
+def announce(args, plans: list[DataSetPlan]) -> None:
+    from . import notebooks
+    print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
+    nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
+    for p in plans:
+        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} runs planned, {len(p.todo)} to train "
+              f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
+              + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
+              + f"; results in {p.results_dir.relative_to(ROOT)}/", flush=True)
+    total = sum(len(p.todo) for p in plans)
+    print(f"reproduce: {total} run(s) to train in all; cache {paths.cache_dir()}", flush=True)
+
+
+def train_data_set(args, plan: DataSetPlan, cache, bar, out: Outcome) -> float:
+    """Prepare and train the missing runs of one data set; returns the time its training ended."""
+    from .executors import make_executor
+    from .prepare import prepare
+    d = plan.data
+    if plan.todo:
+        out.timings[f"{d}_prepare_s"] = prepare(plan.todo, not args.no_progress)
+    t = time.perf_counter()
+    bar.set_description(f"training runs [{d}]")
+    failures = make_executor(args.executor, args.workers, not args.no_progress).run(plan.todo, cache, bar=bar)
+    out.timings[f"{d}_train_s"] = time.perf_counter() - t
+    out.runs_trained += len(plan.todo) - len(failures)
+    for f in failures:
+        print(f, file=sys.stderr)
+    out.failed_runs += failures
+    return time.time()
+
+
+def notebooks_data_set(args, plan: DataSetPlan, trained_until: float, t_start: float, out: Outcome) -> None:
+    from . import notebooks
+    t = time.perf_counter()
+    fresh_after = t_start if args.rerun_notebooks else (trained_until if plan.todo else None)
+    fails = notebooks.execute(plan.profile.name, plan.data, plan.results_dir, only=notebooks.for_papers(args.papers),
+                              progress=not args.no_progress, fresh_after=fresh_after)
+    out.timings[f"{plan.data}_notebooks_s"] = time.perf_counter() - t
+    for name, tb in fails:
+        print(f"notebook failed: {name} [{plan.data}]\n{tb}", file=sys.stderr)
+        out.failed_notebooks.append((plan.data, name, tb))
+
+
+def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
+    """Ledger (stale claims marked), README (only when all is well), manifest; the exit status."""
+    from . import ledger_io, notebooks
+    from .study import profile_for
+    base = ROOT / profile_for(args.profile, "synthetic").results_dir
+    dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
+    stale = notebooks.stale_claims(args.profile, dirs)
+    for p, why in stale.items():
+        print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
+    table = ledger_io.collect(base, stale=stale)
+    failed = bool(out.failed_runs or out.failed_notebooks)
+    if args.profile != "smoke":
+        if failed or stale:
+            print(f"reproduce: README.md NOT updated ({'failures' if failed else 'stale claims'}, see above)",
+                  flush=True)
+        else:
+            ledger_io.update_readme(table, args.profile)
+            print("reproduce: README.md claims-ledger table rewritten", flush=True)
+    failures = {"runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
+                "notebooks": [{"data": d, "notebook": n, "error": tb.strip().splitlines()[-1] if tb.strip() else ""}
+                              for d, n, tb in out.failed_notebooks],
+                "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()}}
+    ledger_io.write_manifest(base, args.profile, sets, time.perf_counter() - t0, out.timings,
+                             n_workers=args.workers, runs_trained=out.runs_trained, failures=failures)
+    print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
+          f"{out.runs_trained} run(s) trained; ledger in {base.relative_to(ROOT)}/claims.md"
+          + (f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s) (see above)"
+             if failed else "") + (f"; {len(stale)} stale claim file(s)" if stale else ""), flush=True)
+    return 1 if failed else 0
+
+
+def run(args, sets: list[str]) -> int:
+    from tqdm.auto import tqdm
+
+    from coherent_itr.runs import RunCache
+    t0, t_start = time.perf_counter(), time.time()
+    cache = RunCache()
+    plans = [plan_data_set(args, d, cache) for d in sets]
+    announce(args, plans)
+    out = Outcome()
+    total = sum(len(p.todo) for p in plans)
+    # one overall line: runs done / to do, with tqdm's rate and ETA
+    bar = tqdm(total=total, desc="training runs", unit="run", disable=args.no_progress or not total)
+    try:
+        for plan in plans:
+            t = time.perf_counter()
+            trained_until = train_data_set(args, plan, cache, bar, out)
+            if not args.skip_notebooks:
+                notebooks_data_set(args, plan, trained_until, t_start, out)
+            out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t
+    finally:
+        bar.close()
+    for plan in plans:
+        print(f"reproduce [{plan.profile.name}/{plan.data}]: " + ", ".join(
+            f"{k.removeprefix(plan.data + '_')} {v:.0f} s" for k, v in out.timings.items()
+            if k.startswith(plan.data + "_")), flush=True)
+    return finish(args, sets, out, t0)
 
 
 def _sigterm_as_interrupt(signum, frame):
@@ -35,69 +295,13 @@ def _sigterm_as_interrupt(signum, frame):
 
 def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)   # `kill` stops the worker processes too
-    ap = argparse.ArgumentParser(prog="python -m reproduce", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="default", help="smoke | default | paper")
-    ap.add_argument("--data", default="auto",
-                    help="synthetic, flickr8k, or both comma-separated; auto = synthetic (+ flickr8k when "
-                         "$FLICKR8K_DIR is set)")
-    ap.add_argument("--executor", default="local", choices=["local", "ray"])
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                    help="parallel training processes (local) or CPUs for a local Ray instance")
-    ap.add_argument("--papers", default=None, help="comma-separated subset of " + ",".join(experiments.PAPERS))
-    ap.add_argument("--skip-notebooks", action="store_true")
-    ap.add_argument("--rerun-notebooks", action="store_true",
-                    help="execute every notebook even if its inputs are unchanged since its last run")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    progress = not args.no_progress
-    cache = RunCache()
-    papers = args.papers.split(",") if args.papers else None
-    failed = False
-    timings: dict[str, float] = {}
-    runs_trained = 0
-    for data in data_sets(args.data):
-        profile = profile_for(args.profile, data)
-        configs = experiments.plan(profile, papers)
-        todo = [c for c in configs if not cache.has(c)]
-        print(f"reproduce [{profile.name}/{data}]: {len(configs)} runs planned, {len(todo)} to train "
-              f"({args.executor} executor, {args.workers} worker(s))", flush=True)
-        t = time.perf_counter()
-        if todo:
-            timings[f"{data}_prepare_s"] = prepare(todo, progress)
-        t1 = time.perf_counter()
-        failures = make_executor(args.executor, args.workers, progress).run(todo, cache)
-        runs_trained += len(todo) - len(failures)
-        timings[f"{data}_train_s"] = time.perf_counter() - t1
-        for f in failures:
-            print(f, file=sys.stderr)
-        failed |= bool(failures)
-        if not args.skip_notebooks:
-            nb_fail = notebooks.execute(profile.name, data, profile.results_dir, only=papers_to_notebooks(papers),
-                                        progress=progress, force=args.rerun_notebooks or bool(todo))
-            for name, tb in nb_fail:
-                print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
-            failed |= bool(nb_fail)
-        timings[f"{data}_total_s"] = time.perf_counter() - t
-        print(f"reproduce [{profile.name}/{data}]: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()
-                                                            if k.startswith(data)), flush=True)
-    base = profile_for(args.profile, "synthetic").results_dir
-    table = ledger_io.collect(base)
-    if args.profile != "smoke":
-        ledger_io.update_readme(table, args.profile)
-    ledger_io.write_manifest(base, args.profile, data_sets(args.data), time.perf_counter() - t0, timings,
-                             n_workers=args.workers, runs_trained=runs_trained)
-    print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; results in {base}/"
-          + ("; SOME RUNS OR NOTEBOOKS FAILED (see above)" if failed else ""))
-    return 1 if failed else 0
-
-
-def papers_to_notebooks(papers):
-    if not papers:
-        return None
-    names = {"overview": "00", "bcls": "01", "ladder": "02", "sam": "03", "listwise": "04", "unified": "05",
-             "data": "06"}
-    return [names[p] for p in papers if p in names]
+    args = parse_args(argv)
+    try:
+        sets = validate(args)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    return run(args, sets)
 
 
 if __name__ == "__main__":

@@ -4,17 +4,29 @@ The unit of work is one Python call, ``RunCache(root).get_or_train(config)`` —
 so any executor can run any subset, in any order, and every finished run is safe on disk the
 moment it completes (the cache writes atomically). A failing run is recorded with its config
 and traceback; the others still run.
+
+Local worker processes die with the driver whatever kills it, SIGKILL included: each asks the
+Linux kernel for a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) and, on every
+platform, a watcher thread ends the worker once its parent process is gone.
 """
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from coherent_itr.config import Config
-from coherent_itr.runs import RunCache
+if TYPE_CHECKING:
+    from coherent_itr.config import Config
+    from coherent_itr.runs import RunCache
+
+PARENT_POLL_S = 1.0   # how often a worker checks that the driver is still alive (fallback to prctl)
 
 
 @dataclass
@@ -27,10 +39,37 @@ class RunFailure:
         return f"run failed: {self.error}\n  config: {self.config}\n{self.traceback}"
 
 
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        if os.getppid() != parent_pid:   # reparented: the driver is gone
+            os._exit(1)
+        time.sleep(PARENT_POLL_S)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this process when ``parent_pid`` (the driver) dies, by any signal.
+
+    On Linux the kernel sends SIGTERM at the parent's death (``PR_SET_PDEATHSIG``); everywhere a
+    daemon thread polls ``os.getppid()``. A parent that died before this ran is caught by the first
+    poll, which happens at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover — the polling thread still covers it
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
+
+
 def _run_one(config_dict: dict, cache_root: str, threads: int | None = None) -> RunFailure | None:
     """Train one config into the cache; return a RunFailure instead of raising."""
     import torch
     from threadpoolctl import threadpool_limits
+
+    from coherent_itr.config import Config
+    from coherent_itr.runs import RunCache
     if threads:
         torch.set_num_threads(threads)
     try:
@@ -50,11 +89,14 @@ class LocalExecutor:
             raise ValueError(f"workers must be ≥ 1, got {workers}")
         self.workers, self.progress = workers, progress
 
-    def run(self, configs: list[Config], cache: RunCache) -> list[RunFailure]:
+    def run(self, configs: list[Config], cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
+        """Train ``configs``; ``bar``: a progress bar to advance by one per finished run (else its own)."""
         root = str(cache.root.parent)
         todo = [c.to_dict() for c in configs]
         failures: list[RunFailure] = []
-        bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
+        own_bar = bar is None
+        if own_bar:
+            bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
         if self.workers == 1:
             for cd in todo:
                 f = _run_one(cd, root)
@@ -65,7 +107,8 @@ class LocalExecutor:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
             threads = max(1, (os.cpu_count() or 1) // self.workers)
-            pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                       initializer=die_with_parent, initargs=(os.getpid(),))
             try:
                 futs = [pool.submit(_run_one, cd, root, threads) for cd in todo]
                 for fut in as_completed(futs):
@@ -81,7 +124,8 @@ class LocalExecutor:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown()
-        bar.close()
+        if own_bar:
+            bar.close()
         return failures
 
 
@@ -95,7 +139,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> None:
         self.address, self.num_cpus, self.progress = address, num_cpus, progress
 
-    def run(self, configs: list[Config], cache: RunCache) -> list[RunFailure]:
+    def run(self, configs: list[Config], cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
         import ray
         started = False
         if not ray.is_initialized():
@@ -109,14 +153,17 @@ class RayExecutor:
             root = str(cache.root.parent)
             pending = [task.remote(c.to_dict(), root, 1) for c in configs]
             failures: list[RunFailure] = []
-            bar = tqdm(total=len(pending), desc="training runs (ray)", unit="run", disable=not self.progress)
+            own_bar = bar is None
+            if own_bar:
+                bar = tqdm(total=len(pending), desc="training runs (ray)", unit="run", disable=not self.progress)
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 f = ray.get(done[0])
                 if f:
                     failures.append(f)
                 bar.update(1)
-            bar.close()
+            if own_bar:
+                bar.close()
             return failures
         finally:
             if started:

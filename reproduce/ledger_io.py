@@ -48,10 +48,23 @@ def claim_files(results_dir: Path) -> list[Path]:
     return sorted([*results_dir.glob("*/claims_*.csv"), *(results_dir / "flickr8k").glob("*/claims_*.csv")])
 
 
-def collect(results_dir: str | os.PathLike) -> pd.DataFrame:
-    """Gather every notebook's claims (all data sets) into ``claims.csv`` / ``claims.md``."""
+def collect(results_dir: str | os.PathLike, stale: dict | None = None) -> pd.DataFrame:
+    """Gather every notebook's claims (all data sets) into ``claims.csv`` / ``claims.md``.
+
+    ``stale``: {claim file: reason} of files no current execution wrote (see
+    :func:`reproduce.notebooks.stale_claims`); their rows keep their verdicts but their note starts
+    with ``STALE (<reason>)``."""
     results_dir = Path(results_dir)
-    parts = [pd.read_csv(p) for p in claim_files(results_dir)]
+    stale = {Path(k).resolve(): v for k, v in (stale or {}).items()}
+
+    def read(p: Path) -> pd.DataFrame:
+        df = pd.read_csv(p)
+        if p.resolve() in stale:
+            df["note"] = [f"STALE ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
+                          for n in df.get("note", [None] * len(df))]
+        return df
+
+    parts = [read(p) for p in claim_files(results_dir)]
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS)
     tested = set(df["id"]) if len(df) else set()
     missing = [{"id": cid, "paper": paper, "verdict": "inconclusive", "kind": "", "n_seeds": 0,
@@ -142,13 +155,16 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
 
 
 def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float,
-                   timings: dict | None = None, n_workers: int | None = None, runs_trained: int = 0) -> None:
+                   timings: dict | None = None, n_workers: int | None = None, runs_trained: int = 0,
+                   failures: dict | None = None) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
     how long each phase of this invocation took (seconds; cached runs cost nothing).
 
     ``last_training_invocation`` keeps the timing of the latest invocation that trained runs (this
     one, or carried over from the previous manifest when the source hash and profile are the same),
-    so a rerun that only re-executes notebooks does not erase what the training cost."""
+    so a rerun that only re-executes notebooks does not erase what the training cost.
+
+    ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``)."""
     import torch
     path = Path(results_dir) / "manifest.json"
     man = {
@@ -158,6 +174,7 @@ def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[
         "runtime_s": round(runtime_s, 1),
         "phases_s": {k: round(v, 1) for k, v in (timings or {}).items()},
         "runs_trained": runs_trained,
+        "failures": failures or {},
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),

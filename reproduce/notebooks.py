@@ -6,21 +6,34 @@ every run they need, so a notebook only reads the cache and draws. Executed copi
 
 A notebook whose inputs have not changed since it last succeeded is not executed again: its
 inputs are the notebook file, the ``reproduce`` package, the library source hash (which fixes
-every cached run), the profile and the data set; their hash is stamped next to the executed copy.
-The driver forces execution whenever it trained a run for that data set (a GPU may give other
-numbers than the CPU that made the committed results).
+every cached run), the profile and the data set; their hash is stamped next to the executed copy
+(``.<notebook>.inputs``, JSON: inputs hash, status ``ok``/``failed``, when it started, and the claim
+files it wrote). The driver asks for an execution that started after its own training ended
+(``fresh_after``) whenever it trained a run for that data set (a GPU may give other numbers than
+the CPU that made the committed results).
+
+Two drivers on one results folder never execute a notebook side by side: each notebook is
+executed under a file lock (``.<notebook>.lock``, :mod:`filelock`); the second driver waits, then
+finds the first one's fresh stamp and skips it.
+
+:func:`stale_claims` tells which claim files no current, successful execution vouches for, so the
+ledger marks them instead of passing off an earlier run's verdicts as this one's.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
+import json
+import math
+import time
 import traceback
 from pathlib import Path
 
-from coherent_itr.io import atomic_write_text
-from coherent_itr.runs import source_hash
-
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 KERNEL = "coherent-itr"   # installed into .venv by `make` (ipykernel install --sys-prefix)
+# --papers value → the notebook it selects ("data" is the data card; it trains nothing)
+PAPER_NOTEBOOKS = {"overview": "00", "bcls": "01", "ladder": "02", "sam": "03", "listwise": "04",
+                   "unified": "05", "data": "06"}
 
 
 def kernel_name() -> str:
@@ -36,8 +49,14 @@ def notebook_paths(only: list[str] | None = None) -> list[Path]:
     return nbs
 
 
+def for_papers(papers: list[str] | None) -> list[str] | None:
+    """The notebook prefixes selected by ``--papers`` (None: every notebook)."""
+    return [PAPER_NOTEBOOKS[p] for p in papers] if papers else None
+
+
 def inputs_hash(nb: Path, profile: str, data: str) -> str:
     """Hash of everything an executed notebook depends on (see the module docstring)."""
+    from coherent_itr.runs import source_hash
     h = hashlib.sha256()
     for f in [nb, *sorted(Path(__file__).resolve().parent.glob("*.py"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -45,26 +64,125 @@ def inputs_hash(nb: Path, profile: str, data: str) -> str:
     return h.hexdigest()[:16]
 
 
-def execute(profile: str, data: str, results_dir: str | Path, only: list[str] | None = None,
-            progress: bool = True, force: bool = False) -> list[tuple[str, str]]:
-    """Run every notebook whose inputs changed (all with ``force``); return
-    ``[(notebook, traceback), ...]`` of the failures."""
+def stamp_path(results_dir: str | Path, nb: Path) -> Path:
+    return Path(results_dir) / "notebooks" / f".{nb.stem}.inputs"
+
+
+def read_stamp(path: Path) -> dict | None:
+    """A stamp as a dict (``inputs``, ``status``, ``started``, ``claims``); None if absent or unreadable.
+    A stamp of the earlier plain-text format (the hash alone) reads as ``ok``, started at 0, claims unknown."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    try:
+        st = json.loads(text)
+        return st if isinstance(st, dict) else None
+    except ValueError:
+        return {"inputs": text, "status": "ok", "started": 0.0, "claims": None} if text else None
+
+
+def _claim_mtimes(results_dir: Path) -> dict[str, int]:
+    return {str(p.relative_to(results_dir)): p.stat().st_mtime_ns for p in results_dir.glob("*/claims_*.csv")}
+
+
+def _when(t: float | None) -> str:
+    if not t:
+        return "an unknown time"
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress: bool, fresh_after: float | None):
+    """Execute one notebook unless a matching, fresh stamp exists; the caller holds its lock.
+    Returns None (ok or skipped) or the traceback of its failure."""
     import papermill as pm
-    out_dir = Path(results_dir) / "notebooks"
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+    from coherent_itr.io import atomic_write_json
+    out, stamp = results_dir / "notebooks" / nb.name, stamp_path(results_dir, nb)
+    key = inputs_hash(nb, profile, data)
+    old = read_stamp(stamp)
+    if (old and old.get("status") == "ok" and old.get("inputs") == key and out.exists()
+            and (fresh_after is None or float(old.get("started") or 0) >= fresh_after)):
+        print(f"notebook {nb.name} [{data}]: inputs unchanged since its execution at {_when(old.get('started'))}, "
+              "not executed again", flush=True)
+        return None
+    stamp.unlink(missing_ok=True)
+    before, started = _claim_mtimes(results_dir), time.time()
+    try:
+        bar = {"desc": f"notebook {nb.stem} [{data}]", "unit": "cell", "leave": False} if progress else False
+        pm.execute_notebook(str(nb), str(out), parameters={"profile": profile, "data": data},
+                            kernel_name=kernel_name(), cwd=str(NOTEBOOK_DIR), progress_bar=bar, log_output=False)
+    except Exception:  # noqa: BLE001 — reported, and the driver exits non-zero
+        atomic_write_json(stamp, {"inputs": key, "status": "failed", "started": started,
+                                  "previous": old if (old or {}).get("status") == "ok" else (old or {}).get("previous")})
+        return traceback.format_exc(limit=3)
+    after = _claim_mtimes(results_dir)
+    claims = sorted(p for p, m in after.items() if before.get(p) != m)
+    atomic_write_json(stamp, {"inputs": key, "status": "ok", "started": started, "finished": time.time(),
+                              "claims": claims})
+    print(f"notebook {nb.name} [{data}]: executed in {time.time() - started:.0f} s", flush=True)
+    return None
+
+
+def execute(profile: str, data: str, results_dir: str | Path, only: list[str] | None = None,
+            progress: bool = True, force: bool = False, fresh_after: float | None = None) -> list[tuple[str, str]]:
+    """Run every notebook whose inputs changed, or whose last execution started before ``fresh_after``
+    (a ``time.time()``; ``force``: every notebook); return ``[(notebook, traceback), ...]`` of the failures.
+
+    Each notebook runs under its file lock, so a concurrent driver waits rather than executing it too."""
+    from filelock import FileLock, Timeout
+    results_dir = Path(results_dir)
+    (results_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    if force:
+        fresh_after = math.inf
     failures = []
     for nb in notebook_paths(only):
-        out, stamp = out_dir / nb.name, out_dir / f".{nb.stem}.inputs"
-        key = inputs_hash(nb, profile, data)
-        if not force and out.exists() and stamp.exists() and stamp.read_text().strip() == key:
-            print(f"notebook {nb.name} [{data}]: inputs unchanged since its last run, not executed again", flush=True)
-            continue
-        stamp.unlink(missing_ok=True)
+        lock = FileLock(str(results_dir / "notebooks" / f".{nb.stem}.lock"))
         try:
-            pm.execute_notebook(str(nb), str(out), parameters={"profile": profile, "data": data},
-                                kernel_name=kernel_name(), cwd=str(NOTEBOOK_DIR), progress_bar=progress,
-                                log_output=False)
-            atomic_write_text(stamp, key + "\n")
-        except Exception:  # noqa: BLE001 — reported, and the driver exits non-zero
-            failures.append((nb.name, traceback.format_exc(limit=3)))
+            lock.acquire(timeout=0)
+        except Timeout:
+            print(f"notebook {nb.name} [{data}]: another driver is executing it; waiting for it", flush=True)
+            lock.acquire()
+        try:
+            tb = _execute_one(nb, profile, data, results_dir, progress, fresh_after)
+        finally:
+            lock.release()
+        if tb:
+            failures.append((nb.name, tb))
     return failures
+
+
+def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path, str]:
+    """Every claim file under ``results_dirs`` ({data set: results folder}) that no successful execution
+    of its notebook with the current inputs wrote, with the reason (naming the stamp) — e.g. left by an
+    earlier run before its notebook failed now, or made by another library version."""
+    vouched: set[Path] = set()
+    described: dict[Path, str] = {}
+    for data, rd in results_dirs.items():
+        rd = Path(rd)
+        for nb in notebook_paths():
+            st = read_stamp(stamp_path(rd, nb))
+            if not st:
+                continue
+            current = st.get("inputs") == inputs_hash(nb, profile, data)
+            ok = st.get("status") == "ok"
+            src = st if ok else (st.get("previous") or {})
+            for c in src.get("claims") or []:
+                p = rd / c
+                if ok and current:
+                    vouched.add(p)
+                elif not ok:
+                    described[p] = (f"{nb.name} [{data}] failed in its execution of {_when(st.get('started'))}; "
+                                    f"this file is from its execution of {_when(src.get('started'))} "
+                                    f"(stamp {stamp_path(rd, nb)})")
+                else:
+                    described[p] = (f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
+                                    f"(stamp {stamp_path(rd, nb)}: inputs {st.get('inputs')}, now "
+                                    f"{inputs_hash(nb, profile, data)})")
+    out = {}
+    for rd in results_dirs.values():
+        for p in sorted(Path(rd).glob("*/claims_*.csv")):
+            if p not in vouched:
+                out[p] = described.get(p, "no stamp in " + str(Path(rd) / "notebooks") + " names it as written "
+                                          "by a successful execution with the current inputs")
+    return out

@@ -11,12 +11,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 
 from . import losses as _losses
 
 DEVICES = ("auto", "cpu", "cuda")
 SAMPLINGS = ("captions", "images")
+# The smallest train_fraction accepted on construction: below it even the largest training set the
+# library loads (COCO precomp, 113,287 images) keeps fewer than 2 images. Whether a fraction leaves
+# a whole batch of a given data set is checked where its size is known (Config.check_train_size).
+LARGEST_TRAIN_IMAGES = 113_287
+MIN_TRAIN_FRACTION = 2 / LARGEST_TRAIN_IMAGES
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass(frozen=True)
@@ -64,23 +78,29 @@ class Config:
                 bad(name, "a positive integer")
         if self.batch_size < 2:
             bad("batch_size", "an integer ≥ 2 (a batch needs negatives)")
-        if not 0 <= self.lr_decay_epoch:
-            bad("lr_decay_epoch", "an integer ≥ 0")
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+        if not (_is_int(self.lr_decay_epoch) and self.lr_decay_epoch >= 0):
+            bad("lr_decay_epoch", "an integer ≥ 0 (a whole number of epochs)")
+        if not (_is_real(self.lr) and 0 < self.lr < 1):
             bad("lr", "a float in (0, 1)")
-        if not 0 < self.lr_decay <= 1:
+        if not (_is_real(self.lr_decay) and 0 < self.lr_decay <= 1):
             bad("lr_decay", "a float in (0, 1]")
-        if self.grad_clip < 0:
-            bad("grad_clip", "a float ≥ 0 (0 disables clipping)")
-        if not 0 < self.train_fraction <= 1:
+        if not (_is_real(self.grad_clip) and self.grad_clip >= 0):
+            bad("grad_clip", "a finite float ≥ 0 (0 disables clipping)")
+        if not (_is_real(self.train_fraction) and 0 < self.train_fraction <= 1):
             bad("train_fraction", "a float in (0, 1]")
+        if self.train_fraction < MIN_TRAIN_FRACTION:
+            bad("train_fraction", f"at least {MIN_TRAIN_FRACTION:.2g} (below it even {LARGEST_TRAIN_IMAGES:,} "
+                                  "training images leave fewer than 2)")
+        if not (_is_int(self.data_seed) and self.data_seed >= 0):
+            bad("data_seed", "an integer ≥ 0")
         if self.device not in DEVICES:
             bad("device", f"one of {list(DEVICES)}")
         if self.sampling not in SAMPLINGS:
             bad("sampling", f"one of {list(SAMPLINGS)}")
-        if not isinstance(self.seed, int) or self.seed < 0:
+        if not _is_int(self.seed) or self.seed < 0:
             bad("seed", "an integer ≥ 0")
-        if self.max_eval_captions is not None and self.max_eval_captions < 10:
+        if self.max_eval_captions is not None and not (_is_int(self.max_eval_captions)
+                                                       and self.max_eval_captions >= 10):
             bad("max_eval_captions", "None or an integer ≥ 10")
         if self.loss not in _losses.available():
             bad("loss", f"one of {_losses.available()}")
@@ -91,6 +111,18 @@ class Config:
         if getattr(crit, "requires_relevance", False) and self.relevance is None:
             raise ValueError(f"Config.loss={self.loss!r} needs a relevance provider: set Config.relevance "
                              "(e.g. 'sbert', 'cider', 'true')")
+
+    def check_train_size(self, n_images: int, captions_per_image: int) -> None:
+        """``ValueError`` naming the numbers unless ``train_fraction`` of a training split of ``n_images``
+        images keeps at least one whole batch (of captions, or of images with ``sampling="images"``)."""
+        per_image = captions_per_image if self.sampling == "captions" else 1
+        kept = round(self.train_fraction * n_images)
+        if kept * per_image < self.batch_size:
+            unit = "captions" if self.sampling == "captions" else "images"
+            raise ValueError(
+                f"Config.train_fraction={self.train_fraction!r} keeps {kept} of {n_images} training images "
+                f"({kept * per_image} {unit} an epoch), fewer than one batch (batch_size={self.batch_size}); "
+                f"expected a fraction ≥ {self.batch_size / (n_images * per_image):.3g} for this data")
 
     # ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -2,28 +2,48 @@
 
 * ``COHERENT_ITR_CACHE`` — run cache, features, pseudo labels (default ``~/.cache/coherent_itr``).
 * ``FLICKR8K_DIR`` — the Flickr8k release folder (images/, Flickr8k.token.txt, splits, annotations).
+
+This module imports nothing heavy: the command line checks its inputs with it before any work.
 """
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 FLICKR8K_ENV = "FLICKR8K_DIR"
 CACHE_ENV = "COHERENT_ITR_CACHE"
 
 
-def cache_dir(override: str | os.PathLike | None = None) -> Path:
+def cache_dir(override: str | os.PathLike | None = None, create: bool = True) -> Path:
     """The cache root: ``override`` if given, else ``$COHERENT_ITR_CACHE``, else ``~/.cache/coherent_itr``."""
     p = Path(override) if override else Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "coherent_itr")
-    p.mkdir(parents=True, exist_ok=True)
+    if create:
+        p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def writable_problem(folder: str | os.PathLike) -> str | None:
+    """``None`` if files can be created in ``folder`` (created if missing), else why not, naming it.
+
+    Checked by creating and removing a temporary file, so it also catches a full or read-only
+    file system, not only the permission bits (which do not stop root)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return f"{folder} is not a writable folder ({exc.strerror or exc})"
+    return None
 
 
 def flickr8k_dir(override: str | os.PathLike | None = None, required: bool = True) -> Path | None:
     """The Flickr8k folder from ``override`` or ``$FLICKR8K_DIR``.
 
-    With ``required=True`` a missing setting or folder raises ``FileNotFoundError`` saying what to do.
-    """
+    Unset: ``None`` with ``required=False``, else ``FileNotFoundError`` saying what to do. Set but
+    not a folder: always ``FileNotFoundError`` naming it — a typo must never silently drop the data set."""
     raw = override or os.environ.get(FLICKR8K_ENV)
     if not raw:
         if not required:
@@ -34,7 +54,6 @@ def flickr8k_dir(override: str | os.PathLike | None = None, required: bool = Tru
             "the embedded synthetic world.")
     p = Path(raw).expanduser()
     if not p.is_dir():
-        if not required:
-            return None
-        raise FileNotFoundError(f"Flickr8k folder {p} (from {FLICKR8K_ENV} or data_dir) does not exist")
+        source = "data_dir" if override else f"${FLICKR8K_ENV}"
+        raise FileNotFoundError(f"Flickr8k folder {p} (from {source}) does not exist or is not a folder")
     return p

@@ -61,8 +61,9 @@ def load_encoder() -> torch.nn.Module:
 
 
 def file_hash(path: str | os.PathLike) -> str:
+    """sha1 of the file's bytes (the feature cache's key: content, never name, size or mtime)."""
     with open(path, "rb") as f:
-        return hashlib.sha1(f.read()).hexdigest()
+        return hashlib.file_digest(f, "sha1").hexdigest()
 
 
 def load_image(path: str | os.PathLike) -> np.ndarray:
@@ -124,11 +125,14 @@ class FeatureStore:
 
 def extract_features(paths: Sequence[str | os.PathLike], cache_dir=None, batch_size: int = 32,
                      precision: str = "float32", num_threads: int | None = None, progress: bool = True,
-                     save_every: int = 512) -> np.ndarray:
+                     save_every: int = 512, hashes: Sequence[str] | None = None,
+                     desc: str = "EfficientNet-Lite0 features") -> np.ndarray:
     """(len(paths), 1280) float32 EfficientNet-Lite0 features, from the cache when possible.
 
     ``precision="bfloat16"`` (autocast, channels-last) is several times faster on CPUs with
-    AMX/AVX-512-BF16 but differs from float32 by ~3% in norm; the cache keeps them apart."""
+    AMX/AVX-512-BF16 but differs from float32 by ~3% in norm; the cache keeps them apart.
+    ``hashes``: the files' :func:`file_hash` when the caller has them already; ``desc`` labels the
+    progress bar."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r} is invalid; expected one of {list(PRECISIONS)}")
     if batch_size < 1:
@@ -137,7 +141,10 @@ def extract_features(paths: Sequence[str | os.PathLike], cache_dir=None, batch_s
     for p in paths:
         if not p.is_file():
             raise FileNotFoundError(f"image file {p} does not exist")
-    hashes = [file_hash(p) for p in paths]
+    if hashes is None:
+        hashes = [file_hash(p) for p in paths]
+    elif len(hashes) != len(paths):
+        raise ValueError(f"{len(hashes)} hashes for {len(paths)} image files")
     store = FeatureStore(cache_dir, precision)
     todo: dict[str, Path] = {}
     for h, p in zip(hashes, paths):
@@ -148,7 +155,7 @@ def extract_features(paths: Sequence[str | os.PathLike], cache_dir=None, batch_s
         items = list(todo.items())
         pend_h: list[str] = []
         pend_f: list[np.ndarray] = []
-        with _threads(num_threads), tqdm(total=len(items), desc="EfficientNet-Lite0 features", unit="img",
+        with _threads(num_threads), tqdm(total=len(items), desc=desc, unit="img",
                                          disable=not progress) as bar:
             for s in range(0, len(items), batch_size):
                 chunk = items[s:s + batch_size]

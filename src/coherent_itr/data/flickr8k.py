@@ -13,7 +13,12 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
   warning. A missing folder, split list or image, and a malformed caption line, raise an error
   naming the file and line.
 * Image features: EfficientNet-Lite0 (:mod:`.features`), cached by image content, then written
-  in the VSE++ precomp layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there.
+  in the VSE++ precomp layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there;
+  ``<key>`` hashes the encoder, every image's *bytes* (sha1) and the captions, so an image replaced
+  by another — even of the same size and modification time — gives new features.
+* Text files are UTF-8; a byte-order mark at the start is accepted, an undecodable byte is an
+  error naming the file and the line. A missing judgement file (``ExpertAnnotations.txt``,
+  ``CrowdFlowerAnnotations.txt``) is said once per process, as a :class:`Flickr8kWarning`.
 * Human judgements, aligned with the loaded captions (``split.extras``):
   ``"expert"`` — mean of the 3 expert scores (1 = does not describe the image … 4 = describes
   it), all on test images; ``"crowd"`` — fraction of CrowdFlower "yes" votes. Each a pandas
@@ -32,12 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_write_json, read_text_lines
+from ..io import atomic_write_json
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
 from .base import DataSplits
-from .features import encoder_key, extract_features
-from .precomp import load_precomp_split, write_precomp_split
 
 TOKEN_FILE = "Flickr8k.token.txt"
 SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
@@ -52,8 +55,44 @@ class Flickr8kWarning(UserWarning):
     """Something in the release was skipped (the captions of a non-existent image, bad lines)."""
 
 
+_WARNED: set[str] = set()   # judgement files already reported missing in this process
+
+
 def _lines(path: Path) -> list[str]:
-    return read_text_lines(path, "Flickr8k file", drop_trailing_blank=True)
+    """Lines of a UTF-8 release file without line endings or trailing blank lines; a leading
+    byte-order mark is dropped, an undecodable byte raises ``ValueError`` naming file and line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"Flickr8k file {path} does not exist")
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    lines = []
+    for n, b in enumerate(raw.split(b"\n"), start=1):
+        try:
+            lines.append(b.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: line {n}: not UTF-8 text (byte {b[exc.start:exc.start + 1]!r} at column "
+                             f"{exc.start + 1}); save the file as UTF-8") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def check_release(data_dir=None) -> Path:
+    """The release folder, after checking (cheaply: names only) that it holds ``images/``, the caption
+    file and the three split lists; ``FileNotFoundError`` naming every missing one otherwise. Missing
+    judgement files are not an error here (see :func:`load_flickr8k`)."""
+    root = flickr8k_dir(data_dir)
+    missing = [n for n in ("images",) if not (root / n).is_dir()]
+    missing += [n for n in (TOKEN_FILE, *SPLIT_FILES.values()) if not (root / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"Flickr8k folder {root} lacks {', '.join(missing)}")
+    return root
+
+
+def missing_judgements(root: Path) -> list[Path]:
+    """The judgement files (expert, crowd) absent from the release folder ``root``."""
+    return [root / f for f in (EXPERT_FILE, CROWD_FILE) if not (root / f).is_file()]
 
 
 def read_split_list(path: Path, images_dir: Path) -> list[str]:
@@ -142,7 +181,7 @@ def read_judgements(path: Path, kind: str, bad_lines: str = "warn"):
     if not path.is_file():
         raise FileNotFoundError(f"Flickr8k file {path} does not exist")
     rows, bad = [], []
-    raw = path.read_bytes().split(b"\n")
+    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n")   # a UTF-8 byte-order mark is fine
     while raw and not raw[-1].strip():
         raw.pop()
     for n, b in enumerate(raw, start=1):
@@ -220,29 +259,34 @@ def align_judgements(df, image_names: list[str], kind: str):
 # ---------------------------------------------------------------------------------------------
 # The data set
 # ---------------------------------------------------------------------------------------------
-def _images_fingerprint(images: Path, names: list[str]) -> str:
+def _images_fingerprint(names: list[str], hashes: list[str]) -> str:
+    """Hash of every image's name and content hash (never its size or mtime, which a replaced
+    image can keep)."""
     h = hashlib.sha256()
-    for nm in names:
-        st = (images / nm).stat()
-        h.update(f"{nm}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    for nm, fh in zip(names, hashes):
+        h.update(f"{nm}|{fh}\n".encode())
     return h.hexdigest()
 
 
 def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", batch_size: int = 32,
                   progress: bool = True, judgements: bool = True, bad_lines: str = "warn") -> DataSplits:
     """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
+    from .features import encoder_key, extract_features, file_hash
+    from .precomp import load_precomp_split, write_precomp_split
     root = flickr8k_dir(data_dir)
     index = flickr8k_index(root)
     images = root / "images"
     all_names = [nm for s in ("train", "dev", "test") for nm in index[s][0]]
-    key_src = "|".join([encoder_key(precision), _images_fingerprint(images, all_names)]
+    hashes = [file_hash(images / nm) for nm in all_names]
+    key_src = "|".join([encoder_key(precision), _images_fingerprint(all_names, hashes)]
                        + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
     done = folder / "DONE.json"
     if not done.exists():
         feats = extract_features([images / nm for nm in all_names], cache_dir=cache_dir, batch_size=batch_size,
-                                 precision=precision, progress=progress)
+                                 precision=precision, progress=progress, hashes=hashes,
+                                 desc="Flickr8k images → EfficientNet-Lite0 features")
         start = 0
         for s in ("train", "dev", "test"):
             names, caps = index[s]
@@ -259,6 +303,10 @@ def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", bat
         for kind, fname in (("expert", EXPERT_FILE), ("crowd", CROWD_FILE)):
             if (root / fname).is_file():
                 tables[kind] = read_judgements(root / fname, kind, bad_lines)
+            elif str(root / fname) not in _WARNED:
+                _WARNED.add(str(root / fname))
+                warnings.warn(f"Flickr8k judgement file {root / fname} does not exist: the {kind} judgements "
+                              f"(and the metrics that need them) are left out", Flickr8kWarning, stacklevel=2)
         for s, sp in out.items():
             for kind, df in tables.items():
                 al = align_judgements(df, sp.image_ids, kind)
