@@ -85,7 +85,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description=__doc__, epilog=EPILOG, formatter_class=_Formatter)
     ap.add_argument("--profile", default="default", choices=list(PROFILES),
                     help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = what "
@@ -106,6 +106,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--rerun-notebooks", action="store_true",
                     help="execute every notebook even if its inputs are unchanged since its last run")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
     args = ap.parse_args(argv)
     args.papers = getattr(args, "papers", None)
     if args.data == "auto":

@@ -41,6 +41,8 @@ from ..io import atomic_write_json
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
 from .base import DataSplits
+from .features import encoder_key, extract_features, file_hash
+from .precomp import load_precomp_split, write_precomp_split
 
 TOKEN_FILE = "Flickr8k.token.txt"
 SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
@@ -271,8 +273,6 @@ def _images_fingerprint(names: list[str], hashes: list[str]) -> str:
 def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", batch_size: int = 32,
                   progress: bool = True, judgements: bool = True, bad_lines: str = "warn") -> DataSplits:
     """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
-    from .features import encoder_key, extract_features, file_hash
-    from .precomp import load_precomp_split, write_precomp_split
     root = flickr8k_dir(data_dir)
     index = flickr8k_index(root)
     images = root / "images"

@@ -1,0 +1,114 @@
+"""The command line ``python -m reproduce``: bad inputs give one line on stderr and exit status 2
+before any work; every option has help; ``--help`` imports nothing heavy; ``--data auto`` says
+which data sets it found and why."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(args, env_extra=None, drop=(), timeout=60):
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "100"                                   # help wraps the same everywhere
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _fake_release(root: Path, judgements=True) -> Path:
+    from coherent_itr.data import flickr8k as f8
+    (root / "images").mkdir(parents=True)
+    (root / f8.TOKEN_FILE).write_text("")
+    for f in f8.SPLIT_FILES.values():
+        (root / f).write_text("")
+    if judgements:
+        (root / f8.EXPERT_FILE).write_text("")
+        (root / f8.CROWD_FILE).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--profile", "nope"], "invalid choice: 'nope'"),
+    (["--data", "nope"], "invalid data set 'nope'"),
+    (["--data", "synthetic,flickr9k"], "invalid data set 'flickr9k'"),
+    (["--papers", "bcls,nope"], "invalid paper 'nope'"),
+    (["--executor", "slurm"], "invalid choice: 'slurm'"),
+    (["--workers", "0"], "expected an integer ≥ 1"),
+])
+def test_bad_argument_is_one_line_and_exit_2(args, says):
+    r = _run(["-m", "reproduce", *args])
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and lines[0].startswith("python -m reproduce: error:")
+    assert r.stdout == ""                                     # nothing planned, nothing run
+
+
+def test_bad_flickr8k_dir_is_an_error_naming_it_not_a_silent_skip(tmp_path):
+    r = _run(["-m", "reproduce", "--profile", "smoke"], {"FLICKR8K_DIR": str(tmp_path / "typo")})
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path / "typo") in lines[0] and "FLICKR8K_DIR" in lines[0]
+    # a folder that is not a release: every missing part named
+    (tmp_path / "empty").mkdir()
+    r = _run(["-m", "reproduce", "--data", "flickr8k"], {"FLICKR8K_DIR": str(tmp_path / "empty")})
+    assert r.returncode == 2
+    line, = r.stderr.strip().splitlines()
+    assert "images" in line and "Flickr8k.token.txt" in line and "Flickr_8k.trainImages.txt" in line
+
+
+def test_flickr8k_requested_without_its_variable():
+    r = _run(["-m", "reproduce", "--data", "flickr8k"], drop=("FLICKR8K_DIR",))
+    assert r.returncode == 2
+    line, = r.stderr.strip().splitlines()
+    assert "FLICKR8K_DIR" in line
+
+
+def test_unwritable_cache_is_reported_before_any_work(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")                                   # a folder cannot be made under a file (even as root)
+    r = _run(["-m", "reproduce", "--profile", "smoke"], {"COHERENT_ITR_CACHE": str(blocker / "cache")},
+             drop=("FLICKR8K_DIR",))
+    assert r.returncode == 2 and r.stdout == ""
+    line, = r.stderr.strip().splitlines()
+    assert str(blocker / "cache") in line and "not a writable folder" in line
+
+
+def test_help_imports_nothing_heavy_and_documents_every_option():
+    r = _run(["-X", "importtime", "-m", "reproduce", "--help"])
+    assert r.returncode == 0
+    imported = {ln.split("|")[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+    assert not {"torch", "pandas", "papermill", "coherent_itr.runs", "coherent_itr.config"} & imported
+    for words in ("results/flickr8k/", "manifest.json", "README.md", "COHERENT_ITR_CACHE", "FLICKR8K_DIR",
+                  "(default: default)", "(default: auto)"):
+        assert words in r.stdout
+    from reproduce.__main__ import build_parser
+    for action in build_parser()._actions:
+        assert action.help and len(action.help) > 15, action.dest
+
+
+def test_cli_choices_match_the_study():
+    from reproduce import __main__ as cli
+    from reproduce import experiments, profiles
+    assert set(cli.PAPERS) == set(experiments.PAPERS) | {"data"}
+    assert set(cli.build_parser()._option_string_actions["--profile"].choices) == set(profiles.PROFILES)
+
+
+def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
+    from reproduce import __main__ as cli
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    sets, why = cli.resolve_data_sets(cli.parse_args([]))
+    assert sets == ["synthetic"] and any("not set" in w for w in why)
+    rel = _fake_release(tmp_path / "f8k", judgements=False)
+    monkeypatch.setenv("FLICKR8K_DIR", str(rel))
+    sets, why = cli.resolve_data_sets(cli.parse_args([]))
+    assert sets == ["synthetic", "flickr8k"]
+    assert any(str(rel) in w and "ExpertAnnotations.txt" in w for w in why)
+    sets, _ = cli.resolve_data_sets(cli.parse_args(["--data", "synthetic"]))
+    assert sets == ["synthetic"]
