@@ -32,8 +32,8 @@ smoke: $(STAMP)  ## the reproduce pipeline at its smallest size (profile=smoke),
 test: $(STAMP)  ## every test (unit, pipeline, notebooks under the smoke profile via nbval)
 	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
 
-lab: $(STAMP)  ## JupyterLab with the project's environment as kernel
-	$(VENV)/bin/jupyter lab notebooks/
+lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, results/), the project's kernel; works as root
+	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh
 
 clean:  ## remove caches and generated results (keeps .venv)
 	rm -rf .cache .pytest_cache results/smoke

@@ -3,6 +3,7 @@ before any work; every option has help; ``--help`` imports nothing heavy; ``--da
 which data sets it found and why."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,3 +113,60 @@ def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
     assert any(str(rel) in w and "ExpertAnnotations.txt" in w for w in why)
     sets, _ = cli.resolve_data_sets(cli.parse_args(["--data", "synthetic"]))
     assert sets == ["synthetic"]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_lab_command_serves_the_repository_root_as_this_user():
+    """scripts/lab.sh (what `make lab` runs) starts JupyterLab — as root too — rooted at the repository:
+    /lab answers 200 and results/ and notebooks/ are listed by the contents API. Stopped by its process group."""
+    import signal
+    import time
+    import urllib.request
+    port = _free_port()
+    env = {**os.environ, "JUPYTER": str(Path(sys.executable).parent / "jupyter")}
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "lab.sh"), f"--port={port}", "--no-browser",
+                             "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password="],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        status, deadline = None, time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as r:
+                    status = r.status
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {proc.stderr.read1(4000) if proc.poll() is not None else ''}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
+            names = {c["name"] for c in json.loads(r.read())["content"]}
+        assert {"notebooks", "results", "README.md"} <= names
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def test_progress_bars_in_executed_notebooks_are_widgets_not_warnings(tmp_path):
+    """ipywidgets is in the pinned environment: tqdm.auto in a papermill-executed notebook renders a
+    widget instead of printing ``TqdmWarning: IProgress not found`` into the committed notebook."""
+    import nbformat
+    import papermill as pm
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='encoding'):\n    pass")])
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3",
+                        progress_bar=False)
+    outputs = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
+    text = json.dumps(outputs)
+    assert "TqdmWarning" not in text and "IProgress" not in text
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
