@@ -211,7 +211,9 @@ def train_data_set(args, plan: DataSetPlan, cache, bar, out: Outcome) -> float:
     from .prepare import prepare
     d = plan.data
     if plan.todo:
+        bar.clear()                  # the preparation's own labelled lines and bars print below it
         out.timings[f"{d}_prepare_s"] = prepare(plan.todo, not args.no_progress)
+        bar.unpause()                # its rate and ETA count training time only
     t = time.perf_counter()
     bar.set_description(f"training runs [{d}]")
     failures = make_executor(args.executor, args.workers, not args.no_progress).run(plan.todo, cache, bar=bar)
