@@ -180,6 +180,8 @@ class Outcome:
     failed_runs: list = field(default_factory=list)          # RunFailure
     failed_notebooks: list = field(default_factory=list)     # (data, notebook, traceback)
     timings: dict = field(default_factory=dict)
+    runs_to_do: int = 0       # runs to train in this invocation, all data sets
+    runs_done: int = 0        # of which finished (trained or failed)
     runs_trained: int = 0
 
 
@@ -205,19 +207,29 @@ def announce(args, plans: list[DataSetPlan]) -> None:
     print(f"reproduce: {total} run(s) to train in all; cache {paths.cache_dir()}", flush=True)
 
 
-def train_data_set(args, plan: DataSetPlan, cache, bar, out: Outcome) -> float:
-    """Prepare and train the missing runs of one data set; returns the time its training ended."""
+def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
+    """Prepare and train the missing runs of one data set; returns the time its training ended.
+
+    Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
+    invocation (done / to do over every data set, rate, ETA), open only while runs train so no other
+    bar nests under it."""
+    from tqdm.auto import tqdm
+
     from .executors import make_executor
     from .prepare import prepare
     d = plan.data
-    if plan.todo:
-        bar.clear()                  # the preparation's own labelled lines and bars print below it
-        out.timings[f"{d}_prepare_s"] = prepare(plan.todo, not args.no_progress)
-        bar.unpause()                # its rate and ETA count training time only
+    if not plan.todo:
+        return time.time()
+    out.timings[f"{d}_prepare_s"] = prepare(plan.todo, not args.no_progress)
     t = time.perf_counter()
-    bar.set_description(f"training runs [{d}]")
-    failures = make_executor(args.executor, args.workers, not args.no_progress).run(plan.todo, cache, bar=bar)
+    bar = tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", unit="run",
+               disable=args.no_progress)
+    try:
+        failures = make_executor(args.executor, args.workers, not args.no_progress).run(plan.todo, cache, bar=bar)
+    finally:
+        bar.close()
     out.timings[f"{d}_train_s"] = time.perf_counter() - t
+    out.runs_done += len(plan.todo)
     out.runs_trained += len(plan.todo) - len(failures)
     for f in failures:
         print(f, file=sys.stderr)
@@ -269,26 +281,18 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
 
 
 def run(args, sets: list[str]) -> int:
-    from tqdm.auto import tqdm
-
     from coherent_itr.runs import RunCache
     t0, t_start = time.perf_counter(), time.time()
     cache = RunCache()
     plans = [plan_data_set(args, d, cache) for d in sets]
     announce(args, plans)
-    out = Outcome()
-    total = sum(len(p.todo) for p in plans)
-    # one overall line: runs done / to do, with tqdm's rate and ETA
-    bar = tqdm(total=total, desc="training runs", unit="run", disable=args.no_progress or not total)
-    try:
-        for plan in plans:
-            t = time.perf_counter()
-            trained_until = train_data_set(args, plan, cache, bar, out)
-            if not args.skip_notebooks:
-                notebooks_data_set(args, plan, trained_until, t_start, out)
-            out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t
-    finally:
-        bar.close()
+    out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
+    for plan in plans:
+        t = time.perf_counter()
+        trained_until = train_data_set(args, plan, cache, out)
+        if not args.skip_notebooks:
+            notebooks_data_set(args, plan, trained_until, t_start, out)
+        out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t
     for plan in plans:
         print(f"reproduce [{plan.profile.name}/{plan.data}]: " + ", ".join(
             f"{k.removeprefix(plan.data + '_')} {v:.0f} s" for k, v in out.timings.items()

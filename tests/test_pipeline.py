@@ -85,8 +85,9 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     # the driver exits non-zero when a run failed
     monkeypatch.setattr(experiments, "plan", lambda profile, papers=None: cfgs)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
-    monkeypatch.setattr(driver.ledger_io, "collect", lambda d: None)
-    monkeypatch.setattr(driver.ledger_io, "write_manifest", lambda *a, **k: None)
+    from reproduce import ledger_io
+    monkeypatch.setattr(ledger_io, "collect", lambda d, stale=None: None)
+    monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: None)
     assert driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress",
                         "--workers", "1"]) == 1
 
