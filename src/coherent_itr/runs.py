@@ -125,12 +125,12 @@ def _loss_files(loss: str, params_json: str) -> frozenset[str]:
     from . import losses
     crit = losses.build(loss, **json.loads(params_json))
     files = set()
+    prefix = __package__ + "."
     for m in crit.modules():                   # composite losses: every term's class and its bases
         for cls in type(m).__mro__:
-            mod = sys.modules.get(cls.__module__)
-            f = getattr(mod, "__file__", None)
-            if f and Path(f).resolve().is_relative_to(PACKAGE_DIR):
-                files.add(str(Path(f).resolve().relative_to(PACKAGE_DIR)))
+            if cls.__module__.startswith(prefix):
+                rel = cls.__module__[len(prefix):].replace(".", "/")
+                files.add(f"{rel}.py" if (PACKAGE_DIR / f"{rel}.py").is_file() else f"{rel}/__init__.py")
     todo = list(files)
     while todo:                                # helpers imported from sibling loss modules
         for dep in _relative_imports(todo.pop()):
@@ -220,9 +220,18 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_entry(final: Path, writers: dict) -> Path:
+def _embeddings_sha256(train_entry: Path) -> str | None:
+    """The recorded sha256 of a training entry's ``arrays.npz`` (what an evaluation was computed from)."""
+    try:
+        return json.loads((train_entry / CHECKSUM_FILE).read_text())["files"]["arrays.npz"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
     """Write an entry folder atomically: each ``name -> writer(path)`` into a temporary folder,
-    then ``checksum.json`` last, then rename into place (replacing a corrupt old entry)."""
+    then ``checksum.json`` last, then rename into place, replacing a corrupt old entry (or, with
+    ``replace``, any old entry; callers hold the entry's lock)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{final.name}-"))
@@ -234,7 +243,7 @@ def write_entry(final: Path, writers: dict) -> Path:
         files = {name: {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
         atomic_write_json(tmp / CHECKSUM_FILE, {"key": final.name, "files": files})
         if final.exists():
-            if verify_entry(final) is None:       # another writer was first: keep their valid entry
+            if not replace and verify_entry(final) is None:   # another writer was first: keep theirs
                 shutil.rmtree(tmp, ignore_errors=True)
                 return final
             _discard(final)                       # a corrupt entry is replaced
@@ -396,6 +405,10 @@ class RunCache:
         if trained is None:
             return None
         ev = self._load_metrics(config)
+        if ev is not None and ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
+            _report("evaluation", self.eval_path(config), "it was computed from other test embeddings than "
+                    "those of the training entry now stored (retrained with different numbers?)")
+            ev = None
         if ev is None:
             if not evaluate:
                 return None
@@ -425,8 +438,9 @@ class RunCache:
     def store_evaluation(self, config: Config, test: dict, eval_s: float) -> Path:
         final = self.eval_path(config)
         ev = {"test": test, "eval_s": eval_s, "eval_key": final.name, "run_key": self.train_key(config),
-              "evaluation_code_hash": evaluation_code_hash()}
-        write_entry(final, {"metrics.json": lambda p: atomic_write_json(p, ev)})
+              "evaluation_code_hash": evaluation_code_hash(),
+              "embeddings_sha256": _embeddings_sha256(self.train_path(config))}
+        write_entry(final, {"metrics.json": lambda p: atomic_write_json(p, ev)}, replace=True)
         return final
 
     def _lock(self, key: str, what: str):
@@ -436,7 +450,7 @@ class RunCache:
         from .evaluation import evaluate_run
         with self._lock(self.eval_key(config), f"evaluation of run {self.train_key(config)}"):
             ev = self._load_metrics(config)            # another process may have evaluated meanwhile
-            if ev is not None:
+            if ev is not None and ev.get("embeddings_sha256") == _embeddings_sha256(self.train_path(config)):
                 return ev
             t0 = time.perf_counter()
             with pinned_threads(self.threads):
