@@ -55,3 +55,37 @@ def evaluate_embeddings(img: np.ndarray, cap: np.ndarray, split: data_mod.Captio
     return metrics.evaluate(sim, split.image_of_caption, rel=rel, true_rel=true, human=human,
                             true_positive_threshold=TRUE_POSITIVE_THRESHOLD if true is not None else None,
                             fold_size=fold_size)
+
+
+_SPLITS: dict[tuple, data_mod.CaptionedImages] = {}   # (data, dir, scale, seed, cache) -> test split
+
+
+def _test_split(config: dict, cache_dir: str | None) -> data_mod.CaptionedImages:
+    key = (config["data"], config.get("data_dir"), config["data_scale"], config["data_seed"], cache_dir)
+    if key not in _SPLITS:
+        if len(_SPLITS) >= 4:
+            _SPLITS.pop(next(iter(_SPLITS)))
+        _SPLITS[key] = data_mod.load_splits(config["data"], data_dir=config.get("data_dir"),
+                                            scale=config["data_scale"], seed=config["data_seed"],
+                                            cache_dir=cache_dir).test
+    return _SPLITS[key]
+
+
+def evaluate_run(result, splits: data_mod.DataSplits | None = None, cache_dir: str | None = None) -> dict[str, float]:
+    """Every test metric of a training result (:func:`coherent_itr.train.train` or a cached run).
+
+    Uses the stored test embeddings ``arrays["test_img"]`` / ``arrays["test_cap"]`` of the
+    selected checkpoint, so no model is needed; the test split (for yardsticks and the
+    image-of-caption map) is ``splits.test`` or loaded from ``record["config"]``."""
+    record, arrays = result.record, result.arrays
+    name = record.get("run_key", "(not cached)")
+    missing = {"test_img", "test_cap"} - set(arrays)
+    if missing:
+        raise ValueError(f"run {name}: no stored test embeddings {sorted(missing)}; cannot evaluate")
+    config = record["config"]
+    split = splits.test if splits is not None else _test_split(config, cache_dir)
+    img, cap = np.asarray(arrays["test_img"]), np.asarray(arrays["test_cap"])
+    if img.shape[0] != split.n_images or cap.shape[0] != split.n_captions:
+        raise ValueError(f"run {name}: stored embeddings have {img.shape[0]} images and {cap.shape[0]} captions, "
+                         f"but the test split {split.name} has {split.n_images} and {split.n_captions}")
+    return evaluate_embeddings(img, cap, split, config.get("eval_fold_size", 1000), cache_dir)

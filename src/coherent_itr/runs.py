@@ -1,19 +1,44 @@
-"""The run cache: every training run stored once, keyed by its config and the library source.
+"""The run cache: every training run stored once, evaluated apart, verified whenever it is read.
 
-A run's key is a hash of its :class:`Config` (seed included) and of the source code of the
-``coherent_itr`` package, so editing the library invalidates every cached result while editing
-a notebook or a plot does not. Entries are directories ``<root>/runs/<key>/`` holding
-``result.json`` and ``arrays.npz``; they are written into a temporary directory first and
-renamed into place, so an interrupted run leaves nothing that looks like a result and is simply
-redone on the next call.
+Two kinds of entries live under ``<root>/runs/``:
+
+* ``train/<training key>/`` — what :func:`coherent_itr.train.train` returns: ``record.json``
+  (config, history, best epoch, timing, …) and ``arrays.npz`` (the selected checkpoint's test
+  embeddings, float32). The **training key** hashes ``Config.key()``, the number of intra-op
+  threads the run uses (results depend on it: :func:`pinned_threads`), the torch version, and
+  the source of only the code the run executes (:func:`training_files`): the train loop,
+  models, determinism/io/config, the data source it loads, the relevance provider it trains
+  with, the loss modules :func:`coherent_itr.losses.build` instantiates for it, and the
+  validation metric that selects the checkpoint. Adding a loss therefore trains only that
+  loss's runs, and editing a notebook or a test metric trains nothing.
+* ``eval/<evaluation key>/`` — ``metrics.json``: every test metric of that training entry. The
+  **evaluation key** hashes the training key and the evaluation code (:func:`evaluation_files`:
+  ``evaluation.py``, ``metrics/``, the yardstick providers), so adding or fixing a metric
+  re-evaluates from the stored embeddings without training.
+
+Integrity: an entry is written into a temporary folder, ``checksum.json`` (sha256 and size of
+every other file) is written **last**, and the folder is renamed into place. Every read
+verifies the checksums; a missing, truncated or altered entry is reported with
+:class:`CacheIntegrityWarning` naming its key and path, treated as absent (``has()`` is False,
+so a driver counts it as to-train) and redone. :func:`verify_cache` checks a whole cache without
+training; :func:`check_writable` fails early on an unwritable or full cache folder. A per-key
+file lock (``filelock``) makes two processes or drivers sharing one cache train each run once:
+the second waits for the first and then loads its result.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
+import glob
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import time
+import warnings
+import zipfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,82 +47,527 @@ from .config import Config
 from .io import atomic_save_npz, atomic_write_json, load_npz
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+THREADS_ENV = "COHERENT_ITR_THREADS"
+CHECKSUM_FILE = "checksum.json"
+TRAIN_FILES = ("record.json", "arrays.npz")
+EVAL_FILES = ("metrics.json",)
+DEFAULT_BYTES_PER_RUN = 32 * 2**20      # free-space estimate when the cache holds no entry yet
 
 
+class CacheIntegrityWarning(UserWarning):
+    """A cache entry failed verification (named with key and path); it is ignored and redone."""
+
+
+class CacheEntryError(RuntimeError):
+    """A cache entry could not be read or written; the message names the entry."""
+
+
+# ----------------------------------------------------------------------------- code hashes
 def source_hash(package_dir: str | os.PathLike = PACKAGE_DIR) -> str:
-    """SHA-256 (first 16 hex digits) of every ``.py`` file of the library, path and content."""
-    h = hashlib.sha256()
+    """SHA-256 (first 16 hex digits) of every ``.py`` file of the library, path and content.
+
+    Not part of any run key (see :func:`training_code_hash`); used to stamp notebooks and the
+    results manifest with the library version they were produced by."""
     root = Path(package_dir)
-    for f in sorted(root.rglob("*.py")):
-        if "__pycache__" in f.parts:
-            continue
-        h.update(str(f.relative_to(root)).encode())
+    return _hash_files(root, tuple(sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
+                                          if "__pycache__" not in f.parts)))
+
+
+def _hash_files(root: Path, rel_paths: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for rel in rel_paths:
+        h.update(rel.encode())
         h.update(b"\0")
-        h.update(f.read_bytes())
+        h.update((root / rel).read_bytes())
         h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-@lru_cache(maxsize=1)
-def _current_source_hash() -> str:
-    return source_hash()
+def _expand(patterns) -> set[str]:
+    out: set[str] = set()
+    for pat in patterns:
+        for f in glob.glob(str(PACKAGE_DIR / pat)):
+            out.add(str(Path(f).relative_to(PACKAGE_DIR)))
+    return out
 
 
-def run_key(config: Config, src_hash: str | None = None) -> str:
-    """Cache key of ``config`` under the library source ``src_hash`` (default: the current source)."""
-    src_hash = src_hash or _current_source_hash()
-    return hashlib.sha256(f"{config.key()}:{src_hash}".encode()).hexdigest()[:20]
+# Code every training run executes. The validation R@K (metrics/retrieval.py + _blocks.py) picks
+# the checkpoint, so it belongs to training; every other metric belongs to evaluation.
+TRAINING_CORE = ("train.py", "config.py", "determinism.py", "io.py", "paths.py", "gradients.py", "health.py",
+                 "models/*.py", "data/__init__.py", "data/base.py", "metrics/retrieval.py", "metrics/_blocks.py",
+                 "losses/__init__.py", "losses/base.py", "losses/registry.py")
+DATA_SOURCE_FILES = {"synthetic": ("data/synthetic.py",),
+                     "flickr8k": ("data/flickr8k.py", "data/features.py", "data/precomp.py"),
+                     "precomp": ("data/precomp.py",),
+                     "toy": ("data/toy.py",)}
+RELEVANCE_FILES = {"sbert": ("data/sbert.py", "data/relevance.py"),
+                   "cider": ("data/cider.py", "data/relevance.py"),
+                   "true": ("data/synthetic.py",)}          # + data/base.py (TrueRelevance), in the core
+EVALUATION_CODE = ("evaluation.py", "metrics/*.py", "data/relevance.py", "data/sbert.py", "data/cider.py",
+                   "data/synthetic.py", "data/base.py")
 
 
+def _relative_imports(rel: str) -> set[str]:
+    """Files of the same package that module ``rel`` imports with ``from .x import …``."""
+    tree = ast.parse((PACKAGE_DIR / rel).read_text(), filename=rel)
+    here = Path(rel).parent
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            cand = here / (node.module.replace(".", "/") + ".py")
+            if (PACKAGE_DIR / cand).is_file():
+                out.add(str(cand))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _loss_files(loss: str, params_json: str) -> frozenset[str]:
+    from . import losses
+    crit = losses.build(loss, **json.loads(params_json))
+    files = set()
+    prefix = __package__ + "."
+    for m in crit.modules():                   # composite losses: every term's class and its bases
+        for cls in type(m).__mro__:
+            if cls.__module__.startswith(prefix):
+                rel = cls.__module__[len(prefix):].replace(".", "/")
+                files.add(f"{rel}.py" if (PACKAGE_DIR / f"{rel}.py").is_file() else f"{rel}/__init__.py")
+    todo = list(files)
+    while todo:                                # helpers imported from sibling loss modules
+        for dep in _relative_imports(todo.pop()):
+            if dep not in files:
+                files.add(dep)
+                todo.append(dep)
+    return frozenset(files)
+
+
+def training_files(config: Config) -> list[str]:
+    """Package-relative paths of the source files a training run of ``config`` executes."""
+    files = _expand(TRAINING_CORE)
+    files |= _expand(DATA_SOURCE_FILES.get(config.data, ("data/*.py",)))
+    if config.relevance:
+        files |= _expand(RELEVANCE_FILES.get(config.relevance, ("data/*.py",)))
+    files |= _loss_files(config.loss, json.dumps(config.loss_params, sort_keys=True, default=str))
+    return sorted(files)
+
+
+def evaluation_files() -> list[str]:
+    """Package-relative paths of the test-evaluation code (metrics and yardstick providers)."""
+    return sorted(_expand(EVALUATION_CODE))
+
+
+@lru_cache(maxsize=1024)
+def _files_hash(rel_paths: tuple[str, ...]) -> str:
+    return _hash_files(PACKAGE_DIR, rel_paths)
+
+
+def training_code_hash(config: Config) -> str:
+    return _files_hash(tuple(training_files(config)))
+
+
+def evaluation_code_hash() -> str:
+    return _files_hash(tuple(evaluation_files()))
+
+
+def default_threads() -> int:
+    """Intra-op threads of a run: ``$COHERENT_ITR_THREADS`` or 1 (one per worker process)."""
+    raw = os.environ.get(THREADS_ENV, "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{THREADS_ENV}={raw!r} is invalid; expected a positive integer")
+    return n
+
+
+@contextlib.contextmanager
+def pinned_threads(n: int):
+    """Run with exactly ``n`` torch intra-op threads and ``n`` BLAS/OpenMP threads, then restore.
+
+    Float reductions are split differently with a different thread count (a smoke triplet run
+    gave test RSUM 65.8 with 1 thread and 63.8 with 2), so the count is part of the training key
+    and fixed whatever the executor or worker count."""
+    import torch
+    from threadpoolctl import threadpool_limits
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+def run_key(config: Config, threads: int = 1) -> str:
+    """Training key of ``config`` run with ``threads`` intra-op threads under the current code."""
+    import torch
+    blob = json.dumps({"config": config.key(), "code": training_code_hash(config), "threads": int(threads),
+                       "torch": torch.__version__}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def eval_key(train_key: str) -> str:
+    """Evaluation key: the training key and the current evaluation code."""
+    return hashlib.sha256(f"{train_key}:{evaluation_code_hash()}".encode()).hexdigest()[:20]
+
+
+# ----------------------------------------------------------------------------- entries on disk
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _embeddings_sha256(train_entry: Path) -> str | None:
+    """The recorded sha256 of a training entry's ``arrays.npz`` (what an evaluation was computed from)."""
+    try:
+        return json.loads((train_entry / CHECKSUM_FILE).read_text())["files"]["arrays.npz"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
+    """Write an entry folder atomically: each ``name -> writer(path)`` into a temporary folder,
+    then ``checksum.json`` last, then rename into place, replacing a corrupt old entry (or, with
+    ``replace``, any old entry; callers hold the entry's lock)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{final.name}-"))
+    except OSError as exc:
+        raise CacheEntryError(f"cannot create cache entry {final.name} in {final.parent}: {exc}") from exc
+    try:
+        for name, writer in writers.items():
+            writer(tmp / name)
+        files = {name: {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
+        atomic_write_json(tmp / CHECKSUM_FILE, {"key": final.name, "files": files})
+        if final.exists():
+            if not replace and verify_entry(final) is None:   # another writer was first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final
+            _discard(final)                       # a corrupt entry is replaced
+        try:
+            os.rename(tmp, final)
+        except OSError:                           # another writer was first: keep a valid entry of theirs
+            if verify_entry(final) is not None:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _discard(path: Path) -> None:
+    aside = path.with_name(f".discard-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def verify_entry(path: Path, expected: tuple[str, ...] = ()) -> str | None:
+    """``None`` if the entry folder ``path`` is complete and unaltered, else what is wrong.
+
+    A folder that does not exist is "missing"; ``expected`` names files the entry must have."""
+    if not path.is_dir():
+        return "missing"
+    ck = path / CHECKSUM_FILE
+    if not ck.is_file():
+        return f"{CHECKSUM_FILE} missing (entry incomplete or written by an older version)"
+    try:
+        meta = json.loads(ck.read_text())
+        files = meta["files"]
+        if not isinstance(files, dict):
+            raise TypeError("'files' is not a mapping")
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"{CHECKSUM_FILE} unreadable ({type(exc).__name__}: {exc})"
+    for name in expected:
+        if name not in files:
+            return f"{name} not listed in {CHECKSUM_FILE}"
+    for name, want in files.items():
+        f = path / name
+        if not f.is_file():
+            return f"{name} missing"
+        size = f.stat().st_size
+        if size != want.get("bytes"):
+            return f"{name} has {size} bytes, {want.get('bytes')} were written (truncated or altered)"
+        if _sha256(f) != want.get("sha256"):
+            return f"{name} altered (sha256 differs from {CHECKSUM_FILE})"
+    return None
+
+
+_REPORTED: set[tuple[str, str]] = set()
+
+
+def _report(kind: str, path: Path, problem: str) -> None:
+    if (str(path), problem) in _REPORTED:
+        return
+    _REPORTED.add((str(path), problem))
+    warnings.warn(f"run cache: {kind} entry {path.name} at {path} is not usable: {problem}; it will be redone",
+                  CacheIntegrityWarning, stacklevel=3)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CacheEntryError(f"{what} {path.parent.name}: cannot read {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _read_npz(path: Path, what: str) -> dict:
+    try:
+        return load_npz(path)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise CacheEntryError(f"{what} {path.parent.name}: cannot read {path}: {type(exc).__name__}: {exc}") from exc
+
+
+# ----------------------------------------------------------------------------- the cache
 class RunCache:
-    """On-disk store of finished runs under ``root`` (default :func:`paths.cache_dir`)."""
+    """On-disk store of finished runs under ``root`` (default :func:`paths.cache_dir`).
 
-    def __init__(self, root: str | os.PathLike | None = None, src_hash: str | None = None) -> None:
+    ``threads`` is the intra-op thread count every run of this cache trains and evaluates with
+    (default ``$COHERENT_ITR_THREADS`` or 1); it is part of the training key."""
+
+    def __init__(self, root: str | os.PathLike | None = None, threads: int | None = None) -> None:
         self.root = paths.cache_dir(root) / "runs"
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.src_hash = src_hash or _current_source_hash()
+        self.threads = int(threads) if threads is not None else default_threads()
+        if self.threads < 1:
+            raise ValueError(f"RunCache threads must be ≥ 1, got {threads!r}")
 
-    def path(self, config: Config) -> Path:
-        return self.root / run_key(config, self.src_hash)
+    # keys and paths -----------------------------------------------------------------------
+    def train_key(self, config: Config) -> str:
+        return run_key(config, self.threads)
+
+    def eval_key(self, config: Config) -> str:
+        return eval_key(self.train_key(config))
+
+    def train_path(self, config: Config) -> Path:
+        return self.root / "train" / self.train_key(config)
+
+    def eval_path(self, config: Config) -> Path:
+        return self.root / "eval" / self.eval_key(config)
+
+    path = train_path
+
+    # queries ------------------------------------------------------------------------------
+    def _valid(self, kind: str, path: Path) -> bool:
+        problem = verify_entry(path, TRAIN_FILES if kind == "training" else EVAL_FILES)
+        if problem is None:
+            return True
+        if problem != "missing":
+            _report(kind, path, problem)
+        return False
+
+    def has_training(self, config: Config) -> bool:
+        """A verified training entry of ``config`` exists (evaluation may still be missing)."""
+        return self._valid("training", self.train_path(config))
 
     def has(self, config: Config) -> bool:
-        return (self.path(config) / "result.json").is_file()
+        """Both the training and the evaluation entry of ``config`` exist and verify."""
+        return self.has_training(config) and self._valid("evaluation", self.eval_path(config))
 
-    def load(self, config: Config):
-        """The cached :class:`~coherent_itr.train.RunResult` of ``config``, or ``None``."""
+    def counts(self, configs) -> dict[str, int]:
+        """``planned``, ``to_train`` (no valid training entry), ``to_evaluate`` (trained, not evaluated)
+        and ``cached`` (both entries valid) for a plan of configs."""
+        configs = list(configs)
+        trained = [self.has_training(c) for c in configs]
+        evaluated = [t and self._valid("evaluation", self.eval_path(c)) for t, c in zip(trained, configs)]
+        return {"planned": len(configs), "to_train": trained.count(False),
+                "to_evaluate": sum(t and not e for t, e in zip(trained, evaluated)), "cached": sum(evaluated)}
+
+    # reading ------------------------------------------------------------------------------
+    def load_training(self, config: Config):
+        """The verified training :class:`~coherent_itr.train.RunResult` (no test metrics), or ``None``."""
         from .train import RunResult
-        p = self.path(config)
-        if not (p / "result.json").is_file():
+        p = self.train_path(config)
+        if not self._valid("training", p):
             return None
-        record = json.loads((p / "result.json").read_text())
-        arrays = load_npz(p / "arrays.npz") if (p / "arrays.npz").is_file() else {}
+        record = _read_json(p / "record.json", "training entry")
+        arrays = _read_npz(p / "arrays.npz", "training entry")
+        missing = {"test_img", "test_cap"} - set(arrays)
+        if missing:
+            raise CacheEntryError(f"training entry {p.name} at {p}: arrays.npz lacks {sorted(missing)}")
         return RunResult(record, arrays)
 
-    def store(self, config: Config, result) -> Path:
-        """Write ``result`` for ``config`` atomically (temporary directory, then rename)."""
-        final = self.path(config)
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{final.name}-"))
-        try:
-            record = dict(result.record, run_key=final.name, source_hash=self.src_hash)
-            atomic_save_npz(tmp / "arrays.npz", **result.arrays)
-            atomic_write_json(tmp / "result.json", record)
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another process stored the same run first: keep theirs
-                if not (final / "result.json").is_file():
-                    raise
-                shutil.rmtree(tmp, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    def _load_metrics(self, config: Config) -> dict | None:
+        p = self.eval_path(config)
+        if not self._valid("evaluation", p):
+            return None
+        return _read_json(p / "metrics.json", "evaluation entry")
+
+    def load(self, config: Config, splits=None, evaluate: bool = True):
+        """The cached run of ``config`` with its test metrics in ``record["test"]``, or ``None``.
+
+        When only the evaluation entry is missing (new or changed metric code) the run is
+        evaluated from its stored embeddings and the evaluation stored; ``evaluate=False`` returns
+        ``None`` instead."""
+        trained = self.load_training(config)
+        if trained is None:
+            return None
+        ev = self._load_metrics(config)
+        if ev is not None and ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
+            _report("evaluation", self.eval_path(config), "it was computed from other test embeddings than "
+                    "those of the training entry now stored (retrained with different numbers?)")
+            ev = None
+        if ev is None:
+            if not evaluate:
+                return None
+            ev = self._evaluate(config, trained, splits)
+        return self._merge(trained, ev)
+
+    def _merge(self, trained, ev: dict):
+        from .train import RunResult
+        record = dict(trained.record)
+        record["test"] = ev["test"]
+        record["timing"] = {**record.get("timing", {}), "test_eval_s": ev["eval_s"]}
+        record["eval_key"] = ev["eval_key"]
+        record["evaluation_code_hash"] = ev["evaluation_code_hash"]
+        return RunResult(record, trained.arrays)
+
+    # writing ------------------------------------------------------------------------------
+    def store_training(self, config: Config, result) -> Path:
+        """Store ``result`` (of :func:`~coherent_itr.train.train`) as the training entry of ``config``."""
+        import numpy as np
+        final = self.train_path(config)
+        record = {k: v for k, v in result.record.items() if k != "test"}
+        record.update(run_key=final.name, training_code_hash=training_code_hash(config), threads=self.threads)
+        arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
+        return write_entry(final, {"arrays.npz": lambda p: atomic_save_npz(p, **arrays),
+                                   "record.json": lambda p: atomic_write_json(p, record)})
+
+    def store_evaluation(self, config: Config, test: dict, eval_s: float) -> Path:
+        final = self.eval_path(config)
+        ev = {"test": test, "eval_s": eval_s, "eval_key": final.name, "run_key": self.train_key(config),
+              "evaluation_code_hash": evaluation_code_hash(),
+              "embeddings_sha256": _embeddings_sha256(self.train_path(config))}
+        write_entry(final, {"metrics.json": lambda p: atomic_write_json(p, ev)}, replace=True)
         return final
 
+    def _lock(self, key: str, what: str):
+        return _wait_lock(self.root / "locks" / f"{key}.lock", what)
+
+    def _evaluate(self, config: Config, trained, splits) -> dict:
+        from .evaluation import evaluate_run
+        with self._lock(self.eval_key(config), f"evaluation of run {self.train_key(config)}"):
+            ev = self._load_metrics(config)            # another process may have evaluated meanwhile
+            if ev is not None and ev.get("embeddings_sha256") == _embeddings_sha256(self.train_path(config)):
+                return ev
+            t0 = time.perf_counter()
+            with pinned_threads(self.threads):
+                test = evaluate_run(trained, splits=splits, cache_dir=str(self.root.parent))
+            self.store_evaluation(config, test, time.perf_counter() - t0)
+        ev = self._load_metrics(config)
+        if ev is None:
+            raise CacheEntryError(f"evaluation entry {self.eval_key(config)} at {self.eval_path(config)} "
+                                  "failed verification right after it was written")
+        return ev
+
     def get_or_train(self, config: Config, progress: bool = True, splits=None):
-        """The cached result of ``config``, training (and storing) it on a miss."""
-        from .train import train
-        hit = self.load(config)
+        """The cached run of ``config`` (with test metrics), training and/or evaluating it on a miss.
+
+        Training holds a per-run lock: a second process asking for the same run waits, then
+        loads the first one's result instead of training it again."""
+        from . import train as train_mod
+        hit = self.load(config, splits=splits)
         if hit is not None:
             return hit
-        result = train(config, splits=splits, progress=progress, cache_dir=str(self.root.parent))
-        self.store(config, result)
-        return self.load(config)
+        key = self.train_key(config)
+        with self._lock(key, f"training of run {key}"):
+            if not self.has_training(config):
+                with pinned_threads(self.threads):
+                    result = train_mod.train(config, splits=splits, progress=progress,
+                                             cache_dir=str(self.root.parent))
+                self.store_training(config, result)
+        res = self.load(config, splits=splits)
+        if res is None:
+            raise CacheEntryError(f"training entry {key} at {self.train_path(config)} failed verification "
+                                  "right after it was written")
+        return res
+
+    def verify(self) -> list[str]:
+        """Every problem of every entry in this cache (see :func:`verify_cache`)."""
+        return verify_cache(self.root.parent)
+
+
+@contextlib.contextmanager
+def _wait_lock(lock_path: Path, what: str):
+    from filelock import FileLock, Timeout
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"run cache: waiting for another process to finish the {what} ({lock_path})",
+              file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+# ----------------------------------------------------------------------------- whole-cache checks
+def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
+    """Check every training and evaluation entry under ``root`` (default: the configured cache)
+    without training; one line per problem, naming the entry's key and path."""
+    runs = paths.cache_dir(root) / "runs"
+    problems = []
+    for kind, sub, expected in (("training", "train", TRAIN_FILES), ("evaluation", "eval", EVAL_FILES)):
+        d = runs / sub
+        if not d.is_dir():
+            continue
+        for entry in sorted(d.iterdir()):
+            if entry.name.startswith("."):          # temporary folder of a run being written
+                continue
+            problem = verify_entry(entry, expected)
+            if problem is None:
+                try:
+                    _read_json(entry / expected[0], f"{kind} entry")
+                    if kind == "training":
+                        _read_npz(entry / "arrays.npz", "training entry")
+                except CacheEntryError as exc:
+                    problem = str(exc)
+            if problem is not None:
+                problems.append(f"{kind} entry {entry.name} at {entry}: {problem}")
+    return problems
+
+
+def _entry_bytes(runs: Path) -> list[int]:
+    d = runs / "train"
+    if not d.is_dir():
+        return []
+    return [sum(f.stat().st_size for f in e.iterdir() if f.is_file()) for e in d.iterdir()
+            if e.is_dir() and not e.name.startswith(".")]
+
+
+def check_writable(root: str | os.PathLike | None = None, n_runs: int = 0, bytes_per_run: int | None = None) -> Path:
+    """Fail before any training if the run cache under ``root`` cannot take ``n_runs`` new runs.
+
+    Creates (and removes) a file in each entry folder — permission bits alone do not say whether
+    a write succeeds — and compares the free space with ``n_runs`` × the mean size of the
+    entries already stored (else :data:`DEFAULT_BYTES_PER_RUN`), with a factor 2 for temporary
+    copies. Raises ``OSError`` naming the folder and what to do; returns the runs folder."""
+    runs = Path(root or os.environ.get(paths.CACHE_ENV) or "~/.cache/coherent_itr").expanduser() / "runs"
+    try:
+        runs = paths.cache_dir(root) / "runs"
+        for sub in ("train", "eval", "locks"):
+            d = runs / sub
+            d.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=d, prefix=".probe-")
+            os.write(fd, b"ok")
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        raise OSError(exc.errno, f"run cache {runs} is not writable ({exc.filename or runs}: "
+                      f"{exc.strerror or exc}); set "
+                      f"{paths.CACHE_ENV} to a writable folder or fix its permissions") from exc
+    if n_runs > 0:
+        sizes = _entry_bytes(runs)
+        per_run = bytes_per_run or (sum(sizes) // len(sizes) if sizes else DEFAULT_BYTES_PER_RUN)
+        need = 2 * n_runs * per_run
+        free = shutil.disk_usage(runs).free
+        if free < need:
+            raise OSError(28, f"run cache {runs}: {free / 2**20:.0f} MiB free, but {n_runs} run(s) need about "
+                              f"{need / 2**20:.0f} MiB ({per_run / 2**20:.1f} MiB each, ×2 while writing); "
+                              f"free space or set {paths.CACHE_ENV} to another folder")
+    return runs

@@ -25,7 +25,6 @@ from tqdm.auto import tqdm
 from . import data as data_mod
 from . import losses, metrics
 from .config import Config
-from .evaluation import evaluate_embeddings
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
 from .models import VSEModel, Vocabulary
@@ -180,21 +179,17 @@ def train(config: Config, splits: data_mod.DataSplits | None = None, progress: b
     t0 = time.perf_counter()
     img_e, cap_e = encode_split(model, splits.test, vocab, device)
     test_encode_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    test = evaluate_embeddings(img_e, cap_e, splits.test, config.eval_fold_size, cache_dir)
-    test_eval_s = time.perf_counter() - t0
+    # test metrics are not computed here: coherent_itr.evaluation.evaluate_run (the run cache's evaluation entry)
     record = {
         "config": config.to_dict(),
         "history": history,
         "best_epoch": best[2],
-        "test": test,
         "timing": {"total_s": time.perf_counter() - t_start, "train_s": t_train,
-                   "train_s_per_epoch": t_train / max(1, config.epochs), "test_encode_s": test_encode_s,
-                   "test_eval_s": test_eval_s},
+                   "train_s_per_epoch": t_train / max(1, config.epochs), "test_encode_s": test_encode_s},
         "data": {"train": tr.name, "n_train_images": tr.n_images, "test": splits.test.name,
                  "n_test_images": splits.test.n_images, "vocab_size": len(vocab)},
         "machine": {"device": str(device), "torch": torch.__version__, "python": platform.python_version(),
                     "threads": torch.get_num_threads()},
     }
-    arrays = {"test_img": img_e.astype(np.float16), "test_cap": cap_e.astype(np.float16)}
+    arrays = {"test_img": img_e.astype(np.float32), "test_cap": cap_e.astype(np.float32)}
     return RunResult(record, arrays)

@@ -1,0 +1,317 @@
+"""The run cache: what each key hashes, integrity checks, locking, and worker-count determinism."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coherent_itr import evaluation, runs
+from coherent_itr import train as train_mod
+from coherent_itr.config import Config
+from coherent_itr.data import load_splits
+
+TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
+            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
+BASE = Config(**TINY)
+BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """A cache holding BASE trained and evaluated (and the toy yardsticks: Sentence-BERT embeddings,
+    CIDEr matrices), copied by each test so none pays for the Sentence-BERT model again."""
+    root = tmp_path_factory.mktemp("seeded")
+    res = runs.RunCache(root).get_or_train(BASE, progress=False)
+    return root, res
+
+
+@pytest.fixture
+def cache_root(seeded, tmp_path):
+    root = tmp_path / "cache"
+    shutil.copytree(seeded[0], root)
+    return root
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of train() and evaluate_run() calls by config seed/loss."""
+    calls = {"train": [], "evaluate": []}
+    real_train, real_eval = train_mod.train, evaluation.evaluate_run
+
+    def train(config, **kw):
+        calls["train"].append((config.loss, config.seed))
+        return real_train(config, **kw)
+
+    def evaluate_run(result, **kw):
+        calls["evaluate"].append((result.record["config"]["loss"], result.record["config"]["seed"]))
+        return real_eval(result, **kw)
+
+    monkeypatch.setattr(train_mod, "train", train)
+    monkeypatch.setattr(evaluation, "evaluate_run", evaluate_run)
+    return calls
+
+
+# ----------------------------------------------------------------------------- what the keys hash
+def _executed_package_files(fn) -> set[str]:
+    """Package-relative paths of every coherent_itr source file with a function called during ``fn()``."""
+    pkg = str(runs.PACKAGE_DIR) + os.sep
+    seen: set[str] = set()
+
+    def prof(frame, event, arg):
+        if event == "call":
+            f = frame.f_code.co_filename
+            if f.startswith(pkg):
+                seen.add(f[len(pkg):])
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("config", [BASE, BCLS], ids=["triplet", "bcls+true"])
+def test_training_key_hashes_every_file_the_run_executes(config):
+    toy = load_splits("toy", scale="smoke")
+    executed = _executed_package_files(lambda: train_mod.train(config, splits=toy, progress=False))
+    hashed = set(runs.training_files(config))
+    assert executed, "the profiler saw no package code"
+    assert executed <= hashed, f"executed but not in the training key: {sorted(executed - hashed)}"
+
+
+def test_training_key_leaves_out_other_losses_metrics_and_evaluation():
+    files = set(runs.training_files(BASE))
+    assert "losses/triplet.py" in files and "models/vse.py" in files and "train.py" in files
+    assert not any(f.startswith("losses/") and f not in ("losses/triplet.py", "losses/base.py", "losses/registry.py",
+                                                          "losses/__init__.py") for f in files)
+    assert "evaluation.py" not in files and "metrics/semantic.py" not in files and "data/sbert.py" not in files
+    # a composite loss brings in the losses it builds (BCLS = triplet_sn + kendall) and nothing else
+    bcls = {f for f in runs.training_files(BCLS) if f.startswith("losses/")}
+    assert bcls == {"losses/__init__.py", "losses/base.py", "losses/registry.py", "losses/combined.py",
+                    "losses/triplet_sn.py", "losses/kendall.py"}
+    # a loss that imports a sibling module's helpers brings that module in too
+    lad = Config(**{**TINY, "loss": "adaptive_ladder", "relevance": "true"})
+    assert "losses/ladder.py" in runs.training_files(lad)
+    assert {"evaluation.py", "metrics/semantic.py", "metrics/evaluate.py"} <= set(runs.evaluation_files())
+
+
+def test_thread_count_is_part_of_the_training_key(tmp_path):
+    one, two = runs.RunCache(tmp_path, threads=1), runs.RunCache(tmp_path, threads=2)
+    assert one.train_key(BASE) != two.train_key(BASE)
+    assert one.train_key(BASE) == runs.RunCache(tmp_path).train_key(BASE)      # default: one thread
+    assert one.train_key(BASE) != one.train_key(BASE.replace(seed=1))
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """The keys computed over an editable copy of the package source (nothing imported from it)."""
+    pkg = tmp_path / "pkg"
+    shutil.copytree(runs.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runs, "PACKAGE_DIR", pkg)
+
+    def edit(rel):
+        with open(pkg / rel, "a") as f:
+            f.write("\n# edited by a test\n")
+        runs._files_hash.cache_clear()
+        runs._loss_files.cache_clear()
+
+    runs._files_hash.cache_clear()
+    runs._loss_files.cache_clear()
+    yield edit
+    runs._files_hash.cache_clear()
+    runs._loss_files.cache_clear()
+
+
+def test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs(cache_root, package_copy, counted):
+    cache = runs.RunCache(cache_root)
+    configs = [BASE, BCLS]
+    for c in configs:
+        cache.get_or_train(c, progress=False)
+    first = {c.loss: cache.load(c).test for c in configs}
+    counted["train"].clear(), counted["evaluate"].clear()
+
+    package_copy("metrics/semantic.py")                    # a metric changed: evaluate again, train nothing
+    assert cache.counts(configs) == {"planned": 2, "to_train": 0, "to_evaluate": 2, "cached": 0}
+    again = {c.loss: cache.get_or_train(c, progress=False).test for c in configs}
+    assert counted["train"] == [] and sorted(counted["evaluate"]) == [("bcls", 0), ("triplet", 0)]
+    assert again == first                                   # the edit was a comment: same numbers
+
+    counted["evaluate"].clear()
+    package_copy("losses/sam.py")                           # another loss changed: nothing to do
+    package_copy("losses/kendall.py")                       # BCLS composes Kendall: only BCLS trains
+    assert cache.counts(configs)["to_train"] == 1
+    assert not cache.has_training(BCLS) and cache.has(BASE)
+    for c in configs:
+        cache.get_or_train(c, progress=False)
+    assert counted["train"] == [("bcls", 0)] and counted["evaluate"] == [("bcls", 0)]
+
+    counted["train"].clear(), counted["evaluate"].clear()
+    package_copy("train.py")                                # the loop changed: every run trains
+    assert cache.counts(configs)["to_train"] == 2
+    assert all(not f.endswith(".ipynb") for f in runs.training_files(BASE) + runs.evaluation_files())
+
+
+def test_embeddings_are_float32_and_evaluation_reproduces_the_stored_metrics(cache_root, seeded):
+    res = runs.RunCache(cache_root).load(BASE)
+    assert res.arrays["test_img"].dtype == np.float32 and res.arrays["test_cap"].dtype == np.float32
+    assert res.test == seeded[1].test and "rsum" in res.test
+    with runs.pinned_threads(1):                             # metrics too change in the last digits with threads
+        assert evaluation.evaluate_run(res) == res.test
+    with runs.pinned_threads(1):
+        raw = train_mod.train(BASE, progress=False)          # a bare training result carries no test metrics
+    assert "test" not in raw.record
+    np.testing.assert_array_equal(raw.arrays["test_img"], res.arrays["test_img"])
+
+
+# ----------------------------------------------------------------------------- integrity
+def _truncate(path: Path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _edit_rsum(path: Path):
+    obj = json.loads(path.read_text())
+    obj["test"]["rsum"] = 999.0
+    path.write_text(json.dumps(obj))
+
+
+def _edit_best_epoch(path: Path):
+    obj = json.loads(path.read_text())
+    obj["best_epoch"] = 7
+    path.write_text(json.dumps(obj))
+
+
+CORRUPTIONS = {
+    "truncated record.json": ("train", "record.json", _truncate),
+    "truncated arrays.npz": ("train", "arrays.npz", _truncate),
+    "deleted arrays.npz": ("train", "arrays.npz", Path.unlink),
+    "edited record value": ("train", "record.json", _edit_best_epoch),
+    "deleted checksum": ("train", "checksum.json", Path.unlink),
+    "truncated metrics.json": ("eval", "metrics.json", _truncate),
+    "edited metric value (rsum=999)": ("eval", "metrics.json", _edit_rsum),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+def test_corrupt_entry_is_detected_named_and_redone(name, cache_root, seeded, counted):
+    kind, fname, corrupt = CORRUPTIONS[name]
+    cache = runs.RunCache(cache_root)
+    entry = cache.train_path(BASE) if kind == "train" else cache.eval_path(BASE)
+    corrupt(entry / fname)
+
+    problems = runs.verify_cache(cache_root)
+    assert len(problems) == 1 and entry.name in problems[0] and str(entry) in problems[0]
+    with pytest.warns(runs.CacheIntegrityWarning, match=f"{entry.name} at {entry}"):
+        assert not cache.has(BASE)                          # a driver counts it as to-do, never "0 to train"
+    assert cache.counts([BASE])["cached"] == 0
+
+    res = cache.get_or_train(BASE, progress=False)          # redone ...
+    assert counted["train"] == ([("triplet", 0)] if kind == "train" else [])
+    # retraining reproduces the same embeddings (checked by their sha256), so a valid evaluation is kept
+    assert counted["evaluate"] == ([("triplet", 0)] if kind == "eval" else [])
+    assert res.test == seeded[1].test                        # ... to the same numbers, bit for bit
+    np.testing.assert_array_equal(res.arrays["test_cap"], seeded[1].arrays["test_cap"])
+    assert runs.verify_cache(cache_root) == [] and cache.has(BASE)
+
+
+def test_unreadable_entry_error_names_the_entry(tmp_path):
+    bad = tmp_path / "abc123"
+    bad.mkdir()
+    (bad / "arrays.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(runs.CacheEntryError, match=r"abc123: cannot read .*arrays.npz"):
+        runs._read_npz(bad / "arrays.npz", "training entry")
+    (bad / "record.json").write_text('{"a": ')
+    with pytest.raises(runs.CacheEntryError, match=r"abc123: cannot read .*record.json.*JSONDecodeError"):
+        runs._read_json(bad / "record.json", "training entry")
+
+
+def test_unwritable_cache_is_found_before_training(tmp_path):
+    # runs/ exists but is read-only (issue 19: 7 of 7 runs trained and then lost at mkdtemp)
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    os.chmod(runs_dir, 0o555)
+    prefix = []
+    if os.geteuid() == 0:              # root ignores permission bits: probe without that capability
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: cannot make a folder unwritable")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    code = "import sys; from coherent_itr.runs import check_writable; check_writable(sys.argv[1], 3)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        p = subprocess.run(prefix + [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                           env=env, timeout=120)
+    finally:
+        os.chmod(runs_dir, 0o755)
+    assert p.returncode != 0
+    assert f"run cache {runs_dir} is not writable" in p.stderr and "Permission denied" in p.stderr, p.stderr
+    assert runs.check_writable(tmp_path, 3) == runs_dir       # writable again: passes
+
+
+def test_too_little_free_space_is_found_before_training(tmp_path):
+    with pytest.raises(OSError, match=r"MiB free, but 1000000000 run\(s\) need about"):
+        runs.check_writable(tmp_path, 10**9)
+    assert runs.check_writable(tmp_path, 1) == tmp_path / "runs"
+
+
+# ----------------------------------------------------------------------------- concurrency, determinism
+_WORKER = textwrap.dedent("""
+    import json, sys
+    from coherent_itr import train as train_mod
+    from coherent_itr.config import Config
+    from coherent_itr.runs import RunCache
+    root, log, order = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    real = train_mod.train
+    def logged(config, **kw):
+        with open(log, "a") as f:
+            f.write(f"{config.seed}\\n")
+        return real(config, **kw)
+    train_mod.train = logged
+    cache = RunCache(root)
+    out = {}
+    for cfg in map(Config.from_dict, order):
+        out[cfg.seed] = cache.get_or_train(cfg, progress=False).test["rsum"]
+    print(json.dumps(out))
+""")
+
+
+def test_two_processes_on_one_cache_train_each_run_once(cache_root, tmp_path):
+    cfgs = [BASE.replace(seed=s).to_dict() for s in (1, 2, 3)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = []
+    for i, order in enumerate((cfgs, cfgs[::-1])):
+        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(cache_root), str(tmp_path / f"log{i}"),
+                                       json.dumps(order)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env))
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    trained = [int(x) for i in range(2) if (tmp_path / f"log{i}").exists()
+               for x in (tmp_path / f"log{i}").read_text().split()]
+    assert sorted(trained) == [1, 2, 3]                      # each run trained exactly once
+    assert json.loads(outs[0][0]) == json.loads(outs[1][0])  # and both drivers got the same results
+
+
+def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
+    from reproduce.executors import LocalExecutor
+    cfgs = [BASE.replace(seed=5), BCLS.replace(seed=6)]
+    results = []
+    for workers in (1, 2):
+        root = tmp_path / f"w{workers}"
+        shutil.copytree(seeded[0], root)
+        cache = runs.RunCache(root)
+        assert LocalExecutor(workers=workers, progress=False).run(cfgs, cache) == []
+        results.append([cache.load(c) for c in cfgs])
+    for a, b in zip(*results):
+        assert a.record["machine"]["threads"] == b.record["machine"]["threads"] == 1
+        assert a.test == b.test
+        assert [h["val_rsum"] for h in a.history] == [h["val_rsum"] for h in b.history]
+        for k in ("test_img", "test_cap"):
+            np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
