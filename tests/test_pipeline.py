@@ -14,7 +14,7 @@ from reproduce.executors import LocalExecutor, RayExecutor
 from reproduce.profiles import get_profile
 
 TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
-            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
+            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1)
 
 
 def tiny_configs(n=3):

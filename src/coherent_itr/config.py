@@ -62,9 +62,15 @@ class Config:
     #                                    "images": every image once with a random caption
     seed: int = 0
     device: str = "auto"               # "auto" picks CUDA when present
+    warmup_epochs: int = 0             # first epochs on ALL negatives (VSE∞ vse_mean_warmup_epochs) for every
+    #                                    loss built on hardest negatives; 0 = none (the papers' recipes)
+    early_stop_patience: int = 0       # stop when val RSUM has not improved for this many epochs (0 = off;
+    #                                    ``epochs`` is then the cap)
+    bf16: bool = False                 # bfloat16 autocast of the encoders' training forward (loss in float32)
     # --- evaluation / logging ---------------------------------------------------------------
     eval_fold_size: int = 1000         # COCO-style 1K folds when the test set has ≥ 2 folds
-    grad_diagnostics: bool = True      # log tangent gradient norms per epoch (Unified Eqs. 11–12, 17–18)
+    grad_diag_every: int = 0           # tangent-gradient diagnostics (Unified Eqs. 11–12, 17–18, Fig. 4) every
+    #                                    k training steps into record["iterations"]; 0 = none
     max_eval_captions: int | None = None  # validation subset cap (None = whole dev split)
 
     def __post_init__(self) -> None:
@@ -78,6 +84,12 @@ class Config:
                 bad(name, "a positive integer")
         if self.batch_size < 2:
             bad("batch_size", "an integer ≥ 2 (a batch needs negatives)")
+        for name in ("warmup_epochs", "early_stop_patience", "grad_diag_every"):
+            v = getattr(self, name)
+            if not (_is_int(v) and v >= 0):
+                bad(name, "an integer ≥ 0 (0 disables it)")
+        if not isinstance(self.bf16, bool):
+            bad("bf16", "True or False")
         if not (_is_int(self.lr_decay_epoch) and self.lr_decay_epoch >= 0):
             bad("lr_decay_epoch", "an integer ≥ 0 (a whole number of epochs)")
         if not (_is_real(self.lr) and 0 < self.lr < 1):

@@ -1,14 +1,23 @@
-"""``train(config)``: one seeded VSE++ training run with any loss, evaluated on the test split.
+"""``train(config)``: one seeded VSE++ training run with any loss, up to its selected checkpoint.
 
 The loop follows VSE++ (Faghri et al.): Adam, lr × ``lr_decay`` every ``lr_decay_epoch``
-epochs, gradient-norm clipping, and the checkpoint with the best validation RSUM is the one
-evaluated on the test split. Per epoch it logs the training loss, validation R@K / RSUM, the
-validation mean positive and mean hardest-negative similarity, and the tangent gradient norms
-of :mod:`coherent_itr.gradients` averaged over the epoch's batches (claims U2, U3, B1, N7).
+epochs, gradient-norm clipping, and the checkpoint with the best validation RSUM is selected.
+It is split into named steps, each readable at once:
 
-The result is a :class:`RunResult`: JSON-able record (config, history, test metrics, timing)
-plus the best model's test embeddings (float16), so any metric can be recomputed later without
-retraining.
+* :func:`_setup` — data, vocabulary, relevance provider, model, loss, optimiser (:class:`_Run`);
+* :func:`_train_epoch` / :func:`_train_step` — one epoch / one update. The first
+  ``warmup_epochs`` epochs train every hardest-negative loss on all negatives (VSE∞ warm-up,
+  :mod:`coherent_itr.losses.base`); every ``grad_diag_every``-th step also logs the tangent
+  gradient diagnostics of :mod:`coherent_itr.gradients` (Unified Fig. 4) into
+  ``record["iterations"]`` — the only steps that pay for ``retain_grad``;
+* :func:`_validate` — validation RSUM (selection) and the health record (:mod:`coherent_itr.health`);
+* :class:`_Selector` — best-RSUM checkpoint and early stopping (``early_stop_patience``);
+* :func:`_record` — the JSON-able run record.
+
+The result is a :class:`RunResult`: the record (config, per-epoch history, best epoch, epochs
+run, health at the selected checkpoint, timing, data, machine — **no test metrics**: those come
+from :func:`coherent_itr.evaluation.evaluate_run` on the stored embeddings) and the selected
+checkpoint's test embeddings (float32), so any metric can be computed later without retraining.
 """
 from __future__ import annotations
 
@@ -23,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import data as data_mod
-from . import losses, metrics
+from . import health, losses, metrics
 from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
@@ -32,8 +41,8 @@ from .models import VSEModel, Vocabulary
 
 @dataclass
 class RunResult:
-    record: dict                                   # JSON-able: config, history, test metrics, timing
-    arrays: dict = field(default_factory=dict)     # test embeddings etc. (numpy)
+    record: dict                                   # JSON-able: config, history, health, timing (+ "test" from the cache)
+    arrays: dict = field(default_factory=dict)     # test embeddings (float32 numpy)
 
     @property
     def history(self) -> list[dict]:
@@ -56,19 +65,7 @@ def encode_split(model: VSEModel, split: data_mod.CaptionedImages, vocab: Vocabu
     for s in range(0, split.n_captions, batch_size):
         tok, lens = vocab.encode_batch(split.captions[s:s + batch_size])
         caps.append(model.text(tok.to(device), lens).cpu())
-    return img.numpy(), torch.cat(caps).numpy()
-
-
-def _validation_stats(img: np.ndarray, cap: np.ndarray, split) -> dict[str, float]:
-    sim = img @ cap.T
-    out = metrics.retrieval_metrics(sim, split.image_of_caption)
-    own = split.image_of_caption
-    pos = sim[own, np.arange(sim.shape[1])]
-    neg = sim.copy()
-    neg[own, np.arange(sim.shape[1])] = -np.inf
-    out["val_pos_sim"] = float(pos.mean())
-    out["val_hardneg_sim"] = float(neg.max(axis=1).mean())
-    return out
+    return img.float().numpy(), torch.cat(caps).float().numpy()
 
 
 def _train_subset(train: data_mod.CaptionedImages, fraction: float, seed: int) -> data_mod.CaptionedImages:
@@ -81,7 +78,12 @@ def _train_subset(train: data_mod.CaptionedImages, fraction: float, seed: int) -
 
 
 def _batches(n_images: int, cpi: int, config: Config, g: torch.Generator):
-    """Yield (image_idx, caption_idx) LongTensors of one epoch."""
+    """Yield (image_idx, caption_idx) LongTensors of one epoch.
+
+    Batches are uniformly random (a fresh permutation per epoch from the run's seeded generator),
+    as in VSE++: the in-batch negatives — and so every hardest-negative objective — depend on
+    that. Length-bucketed batches would correlate the negatives with caption length and are not
+    used (the packed GRU costs Σ lengths whatever the padding; results/benchmarks/run_profile.md)."""
     if config.sampling == "captions":
         order = torch.randperm(n_images * cpi, generator=g)
         for s in range(0, len(order), config.batch_size):
@@ -97,10 +99,30 @@ def _batches(n_images: int, cpi: int, config: Config, g: torch.Generator):
                 yield img, img * cpi + pick[img]
 
 
-def train(config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True,
-          cache_dir: str | None = None) -> RunResult:
-    """Train a VSE++ model with ``config.loss`` and evaluate its best-validation checkpoint on test."""
-    t_start = time.perf_counter()
+@dataclass
+class _Run:
+    """Everything :func:`train` sets up once and its steps share."""
+    config: Config
+    device: torch.device
+    generator: torch.Generator
+    splits: data_mod.DataSplits
+    tr: data_mod.CaptionedImages
+    dev: data_mod.CaptionedImages
+    vocab: Vocabulary
+    provider: object
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    feats: torch.Tensor
+    model: VSEModel
+    crit: torch.nn.Module
+    opt: torch.optim.Optimizer
+    dev_chance_rsum: float
+    step: int = 0                                  # updates done so far (0-based index of the next one)
+    iterations: list = field(default_factory=list)
+
+
+def _setup(config: Config, splits, cache_dir) -> _Run:
+    """Seed, load data, build vocabulary, relevance provider, model, loss and optimiser."""
     g = seed_everything(config.seed)
     use_deterministic_kernels()
     device = resolve_device(config.device)
@@ -115,81 +137,172 @@ def train(config: Config, splits: data_mod.DataSplits | None = None, progress: b
     provider = (data_mod.relevance_provider(config.relevance, tr, cache_dir=cache_dir, **config.relevance_params)
                 if config.relevance else None)
     tokens, lengths = vocab.encode_batch(tr.captions)
-    feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32))
-
+    feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32)).to(device)
     model = VSEModel(tr.features.shape[1], len(vocab), config.embed_dim, config.word_dim, config.text_hidden).to(device)
     crit = losses.build(config.loss, **config.loss_params).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    return _Run(config, device, g, splits, tr, dev, vocab, provider, tokens, lengths, feats, model, crit, opt,
+                health.chance_rsum(dev.image_of_caption))
+
+
+def _set_lr(run: _Run, epoch: int) -> float:
+    """VSE++ schedule: lr · decay^(epoch // lr_decay_epoch) (0-based epoch); unchanged by early stopping."""
+    c = run.config
+    lr = c.lr * c.lr_decay ** (epoch // max(1, c.lr_decay_epoch))
+    for group in run.opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def _train_step(run: _Run, img_idx: torch.Tensor, cap_idx: torch.Tensor, diagnose: bool) -> dict[str, float]:
+    """One update; returns the step's loss, the loss's scalar diagnostics and (if ``diagnose``) the
+    tangent-gradient stats of :func:`coherent_itr.gradients.tangent_gradient_stats`."""
+    c, dev = run.config, run.device
+    len_b = run.lengths[cap_idx]
+    tok_b = run.tokens[cap_idx][:, :int(len_b.max())]
+    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=c.bf16):
+        v, t = run.model(run.feats[img_idx], tok_b.to(dev), len_b)
+    v, t = v.float(), t.float()                    # similarities and loss always in float32
+    if diagnose:
+        v.retain_grad()
+    sim = v @ t.T
+    if diagnose:
+        sim.retain_grad()
+    rel = None
+    if run.provider is not None:
+        rel = torch.as_tensor(run.provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=sim.dtype, device=dev)
+    loss = run.crit(sim, rel)
+    loss_value = float(loss.detach())
+    if not np.isfinite(loss_value):
+        raise FloatingPointError(f"non-finite loss {loss_value} at step {run.step} "
+                                 f"(loss={c.loss}, params={c.loss_params})")
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if c.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), c.grad_clip)
+    run.opt.step()
+    stats = {"train_loss": loss_value}
+    stats.update({f"loss_{k}": float(x) for k, x in run.crit.diagnostics.items()
+                  if isinstance(x, (int, float)) and not isinstance(x, bool)})
+    if diagnose:
+        stats.update(tangent_gradient_stats(v.detach(), t.detach(), sim.detach(), sim.grad, v.grad))
+    return stats
+
+
+def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
+    """One epoch of updates; per-epoch means of every step stat (diagnostics: of the sampled steps)."""
+    c = run.config
+    warm = epoch < c.warmup_epochs
+    if hasattr(run.crit, "set_warmup"):            # every ITRLoss; a foreign nn.Module loss has no warm-up
+        run.crit.set_warmup(warm)
+    run.model.train()
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for img_idx, cap_idx in _batches(run.tr.n_images, run.tr.captions_per_image, c, run.generator):
+        diagnose = c.grad_diag_every > 0 and run.step % c.grad_diag_every == 0
+        stats = _train_step(run, img_idx, cap_idx, diagnose)
+        if diagnose:
+            run.iterations.append({"step": run.step, "epoch": epoch + 1, "warmup": warm, **stats})
+        for k, val in stats.items():
+            sums[k] = sums.get(k, 0.0) + val
+            counts[k] = counts.get(k, 0) + 1
+        run.step += 1
+    out = {k: sums[k] / counts[k] for k in sums}
+    out["warmup"] = warm
+    out["n_steps"] = counts.get("train_loss", 0)
+    out["n_grad_samples"] = counts.get("grad_anchor", 0)
+    return out
+
+
+def _validate(run: _Run) -> dict[str, float]:
+    """What selection and the health record need: validation R@K / RSUM, the mean positive and
+    hardest-negative cosines, chance RSUM, and the health values (:func:`health.epoch_health`)."""
+    img_e, cap_e = encode_split(run.model, run.dev, run.vocab, run.device)
+    sim = img_e @ cap_e.T
+    val = {f"val_{k}": v for k, v in metrics.retrieval_metrics(sim, run.dev.image_of_caption).items()}
+    val.update(health.similarity_health(sim, run.dev.image_of_caption))
+    val["val_rsum_chance"] = run.dev_chance_rsum
+    val.update(health.epoch_health(val))
+    return val
+
+
+class _Selector:
+    """Keeps the best-validation-RSUM checkpoint (first maximum) and decides early stopping."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best_rsum, self.best_state, self.best_epoch, self.best_row = -np.inf, None, 0, None
+
+    def update(self, model: torch.nn.Module, epoch: int, row: dict) -> None:
+        if row["val_rsum"] > self.best_rsum:
+            self.best_rsum, self.best_epoch, self.best_row = row["val_rsum"], epoch, row
+            self.best_state = copy.deepcopy(model.state_dict())
+
+    def should_stop(self, epoch: int) -> bool:
+        """True when ``patience`` epochs have passed without a new best (``patience`` 0: never)."""
+        return self.patience > 0 and epoch - self.best_epoch >= self.patience
+
+
+def _selected_health(sel: _Selector) -> dict:
+    h = {k: sel.best_row[k] for k in health.HEALTH_KEYS}
+    collapsed, reason = health.is_collapsed(h)
+    return {**h, "epoch": sel.best_epoch, "val_rsum": sel.best_row["val_rsum"],
+            "val_rsum_chance": sel.best_row["val_rsum_chance"], "collapsed": collapsed, "reason": reason}
+
+
+def _record(run: _Run, history: list[dict], sel: _Selector, timing: dict) -> dict:
+    c, tr, test = run.config, run.tr, run.splits.test
+    return {
+        "config": c.to_dict(),
+        "history": history,
+        "best_epoch": sel.best_epoch,
+        "epochs_run": len(history),
+        "health": _selected_health(sel),
+        "warmup": {"epochs": [h["epoch"] for h in history if h["warmup"]],
+                   "applies": bool(getattr(run.crit, "honours_warmup", False))},
+        "iterations": run.iterations,
+        "timing": timing,
+        "data": {"train": tr.name, "n_train_images": tr.n_images, "dev": run.dev.name,
+                 "n_dev_images": run.dev.n_images, "test": test.name, "n_test_images": test.n_images,
+                 "vocab_size": len(run.vocab)},
+        "machine": {"device": str(run.device), "torch": torch.__version__, "python": platform.python_version(),
+                    "threads": torch.get_num_threads()},
+    }
+
+
+def train(config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True,
+          cache_dir: str | None = None) -> RunResult:
+    """Train a VSE++ model with ``config.loss``; return its best-validation checkpoint's record and
+    test embeddings (test metrics: :func:`coherent_itr.evaluation.evaluate_run`)."""
+    t_start = time.perf_counter()
+    run = _setup(config, splits, cache_dir)
+    sel = _Selector(config.early_stop_patience)
     history: list[dict] = []
-    best = (-np.inf, None, -1)
-    t_train = 0.0
+    t_train = t_val = 0.0
     bar = tqdm(range(config.epochs), desc=f"{config.loss} seed={config.seed}", disable=not progress, leave=False)
     # numpy work inside the loop (relevance providers, validation metrics) is small per call; a multi-threaded
     # OpenBLAS pool spinning between those calls fights torch's threads for the cores and made a BCLS epoch
     # 3.5x slower on 2 CPUs (14.2 s vs 4.1 s, results/benchmarks/blas_threads.md) — one BLAS thread here.
     with threadpool_limits(limits=1, user_api="blas"):
         for epoch in bar:
-            for group in opt.param_groups:  # VSE++: lr · decay^(epoch // lr_decay_epoch)
-                group["lr"] = config.lr * config.lr_decay ** (epoch // max(1, config.lr_decay_epoch))
-            model.train()
+            lr = _set_lr(run, epoch)
             t0 = time.perf_counter()
-            sums: dict[str, float] = {}
-            n_batches = 0
-            for img_idx, cap_idx in _batches(tr.n_images, tr.captions_per_image, config, g):
-                len_b = lengths[cap_idx]
-                tok_b = tokens[cap_idx][:, :int(len_b.max())]
-                v, t = model(feats[img_idx].to(device), tok_b.to(device), len_b)
-                v.retain_grad()
-                sim = v @ t.T
-                sim.retain_grad()
-                rel = None
-                if provider is not None:
-                    rel = torch.as_tensor(provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=sim.dtype,
-                                          device=device)
-                loss = crit(sim, rel)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"non-finite loss {loss.item()} at epoch {epoch}, batch {n_batches} "
-                                             f"(loss={config.loss}, params={config.loss_params})")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                opt.step()
-                stats = {"train_loss": float(loss.detach())}
-                stats.update({f"loss_{k}": float(x) for k, x in crit.diagnostics.items()
-                              if isinstance(x, (int, float)) and not isinstance(x, bool)})
-                if config.grad_diagnostics:
-                    stats.update(tangent_gradient_stats(v.detach(), t.detach(), sim.detach(), sim.grad, v.grad))
-                for k, val in stats.items():
-                    sums[k] = sums.get(k, 0.0) + val
-                n_batches += 1
-            epoch_time = time.perf_counter() - t0
-            t_train += epoch_time
-            img_e, cap_e = encode_split(model, dev, vocab, device)
-            val = _validation_stats(img_e, cap_e, dev)
-            rec = {"epoch": epoch + 1, "epoch_time_s": epoch_time, "lr": opt.param_groups[0]["lr"],
-                   **{k: v / max(n_batches, 1) for k, v in sums.items()},
-                   **{f"val_{k}" if not k.startswith("val_") else k: v for k, v in val.items()}}
-            history.append(rec)
-            bar.set_postfix(loss=f"{rec['train_loss']:.3f}", rsum=f"{val['rsum']:.1f}")
-            if val["rsum"] > best[0]:
-                best = (val["rsum"], copy.deepcopy(model.state_dict()), epoch + 1)
-
-    model.load_state_dict(best[1])
-    t0 = time.perf_counter()
-    img_e, cap_e = encode_split(model, splits.test, vocab, device)
-    test_encode_s = time.perf_counter() - t0
-    # test metrics are not computed here: coherent_itr.evaluation.evaluate_run (the run cache's evaluation entry)
-    record = {
-        "config": config.to_dict(),
-        "history": history,
-        "best_epoch": best[2],
-        "timing": {"total_s": time.perf_counter() - t_start, "train_s": t_train,
-                   "train_s_per_epoch": t_train / max(1, config.epochs), "test_encode_s": test_encode_s},
-        "data": {"train": tr.name, "n_train_images": tr.n_images, "test": splits.test.name,
-                 "n_test_images": splits.test.n_images, "vocab_size": len(vocab)},
-        "machine": {"device": str(device), "torch": torch.__version__, "python": platform.python_version(),
-                    "threads": torch.get_num_threads()},
-    }
+            stats = _train_epoch(run, epoch)
+            t1 = time.perf_counter()
+            val = _validate(run)
+            t_val += time.perf_counter() - t1
+            t_train += t1 - t0
+            row = {"epoch": epoch + 1, "epoch_time_s": t1 - t0, "lr": lr, **stats, **val}
+            history.append(row)
+            bar.set_postfix(loss=f"{row['train_loss']:.3f}", rsum=f"{val['val_rsum']:.1f}")
+            sel.update(run.model, epoch + 1, row)
+            if sel.should_stop(epoch + 1):
+                break
+        run.model.load_state_dict(sel.best_state)
+        t0 = time.perf_counter()
+        img_e, cap_e = encode_split(run.model, run.splits.test, run.vocab, run.device)
+        test_encode_s = time.perf_counter() - t0
+    timing = {"total_s": time.perf_counter() - t_start, "train_s": t_train,
+              "train_s_per_epoch": t_train / len(history), "val_s": t_val, "test_encode_s": test_encode_s}
     arrays = {"test_img": img_e.astype(np.float32), "test_cap": cap_e.astype(np.float32)}
-    return RunResult(record, arrays)
+    return RunResult(_record(run, history, sel, timing), arrays)

@@ -38,6 +38,9 @@ SSE; tested), so the torch back-end is the more faithful k-means.
 When ``rel`` is symmetric (the paper's caption–caption relevance), text→image levels equal the
 image→text ones and are computed once.
 
+Warm-up (``set_warmup(True)``): all pairs of every level (Eq. 7) instead of hard-contrastive
+sampling, as in ``ladder``.
+
 L_MIN = L_MAX = 1 gives the plain triplet loss (Table VIII row (1, 1)); L_MIN = 1 < L_MAX is
 rejected because one cluster has no silhouette.
 """
@@ -290,6 +293,7 @@ class AdaptiveLadderLoss(ITRLoss):
         self.alpha, self.beta = resolve_alpha_beta(owner, self.l_max, alpha, beta)
         self.backend = backend
         self.hard_contrastive = bool(hard_contrastive)
+        self.uses_hardest_negative = self.hard_contrastive
         self.reduction = reduction
         self.n_init, self.random_state = int(n_init), int(random_state)
 
@@ -318,8 +322,9 @@ class AdaptiveLadderLoss(ITRLoss):
         else:                                        # both directions' rows in one batched call
             level, k = self.levels(torch.cat([rel, rel.T], dim=0))
             level_i2t, level_t2i, k_i2t, k_t2i = level[:b], level[b:], k[:b], k[b:]
-        per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, self.hard_contrastive)
-        per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, self.hard_contrastive)
+        hard = self.hard_contrastive and not self.warmup      # warm-up: all pairs (Eq. 7), see ladder
+        per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, hard)
+        per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, hard)
         with torch.no_grad():
             hist = {f"levels_histogram_{d}": {int(k): int((kk == k).sum()) for k in range(1, self.l_max + 1)}
                     for d, kk in (("i2t", k_i2t), ("t2i", k_t2i))}

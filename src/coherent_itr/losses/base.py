@@ -7,6 +7,14 @@ text→image direction uses ``sim.T`` and ``rel.T``.
 
 After each forward call, ``loss.diagnostics`` holds a dict of plain floats/lists describing the
 last batch (e.g. the fraction of active hinges) for the notebooks.
+
+Warm-up (VSE∞, Chen et al. 2021, ``vse_mean_warmup_epochs``; Unified paper Sec. 3.3 / Fig. 4:
+hardest-negative similarities rise towards 1 in the first epochs): ``loss.set_warmup(True)``
+switches every hardest-negative selection inside the loss (and its sub-losses) to the sum over
+*all* negatives, the objective VSE∞ trains on before it turns max-violation on.
+A loss that selects hardest negatives declares ``uses_hardest_negative = True`` and reads
+``self.warmup`` in ``forward``; every other loss ignores the flag. The training loop
+(:func:`coherent_itr.train.train`) sets it for the first ``Config.warmup_epochs`` epochs.
 """
 from __future__ import annotations
 
@@ -17,13 +25,28 @@ POS_INF = float("inf")
 
 
 class ITRLoss(torch.nn.Module):
-    """Base class: stores ``diagnostics`` and checks the inputs' shapes."""
+    """Base class: stores ``diagnostics``, checks the inputs' shapes and carries the warm-up flag."""
 
     requires_relevance: bool = False
+    #: True for a loss whose ``forward`` selects hardest negatives and honours ``self.warmup``
+    #: (set per instance when it depends on a parameter, e.g. the triplet's ``max_violation``)
+    uses_hardest_negative: bool = False
 
     def __init__(self) -> None:
         super().__init__()
         self.diagnostics: dict[str, object] = {}
+        self.warmup = False
+
+    def set_warmup(self, on: bool) -> None:
+        """Warm-up on/off for this loss and every loss inside it (composites, SAM's triplet term)."""
+        for m in self.modules():
+            if isinstance(m, ITRLoss):
+                m.warmup = bool(on)
+
+    @property
+    def honours_warmup(self) -> bool:
+        """Whether warm-up changes this loss: it, or a loss inside it, selects hardest negatives."""
+        return any(isinstance(m, ITRLoss) and m.uses_hardest_negative for m in self.modules())
 
     def check_inputs(self, sim: torch.Tensor, rel: torch.Tensor | None) -> None:
         if sim.dim() != 2 or sim.shape[0] != sim.shape[1]:

@@ -17,6 +17,10 @@ component modules exist. A term of weight 0 is still validated but never evaluat
 make the composite require a relevance matrix. Diagnostics of the terms are merged with the
 prefix ``"<label>/"`` (label = term name, ``name#k`` for repeats), plus ``"<label>/value"``, the
 unweighted value of the term.
+
+Warm-up (``set_warmup``, :mod:`coherent_itr.losses.base`) reaches every term: during warm-up a
+Triplet-HN term (VSE++, the listwise paper's triplet, BCLS's T-HN ablation) or a ladder term sums
+over all negatives; the other terms are unchanged.
 """
 from __future__ import annotations
 

@@ -39,6 +39,12 @@ directions are added and reduced over anchors by ``sum`` (VSE++/authors' code) o
 
 The hinge computation (:func:`ladder_per_anchor`) is shared with ``adaptive_ladder``, which
 only chooses the levels differently (Eqs. 9–12).
+
+Warm-up (``set_warmup(True)``, VSE∞'s all-negatives warm-up): hard-contrastive sampling (Eq. 8)
+is replaced by the sum over all pairs of every level (Eq. 7) with the same α, β and levels — the
+ladder's own all-negatives objective, which for β_2 = … = 0 is the all-negatives triplet loss
+(BCLS Eq. 12). Same for ``adaptive_ladder``. Memory O(B³) per level during warm-up (B = 128:
+2·10⁶ entries).
 """
 from __future__ import annotations
 
@@ -175,6 +181,7 @@ class LadderLoss(ITRLoss):
         self.n_levels = len(th) + 1
         self.alpha, self.beta = resolve_alpha_beta(owner, self.n_levels, alpha, beta)
         self.hard_contrastive = bool(hard_contrastive)
+        self.uses_hardest_negative = self.hard_contrastive
         self.reduction = reduction
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
@@ -184,8 +191,9 @@ class LadderLoss(ITRLoss):
             raise ValueError("ladder: rel contains NaN or infinite values")
         level_i2t = levels_from_thresholds(rel, self.thresholds)
         level_t2i = levels_from_thresholds(rel.T, self.thresholds)
-        per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, self.hard_contrastive)
-        per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, self.hard_contrastive)
+        hard = self.hard_contrastive and not self.warmup
+        per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, hard)
+        per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, hard)
         with torch.no_grad():
             self.diagnostics = {**direction_diagnostics("i2t", level_i2t, self.n_levels, c_i2t),
                                 **direction_diagnostics("t2i", level_t2i, self.n_levels, c_t2i)}

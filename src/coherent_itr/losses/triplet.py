@@ -9,6 +9,10 @@ For a batch of B matched pairs with similarities ``sim[i, j] = s(V_i, T_j)``:
 anchor and direction (BCLS Eq. 13 / Unified Eqs. 1–2); ``False`` sums the hinges over all
 negatives (BCLS Eq. 12, VSE0). Per-anchor losses of both directions are added and reduced over
 anchors by ``sum`` (VSE++ code and paper; collapsed value 2·B·m) or ``mean``.
+
+Warm-up (``set_warmup(True)``, VSE∞'s ``vse_mean_warmup_epochs``): a max-violation loss computes
+the all-negatives objective instead — the hinges summed over every negative (BCLS Eq. 12, VSE0),
+same margin and reduction — exactly the value of ``max_violation=False``.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ class TripletLoss(ITRLoss):
         check_choice("triplet", "reduction", reduction, ("sum", "mean"))
         self.margin = float(margin)
         self.max_violation = bool(max_violation)
+        self.uses_hardest_negative = self.max_violation
         self.reduction = reduction
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
@@ -37,7 +42,7 @@ class TripletLoss(ITRLoss):
         # hinge[i, j]: anchor image i, negative caption j;  hinge_t[j, i]... via columns
         cost_i2t = (self.margin + sim - pos[:, None]).clamp(min=0).masked_fill(~neg, 0.0)
         cost_t2i = (self.margin + sim - pos[None, :]).clamp(min=0).masked_fill(~neg, 0.0)
-        if self.max_violation:
+        if self.max_violation and not self.warmup:
             per_i2t = cost_i2t.amax(dim=1)
             per_t2i = cost_t2i.amax(dim=0)
         else:
