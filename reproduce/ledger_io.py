@@ -1,9 +1,14 @@
 """Reading and writing the claims ledger, the README table and the results manifest.
 
-Each notebook writes its claims to ``<results>/<paper>/claims[_<data>].csv`` with
-:func:`write_claims`; :func:`collect` gathers them into ``<results>/claims.csv`` and ``.md``
-and lists every claim id of ``claims.md`` — a claim no notebook has tested yet is listed as
-``inconclusive`` with a note saying it was not tested in that run, never silently dropped.
+Each notebook writes its claim rows to ``<results>/<paper>/claims_<data>.csv`` with
+:func:`write_claims`; :func:`collect` reads them, gives each row its role through the registry
+(:mod:`reproduce.claims`: the row that is a claim's declared primary contrast → ``primary``, every
+other row → ``secondary``), decides every row by the ONE rule of :mod:`reproduce.ledger` (noise
+floor, practical threshold, Holm across a data set's primary rows) and writes ``claims.csv``
+(every column) and ``claims.md`` (primary rows first, then secondary, then the legend). Every
+claim id has exactly one primary row per data set: a claim no notebook row tests is listed as
+``inconclusive`` with the reason, never silently dropped. :func:`update_readme` writes the README
+table from the same rows (primary rows only).
 """
 from __future__ import annotations
 
@@ -19,23 +24,31 @@ import pandas as pd
 from coherent_itr.io import atomic_write_json, atomic_write_text
 from coherent_itr.runs import source_hash
 
-from .ledger import LEDGER_COLUMNS, ClaimResult
+import math
+
+import numpy as np
+
+from . import claims as registry
+from .ledger import (ALPHA, LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, ClaimResult, Estimate, adjusted_level, decide,
+                     estimate, estimate_from_interval, holm, pooled_sd, threshold, NOISE_K)
 
 ROOT = Path(__file__).resolve().parent.parent
-CLAIM_IDS = {
-    "BCLS": [f"B{i}" for i in range(1, 10)],
-    "Ladder": [f"L{i}" for i in range(1, 7)],
-    "SAM": [f"S{i}" for i in range(1, 6)],
-    "Listwise": [f"N{i}" for i in range(1, 8)],
-    "Unified": [f"U{i}" for i in range(1, 7)],
-    "Across papers": ["X1", "X2", "X3"],
-}
+CLAIM_IDS = {}
+for _c in registry.CLAIMS.values():
+    CLAIM_IDS.setdefault(_c.paper, []).append(_c.id)
 BEGIN, END = "<!-- claims-ledger:begin -->", "<!-- claims-ledger:end -->"
+COLUMNS = ["id", "paper", "role", "dataset", "statement", "metric", "unit", "direction", "arms", "n_seeds", "n_boot",
+           "effect", "ci_low", "ci_high", "p_unadj", "p_adj", "threshold", "noise_floor", "paper_effect", "ratio",
+           "verdict", "reason", "notebook",
+           # extras: the unadjusted 95% interval, the claim's kind/tolerance, where the paper's number comes from
+           "ci95_low", "ci95_high", "kind", "tolerance", "source", "paper_source", "note"]
+_RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
 def write_claims(claims: list[ClaimResult], results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
-    """Write a notebook's claim rows (verdicts by the rule in :mod:`.ledger`) and return them."""
-    df = pd.DataFrame([c.row() for c in claims], columns=LEDGER_COLUMNS)
+    """Write a notebook's claim rows (per-seed effects included) and return them. The verdict column
+    is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
+    df = pd.DataFrame([c.row() for c in claims], columns=NOTEBOOK_COLUMNS)
     out = Path(results_dir) / paper / f"claims_{data}.csv"
     atomic_write_text(out, df.to_csv(index=False))
     return df
@@ -48,59 +61,346 @@ def claim_files(results_dir: Path) -> list[Path]:
     return sorted([*results_dir.glob("*/claims_*.csv"), *(results_dir / "flickr8k").glob("*/claims_*.csv")])
 
 
-def collect(results_dir: str | os.PathLike, stale: dict | None = None) -> pd.DataFrame:
-    """Gather every notebook's claims (all data sets) into ``claims.csv`` / ``claims.md``.
+def _f(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
 
-    ``stale``: {claim file: reason} of files no current execution wrote (see
-    :func:`reproduce.notebooks.stale_claims`); their rows keep their verdicts but their note starts
-    with ``STALE (<reason>)``."""
-    results_dir = Path(results_dir)
+
+def _seed_effects(row: dict) -> list[float] | None:
+    s = row.get("seed_effects")
+    if not isinstance(s, str) or not s.strip():
+        return None
+    try:
+        return [float(x) for x in s.split(";")]
+    except ValueError as e:
+        raise ValueError(f"claim {row.get('id')} ({row.get('dataset')}): seed_effects {s!r} is not a ';'-separated "
+                         f"list of numbers") from e
+
+
+def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None]:
+    """The row's :class:`Estimate`: from its per-seed effects when the file has them, else the
+    seed-only estimate behind its Student-t interval (older claim files)."""
+    eff = _seed_effects(row)
+    if eff is not None:
+        eff = [sign * e for e in eff]
+        return estimate(eff), eff
+    n = int(_f(row.get("n_seeds")) or 0) if np.isfinite(_f(row.get("n_seeds"))) else 0
+    lo, hi = _f(row.get("ci_low")), _f(row.get("ci_high"))
+    if sign < 0:
+        lo, hi = -hi, -lo
+    return estimate_from_interval(sign * _f(row.get("effect")), lo, hi, n), None
+
+
+def metric_key(metric: str) -> str | None:
+    """The test-record key a notebook's metric text names (``"rsum (test, %)"`` → ``rsum``), or None."""
+    if not isinstance(metric, str):
+        return None
+    head = re.split(r"[ (,]", metric.strip(), maxsplit=1)[0]
+    return head if _RECORD_KEY.match(head) else None
+
+
+def _is_arm_contrast(row: dict) -> bool:
+    arms = str(row.get("arms", ""))
+    return (" vs " in arms or " − " in arms) and metric_key(row.get("metric")) is not None
+
+
+def _read_notebook_rows(results_dir: Path, stale: dict | None = None) -> list[dict]:
+    """Every claim-file row; rows of a file in ``stale`` ({file: reason}, see
+    :func:`reproduce.notebooks.stale_claims`) keep their values but their note starts ``STALE (<reason>)``."""
     stale = {Path(k).resolve(): v for k, v in (stale or {}).items()}
-
-    def read(p: Path) -> pd.DataFrame:
+    rows = []
+    for p in claim_files(results_dir):
         df = pd.read_csv(p)
         if p.resolve() in stale:
             df["note"] = [f"STALE ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
                           for n in df.get("note", [None] * len(df))]
-        return df
+        if "id" not in df.columns:
+            raise ValueError(f"{p}: a claim file needs an 'id' column, found {list(df.columns)}")
+        for r in df.to_dict("records"):
+            r["_file"] = str(p)
+            rows.append(r)
+    return rows
 
-    parts = [read(p) for p in claim_files(results_dir)]
-    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=LEDGER_COLUMNS)
-    tested = set(df["id"]) if len(df) else set()
-    missing = [{"id": cid, "paper": paper, "verdict": "inconclusive", "kind": "", "n_seeds": 0,
-                "note": "not tested in this run: its notebook was not executed for this profile and data"}
-               for paper, ids in CLAIM_IDS.items() for cid in ids if cid not in tested]
-    if missing:
-        df = pd.concat([df, pd.DataFrame(missing)], ignore_index=True)
-    order = {cid: i for i, cid in enumerate(c for ids in CLAIM_IDS.values() for c in ids)}
-    df = df.assign(_o=df["id"].map(order)).sort_values(["_o", "dataset"], na_position="last").drop(columns="_o")
-    df = df.reindex(columns=LEDGER_COLUMNS)
+
+def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool, str]:
+    """A collapsed arm: the claim file's ``collapsed`` column (with ``collapse_reason``), or the
+    ``collapsed`` mapping ``{(dataset, arm name): reason}`` given to :func:`collect`."""
+    flag = row.get("collapsed")
+    if isinstance(flag, str):
+        flag = flag.strip().lower() in ("true", "1", "yes")
+    if flag is True or (isinstance(flag, (int, float)) and not isinstance(flag, bool) and flag == 1):
+        return True, str(row.get("collapse_reason") or "collapsed arm")
+    if collapsed and c is not None and c.primary.measure == "arms":
+        for arm in (c.primary.arm_a, c.primary.arm_b):
+            for a in (arm if isinstance(arm, tuple) else (arm,)):
+                if (dataset, a) in collapsed:
+                    return True, f"{a}: {collapsed[(dataset, a)]}"
+    return False, ""
+
+
+def _direction(kind: str) -> str:
+    return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
+
+
+def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None,
+                 null_pair_diffs: dict | None = None) -> pd.DataFrame:
+    """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
+
+    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``;
+    ``null_pair_diffs`` — ``{(dataset, metric key): [per-seed differences of a null pair, …]}``."""
+    effects = registry.paper_effects()
+    seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
+    datasets = list(dict.fromkeys([*datasets, *seen_data]))
+    out, primaries = [], {}
+    for r in nb_rows:
+        cid, data = r.get("id"), r.get("dataset")
+        c = registry.CLAIMS.get(cid)
+        is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
+        if is_primary:
+            if (cid, data) in primaries:
+                raise ValueError(f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
+                                 f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
+                                 f"legacy matcher in reproduce/claims.py specific")
+            primaries[(cid, data)] = r.get("statement")
+        sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary else 1
+        est, eff = row_estimate(r, sign)
+        kind = str(r.get("kind")) if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity") else "direction"
+        prim = c.primary if is_primary else None
+        is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
+        out.append({
+            "id": cid, "paper": r.get("paper") if isinstance(r.get("paper"), str) else (c.paper if c else ""),
+            "role": "primary" if is_primary else ("exploratory" if str(r.get("role", "")) == "exploratory" else "secondary"),
+            "dataset": data if isinstance(data, str) else "",
+            "statement": prim.statement if prim else r.get("statement"),
+            "metric": prim.metric_label(data) if prim else r.get("metric"),
+            "unit": prim.unit if prim else "",
+            "kind": prim.kind if prim else kind,
+            "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
+            "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
+            "n_seeds": est.n, "n_boot": 0, "_est": est, "_eff": eff,
+            "_mkey": (str(prim.metric_for(data)) if prim and prim.measure == "arms" else
+                      (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)),
+            "_collapsed": is_col, "_why": why,
+            "notebook": r.get("notebook") if isinstance(r.get("notebook"), str) else (c.notebook if c else ""),
+            "source": r.get("source") if isinstance(r.get("source"), str) else (c.source if c else ""),
+            "note": r.get("note") if isinstance(r.get("note"), str) else "",
+        })
+    tested_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows}
+    for c in registry.CLAIMS.values():
+        for data in datasets:
+            if (c.id, data) in primaries:
+                continue
+            ran = (c.notebook, data) in tested_files
+            out.append({"id": c.id, "paper": c.paper, "role": "primary", "dataset": data,
+                        "statement": c.primary.statement, "metric": c.primary.metric_label(data),
+                        "unit": c.primary.unit, "kind": c.primary.kind, "tolerance": c.primary.tolerance,
+                        "arms": c.primary.arms_label(), "n_seeds": 0, "n_boot": 0,
+                        "_est": Estimate(math.nan, math.nan, math.nan, 0), "_eff": None, "_mkey": None,
+                        "_collapsed": False, "_why": "", "notebook": c.notebook, "source": c.source, "note": "",
+                        "_missing": ("its notebook's claim file has no row for the primary contrast yet" if ran else
+                                     f"not tested in this run: {c.notebook} was not executed for {data}")})
+    # noise floor per (data set, metric key): contrasts' per-seed sds + declared null pairs
+    floors = {}
+    groups: dict = {}
+    for o in out:
+        if o["_mkey"] and not o["_collapsed"] and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
+            e = o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"])
+            groups.setdefault((o["dataset"], o["_mkey"]), []).append(e)
+    for key in set(groups) | set(null_pair_diffs or {}):
+        sd, df = pooled_sd(groups.get(key, []), (null_pair_diffs or {}).get(key, []))
+        floors[key] = (NOISE_K * sd if df else math.nan, df)
+    # thresholds, p-values, Holm per data set over decidable primary rows
+    for o in out:
+        c = registry.CLAIMS.get(o["id"])
+        prim = o["role"] == "primary"
+        pe = _f(effects.loc[o["id"], "paper_effect"]) if prim and o["id"] in effects.index else math.nan
+        o["paper_effect"] = pe
+        o["paper_source"] = (f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
+                             f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
+                             if prim and o["id"] in effects.index else "")
+        nf = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0))[0] if o["_mkey"] else math.nan
+        o["noise_floor"] = nf
+        o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
+        est = o["_est"]
+        if o["kind"] == "equivalence":
+            o["p_unadj"] = est.p_equivalent(o["threshold"]) if o["threshold"] > 0 else math.nan
+        elif o["kind"] == "direction":
+            o["p_unadj"] = est.p_zero()
+        else:
+            o["p_unadj"] = math.nan
+        ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
+        o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
+        o["effect"] = est.effect
+        o["ci95_low"], o["ci95_high"] = est.interval(0.95)
+        o["p_adj"] = math.nan
+    for data in datasets:
+        fam = [o for o in out if o["role"] == "primary" and o["dataset"] == data and not o["_collapsed"]
+               and o["kind"] != "identity" and np.isfinite(o["p_unadj"])]
+        adj = holm([o["p_unadj"] for o in fam])
+        for o, p in zip(fam, adj):
+            o["p_adj"] = float(p)
+        m = len(fam)
+        for o in fam:
+            o["_level"] = adjusted_level(o["p_unadj"], o["p_adj"], m)
+    for o in out:
+        est = o["_est"]
+        if o.get("_missing"):
+            o.update(verdict="inconclusive", reason=o["_missing"], ci_low=math.nan, ci_high=math.nan)
+            continue
+        kind = o["kind"]
+        tol = o["tolerance"] if kind == "identity" else None
+        if kind == "identity" and (tol is None or not np.isfinite(tol)):
+            o.update(verdict="inconclusive", reason="identity row without a tolerance", ci_low=math.nan,
+                     ci_high=math.nan)
+            continue
+        if kind == "equivalence" and not o["threshold"] > 0:
+            o.update(verdict="inconclusive", reason="equivalence row without a tolerance", ci_low=math.nan,
+                     ci_high=math.nan)
+            continue
+        v, why, lo, hi = decide(kind, est, o["threshold"], p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
+                                level=o.get("_level"), collapsed=o["_collapsed"], collapse_reason=o["_why"],
+                                tolerance=tol)
+        if kind in ("direction", "equivalence") and est.n >= 2:
+            why += ("; seed-only interval (per-query bootstrap needs the notebook to compute the row by claim id)"
+                    if o["n_boot"] == 0 else "")
+            if o["role"] != "primary":
+                why += "; unadjusted 95% interval (not a primary row)"
+            if not np.isfinite(o["noise_floor"]):
+                why += "; no noise floor for this measure"
+        o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+    for o in out:
+        o["direction"] = _direction(o["kind"])
+    df = pd.DataFrame(out)
+    order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
+    role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
+    df = df.assign(_o=df["id"].map(order).fillna(len(order)), _r=df["role"].map(role_order),
+                   _d=df["dataset"].map({d: i for i, d in enumerate(datasets)}))
+    df = df.sort_values(["_r", "_o", "_d"], kind="stable")
+    return df.reindex(columns=COLUMNS).reset_index(drop=True)
+
+
+def _pseudo_effects(est: Estimate) -> list[float]:
+    """n values with the estimate's mean and seed sd (an old claim file kept only its interval);
+    only their spread enters the noise floor."""
+    sd = est.se * math.sqrt(est.n)
+    z = np.arange(est.n) - (est.n - 1) / 2
+    z = z / z.std(ddof=1)
+    return list(est.effect + sd * z)
+
+
+def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, null_pair_diffs: dict | None = None,
+            stale: dict | None = None) -> pd.DataFrame:
+    """Gather every notebook's claim rows into ``claims.csv`` / ``claims.md`` under the one rule.
+
+    Exactly one primary row per claim id and data set (a placeholder ``inconclusive`` row says why
+    when no notebook row is the registry's primary contrast). ``stale``: {claim file: reason} of files
+    no current execution wrote; their rows are marked ``STALE`` in the note column."""
+    results_dir = Path(results_dir)
+    df = build_ledger(_read_notebook_rows(results_dir, stale), collapsed=collapsed, null_pair_diffs=null_pair_diffs)
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
     atomic_write_text(results_dir / "claims.md", markdown(df))
     return df
 
 
-def _fmt(x, digits=2):
+# --- rendering ------------------------------------------------------------------------------------
+def fmt_num(x, digits: int = 3) -> str:
+    """A number for a reader: ``digits`` significant digits, never scientific notation, "—" if missing."""
     try:
-        return "" if pd.isna(x) else f"{float(x):.{digits}f}"
+        v = float(x)
     except (TypeError, ValueError):
-        return str(x)
+        return "—"
+    if not np.isfinite(v):
+        return "—"
+    if v == 0:
+        return "0"
+    if abs(v) >= 10 ** digits:
+        return f"{v:.0f}"
+    return np.format_float_positional(v, precision=digits, unique=True, fractional=False, trim="-")
+
+
+def effect_cell(r) -> str:
+    if not np.isfinite(_f(r["effect"])):
+        return f"— ({r['reason']})" if isinstance(r.get("reason"), str) else "—"
+    if not (np.isfinite(_f(r["ci_low"])) and np.isfinite(_f(r["ci_high"]))):
+        why = "identity: the largest deviation" if r.get("kind") == "identity" else str(r.get("reason", ""))
+        return f"{fmt_num(r['effect'])} [— {why.split(';')[0]}]"
+    return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
+
+
+def _cell(s) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
+
+
+def legend_markdown() -> str:
+    lines = ["## Legend", "", f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
+             "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
+             "p_adj < 0.05); secondary rows show an unadjusted 95% interval and never decide a claim.", ""]
+    lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(df: pd.DataFrame) -> str:
-    rows = ["| id | paper | claim | data | effect [95% CI] | seeds | verdict |", "|---|---|---|---|---|---|---|"]
-    for r in df.itertuples(index=False):
-        eff = "" if pd.isna(r.effect) else f"{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-        stmt = r.statement if isinstance(r.statement, str) else (r.note if isinstance(r.note, str) else "")
-        data = r.dataset if isinstance(r.dataset, str) else ""
-        rows.append(f"| {r.id} | {r.paper} | {stmt} | {data} | {eff} | {int(r.n_seeds or 0)} | {r.verdict} |")
-    return "\n".join(rows) + "\n"
+    out = ["# Claims ledger", "",
+           "One primary row decides a claim per data set; every column and the unadjusted values are in "
+           "`claims.csv`. Legend at the end.", "", "## Primary rows", "",
+           "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
+           "ratio | verdict |", "|---|---|---|---|---|---|---|---|"]
+    for r in df[df["role"] == "primary"].to_dict("records"):
+        pe = (f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(':')[0]})"
+              if np.isfinite(_f(r["paper_effect"])) else "— (no number in the paper's text)")
+        out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
+                   f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
+                   f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | **{r['verdict']}** |")
+    for role in ("secondary", "exploratory"):
+        sub = df[df["role"] == role]
+        if not len(sub):
+            continue
+        out += ["", f"## {role.capitalize()} rows", "",
+                "| id | statement | data | metric | arms | effect [95% interval] | threshold | verdict |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in sub.to_dict("records"):
+            out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
+                       f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |")
+    return "\n".join(out) + "\n\n" + legend_markdown()
+
+
+def primary_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per claim id: the primary row's verdict (and effect) per data set."""
+    prim = df[df["role"] == "primary"]
+    datasets = list(dict.fromkeys(prim["dataset"]))
+    rows = []
+    for cid, c in registry.CLAIMS.items():
+        line = {"id": cid, "paper": c.paper, "claim": c.primary.statement}
+        for d in datasets:
+            r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
+            line[d] = r["verdict"].iloc[0] if len(r) else "not tested"
+            line[f"{d}_effect"] = effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
+        rows.append(line)
+    return pd.DataFrame(rows)
+
+
+def summary_markdown(df: pd.DataFrame) -> str:
+    """The README table: primary rows only, one line per claim, with the tally per data set."""
+    t = primary_table(df)
+    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and not c.endswith("_effect")]
+    head = "| id | paper | primary contrast | " + " | ".join(f"{d}: effect [interval] → verdict" for d in datasets) + " |"
+    rows = [head, "|" + "---|" * (3 + len(datasets))]
+    for r in t.to_dict("records"):
+        rows.append(f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
+                    + " | ".join(f"{_cell(r[d + '_effect'])} → **{r[d]}**" for d in datasets) + " |")
+    tallies = []
+    for d in datasets:
+        n = t[d].value_counts()
+        tallies.append(f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in LEGEND))
+    return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
 
 
 def claim_verdict(verdicts) -> str:
-    """One word for a claim tested by several rows (each with its verdict by the rule in
-    :mod:`.ledger`): ``reproduced`` if every row is, ``not reproduced`` if every decided row is
-    not and at least one is, ``inconclusive`` if no row is decided, else ``mixed``."""
+    """Old summary of several rows (kept for callers of the previous ledger; the ledger itself
+    decides a claim by its ONE primary row and never reports "mixed")."""
     v = list(verdicts)
     decided = [x for x in v if x != "inconclusive"]
     if not decided:
@@ -112,43 +412,40 @@ def claim_verdict(verdicts) -> str:
     return "mixed"
 
 
-def summary_markdown(df: pd.DataFrame) -> str:
-    """One line per claim id: its verdict per data set with the tally of its rows
-    (R reproduced / N not reproduced / I inconclusive); every row is in ``claims.md``."""
-    datasets = sorted({d for d in df["dataset"].dropna()}) if len(df) else []
-    head = "| id | paper | claim (first row's statement) | " + " | ".join(datasets or ["data"]) + " |"
-    rows = [head, "|" + "---|" * (3 + max(1, len(datasets)))]
-    for cid in (c for ids in CLAIM_IDS.values() for c in ids):
-        sub = df[df["id"] == cid]
-        if not len(sub):
-            continue
-        tested = sub[sub["dataset"].notna()]
-        stmt = tested["statement"].iloc[0] if len(tested) else sub["note"].iloc[0]
-        cells = []
-        for d in datasets or [None]:
-            part = tested[tested["dataset"] == d] if d else tested
-            if not len(part):
-                cells.append("not tested")
-                continue
-            n = part["verdict"].value_counts()
-            tally = f"R{n.get('reproduced', 0)}/N{n.get('not reproduced', 0)}/I{n.get('inconclusive', 0)}"
-            cells.append(f"**{claim_verdict(part['verdict'])}** ({tally})")
-        rows.append(f"| {cid} | {sub['paper'].iloc[0]} | {stmt} | " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n"
+def check_notebook_summary(summary: pd.DataFrame, ledger: pd.DataFrame) -> list[str]:
+    """Disagreements between a notebook's per-claim summary (columns ``id``, ``dataset``, ``verdict``)
+    and the ledger's primary rows; empty when they agree. Every claim the summary names must be
+    in the ledger with the same verdict."""
+    prim = ledger[ledger["role"] == "primary"].set_index(["id", "dataset"])["verdict"]
+    bad = []
+    for r in summary.to_dict("records"):
+        key = (r["id"], r["dataset"])
+        if key not in prim.index:
+            bad.append(f"{key[0]} on {key[1]}: in the notebook's summary but not a primary row of claims.csv")
+        elif prim[key] != r["verdict"]:
+            bad.append(f"{key[0]} on {key[1]}: notebook says {r['verdict']!r}, claims.csv says {prim[key]!r}")
+    return bad
+
+
+def assert_notebook_agrees(summary: pd.DataFrame, ledger: pd.DataFrame) -> None:
+    """Raise when :func:`check_notebook_summary` finds a disagreement (for notebooks and tests)."""
+    bad = check_notebook_summary(summary, ledger)
+    if bad:
+        raise AssertionError("the notebook disagrees with results/claims.csv:\n  " + "\n  ".join(bad))
 
 
 def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md") -> None:
-    """Replace the summary table between the ledger markers of README.md."""
+    """Replace the summary table between the ledger markers of README.md (primary rows only)."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         return
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
-    datasets = sorted({d for d in df["dataset"].dropna()}) if len(df) else []
+    datasets = list(dict.fromkeys(df.loc[df["role"] == "primary", "dataset"])) if len(df) else []
     block = (f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
-             f"`make reproduce` (library source hash {source_hash()}). One line per claim; a claim is tested "
-             f"by one or more rows (effect with a Student-t 95% interval over seeds, verdict by the rule in "
-             f"`reproduce/ledger.py`), all of them in [results/claims.md](results/claims.md). R/N/I = rows "
-             f"reproduced / not reproduced / inconclusive._\n\n"
+             f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
+             f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
+             f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE}). Secondary rows, the papers' effects, "
+             f"ratios and the legend are in [results/claims.md](results/claims.md)._\n\n"
              + summary_markdown(df) + END)
     text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
     atomic_write_text(readme, text)

@@ -1,52 +1,278 @@
-"""The ledger's verdict rule on hand-made effects (computed by hand, not by the code under test)."""
+"""The ledger's verdict rule on hand-made effects (numbers computed by hand or by scipy/statsmodels,
+not by the code under test), the per-query metrics against the library, and the ledger files."""
 import math
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
 
-from reproduce.ledger import ClaimResult, mean_ci, verdict
+from reproduce import claims as registry
+from reproduce import ledger_io
+from reproduce.ledger import (ALPHA, ClaimResult, Estimate, adjusted_level, decide, estimate, estimate_from_interval,
+                              holm, mean_ci, paired_bootstrap, per_query_recall, pooled_sd, query_bootstrap_var,
+                              rsum_of, threshold, verdict)
+
+T2 = 4.302652729749464   # t_{0.975, 2}
 
 
 def test_mean_ci_by_hand():
     # values 1, 2, 3: mean 2, sd 1, se 1/sqrt(3), t_{0.975, 2} = 4.302652729749464
     m, lo, hi = mean_ci([1.0, 2.0, 3.0])
-    half = 4.302652729749464 / math.sqrt(3)
+    half = T2 / math.sqrt(3)
     assert m == 2.0 and lo == pytest.approx(2 - half) and hi == pytest.approx(2 + half)
 
 
 @pytest.mark.parametrize("effects, expected", [
-    ([1.0, 1.1, 0.9], "reproduced"),          # interval well above 0
-    ([-1.0, -1.1, -0.9], "not reproduced"),   # well below 0
-    ([1.0, -1.0, 0.5], "inconclusive"),       # straddles 0
-    ([5.0], "inconclusive"),                  # one seed: no interval
-    ([], "inconclusive"),
+    ([1.0, 1.1, 0.9], "reproduced"), ([-1.0, -1.1, -0.9], "not reproduced"), ([1.0, -1.0, 0.5], "inconclusive"),
+    ([5.0], "inconclusive"), ([], "inconclusive"),
 ])
-def test_direction_rule(effects, expected):
+def test_notebook_preliminary_rule(effects, expected):
     assert verdict("direction", effects)[0] == expected
 
 
-@pytest.mark.parametrize("effects, tol, expected", [
-    ([0.01, -0.01, 0.0], 0.5, "reproduced"),
-    ([3.0, 3.1, 2.9], 0.5, "not reproduced"),
-    ([0.4, 0.6, 0.5], 0.5, "inconclusive"),
-])
-def test_equivalence_rule(effects, tol, expected):
-    assert verdict("equivalence", effects, tol)[0] == expected
-
-
-def test_identity_rule_and_errors():
-    assert verdict("identity", [1e-9, -2e-9], 1e-6)[0] == "reproduced"
-    assert verdict("identity", [1e-3], 1e-6)[0] == "not reproduced"
-    assert verdict("identity", [math.nan], 1e-6)[0] == "not reproduced"
-    with pytest.raises(ValueError, match="kind"):
-        verdict("bigger", [1.0])
-    with pytest.raises(ValueError, match="tolerance"):
-        verdict("equivalence", [1.0, 2.0])
-
-
-def test_claim_row():
-    row = ClaimResult("B1", "BCLS", "Table VIII", "SN beats HN", "rsum", "synthetic", "triplet_sn vs triplet",
+def test_claim_row_keeps_the_per_seed_effects():
+    row = ClaimResult("B1", "BCLS", "Table VIII", "SN beats HN", "rsum", "synthetic", "a vs b",
                       effects=[2.0, 3.0, 4.0]).row()
     assert row["verdict"] == "reproduced" and row["n_seeds"] == 3 and row["effect"] == 3.0
+    assert [float(x) for x in row["seed_effects"].split(";")] == [2.0, 3.0, 4.0]
+
+
+def test_estimate_seed_only_and_with_query_variance_by_hand():
+    e = estimate([1.0, 2.0, 3.0])
+    assert e.se == pytest.approx(1 / math.sqrt(3)) and e.df == 2
+    assert e.interval() == pytest.approx((2 - T2 / math.sqrt(3), 2 + T2 / math.sqrt(3)))
+    assert e.p_zero() == pytest.approx(2 * stats.t.sf(2 * math.sqrt(3), 2))
+    q = estimate([1.0, 2.0, 3.0], query_var=1 / 3)      # seed var of the mean 1/3 + query 1/3
+    assert q.se == pytest.approx(math.sqrt(2 / 3)) and q.df == pytest.approx(2 * 4)   # (n−1)(se²/seed²)² = 2·2²
+
+
+def test_estimate_from_interval_inverts_mean_ci():
+    vals = [0.3, 1.7, 2.2, 0.9]
+    m, lo, hi = mean_ci(vals)
+    e, ref = estimate_from_interval(m, lo, hi, 4), estimate(vals)
+    assert e.se == pytest.approx(ref.se) and e.df == ref.df and e.effect == pytest.approx(ref.effect)
+
+
+def _est(mean, se, n=3):
+    return Estimate(mean, se, n - 1, n)
+
+
+@pytest.mark.parametrize("est, thr, p_adj, expected", [
+    (_est(10.0, 0.5), 2.0, 0.001, "reproduced"),
+    (_est(-10.0, 0.5), 2.0, 0.001, "not reproduced"),
+    (_est(0.1, 0.1), 2.0, 0.5, "no effect"),             # interval ≈ [−0.33, 0.53] inside ±2
+    (_est(1.0, 0.05), 2.0, 0.001, "no effect"),          # significant, but the whole interval is inside ±2
+    (_est(3.0, 2.0), 2.0, 0.3, "inconclusive"),          # wide interval
+    (_est(10.0, 0.5), 2.0, 0.2, "inconclusive"),         # not significant after adjustment → never reproduced
+    (Estimate(10.0, math.nan, math.nan, 1), 2.0, None, "inconclusive"),
+])
+def test_direction_verdicts(est, thr, p_adj, expected):
+    v, reason, lo, hi = decide("direction", est, thr, p_adj=p_adj)
+    assert v == expected, reason
+
+
+def test_significant_small_effect_reaching_beyond_the_threshold_is_inconclusive():
+    v, reason, lo, hi = decide("direction", _est(1.5, 0.2), 2.0, p_adj=0.01)
+    assert lo > 0 and hi > 2.0 and v == "inconclusive" and "threshold" in reason
+
+
+def test_collapse_and_identity_and_equivalence():
+    assert decide("direction", _est(50.0, 1.0), 2.0, p_adj=1e-6, collapsed=True, collapse_reason="VSE++ gap 0.001")[:2] \
+        == ("not testable", "collapsed arm: VSE++ gap 0.001")
+    assert decide("identity", Estimate(1e-12, math.nan, math.nan, 5), 0.0, tolerance=1e-10)[0] == "reproduced"
+    assert decide("identity", Estimate(1e-3, math.nan, math.nan, 5), 0.0, tolerance=1e-10)[0] == "not reproduced"
+    inside = _est(0.1, 0.1)
+    assert decide("equivalence", inside, 2.0, p_adj=inside.p_equivalent(2.0))[0] == "reproduced"
+    assert decide("equivalence", _est(10.0, 0.2), 2.0, p_adj=1.0)[0] == "not reproduced"
+    assert decide("equivalence", _est(1.8, 0.5), 2.0, p_adj=0.4)[0] == "inconclusive"
+    with pytest.raises(ValueError, match="kind"):
+        decide("bigger", inside, 1.0)
+    with pytest.raises(ValueError, match="tolerance"):
+        decide("identity", inside, 1.0)
+
+
+def test_tost_p_value_by_hand():
+    e = _est(0.5, 0.4)   # df 2
+    by_hand = max(stats.t.sf((0.5 + 2) / 0.4, 2), stats.t.cdf((0.5 - 2) / 0.4, 2))
+    assert e.p_equivalent(2.0) == pytest.approx(by_hand)
+
+
+def test_holm_by_hand_and_nan_ignored():
+    # sorted 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 → max(0.06, 0.04) = 0.06
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    out = holm([0.01, math.nan, 0.04])
+    assert math.isnan(out[1]) and out[[0, 2]] == pytest.approx([0.02, 0.04])
+
+
+def test_adjusted_interval_excludes_zero_exactly_when_holm_rejects():
+    rng = np.random.default_rng(0)
+    ests = [estimate(rng.normal(mu, 1.0, 3)) for mu in rng.choice([0.0, 0.5, 3.0, 8.0], 30)]
+    p = np.array([e.p_zero() for e in ests])
+    p_adj = holm(p)
+    for e, pu, pa in zip(ests, p, p_adj):
+        lo, hi = e.interval(adjusted_level(pu, pa, len(ests)))
+        assert (lo > 0 or hi < 0) == (pa < ALPHA)
+
+
+def test_threshold_rule():
+    assert threshold(4.0, 10.0) == 5.0 and threshold(6.0, 10.0) == 6.0 and threshold(math.nan, -3.0) == 1.5
+    assert threshold(math.nan, math.nan) == 0.0
+    assert threshold(1.0, None, tolerance=3.0, kind="equivalence") == 3.0
+
+
+def test_pooled_sd_by_hand():
+    # contrast [1, 2, 3]: ss 2, df 2; null pair [1, −1]: ss 2, df 2 → sqrt(4 / 4) = 1
+    assert pooled_sd([[1.0, 2.0, 3.0]], [[1.0, -1.0]]) == (pytest.approx(1.0), 4)
+    assert math.isnan(pooled_sd([[5.0]], [])[0])
+
+
+def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0):
+    img = rng.normal(size=(n_img, dim))
+    cap = np.repeat(img, per, axis=0) + noise * rng.normal(size=(n_img * per, dim))
+    img /= np.linalg.norm(img, axis=1, keepdims=True)
+    cap /= np.linalg.norm(cap, axis=1, keepdims=True)
+    return img.astype(np.float32), cap.astype(np.float32), np.repeat(np.arange(n_img), per)
+
+
+def test_per_query_recall_matches_retrieval_metrics():
+    from coherent_itr.metrics.retrieval import retrieval_metrics
+    img, cap, ioc = _embeddings(np.random.default_rng(1))
+    pq = per_query_recall(img, cap, ioc)
+    ref = retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc)
+    for j, k in enumerate((1, 5, 10)):
+        assert pq["i2t"][:, j].mean() == pytest.approx(ref[f"i2t_r{k}"])
+        assert pq["t2i"][:, j].mean() == pytest.approx(ref[f"t2i_r{k}"])
+    assert rsum_of(pq) == pytest.approx(ref["rsum"])
+
+
+def test_query_bootstrap_variance_matches_the_variance_of_a_mean():
+    d = np.random.default_rng(2).normal(0, 3.0, 400)
+    v = query_bootstrap_var(d, None, n_boot=4000, seed=0)
+    assert v == pytest.approx(d.var(ddof=0) / d.size, rel=0.1)
+
+
+def test_paired_bootstrap_combines_seed_and_query_variation():
+    rng = np.random.default_rng(3)
+    a = [per_query_recall(*_embeddings(np.random.default_rng(10 + s), noise=0.8)) for s in range(3)]
+    b = [per_query_recall(*_embeddings(np.random.default_rng(10 + s), noise=1.4)) for s in range(3)]
+    est = paired_bootstrap(a, b, n_boot=500, seed=0)
+    seed_only = estimate([rsum_of(x) - rsum_of(y) for x, y in zip(a, b)])
+    assert est.effect == pytest.approx(seed_only.effect) and est.query_var > 0 and est.se > seed_only.se
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_bootstrap(a, b[:2])
+    del rng
+
+
+# --- the ledger files ------------------------------------------------------------------------------
+def _write(tmp_path, sub, data, rows):
+    p = tmp_path / sub
+    p.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(p / f"claims_{data}.csv", index=False)
+
+
+def _row(cid, metric, arms, effects, data="synthetic", statement="s", kind="direction", notebook="01_bcls"):
+    r = ClaimResult(cid, "BCLS", "T", statement, metric, data, arms, effects, kind=kind, notebook=notebook).row()
+    return r
+
+
+def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [
+        _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),                 # the primary
+        _row("B1", "mean val_rsum, epochs 1..1", "Triplet-SN vs Triplet-HN", [300.0, 310.0, 320.0]),
+        _row("B2", "rsum", "BCLS vs Triplet-SN", [1.0, -2.0, 0.5]),
+    ])
+    df = ledger_io.collect(tmp_path)
+    prim = df[df["role"] == "primary"]
+    assert len(prim) == len(registry.CLAIMS) * 2 and not prim.duplicated(["id", "dataset"]).any()
+    b1 = prim[(prim["id"] == "B1") & (prim["dataset"] == "synthetic")].iloc[0]
+    assert b1["n_seeds"] == 3 and b1["effect"] == pytest.approx(59.0) and b1["paper_effect"] == pytest.approx(9.7)
+    assert b1["ratio"] == pytest.approx(59.0 / 9.7) and b1["verdict"] in ("reproduced", "inconclusive")
+    assert np.isfinite(b1["p_adj"]) and b1["p_adj"] >= b1["p_unadj"]
+    sec = df[(df["role"] == "secondary") & (df["id"] == "B1")]
+    assert len(sec) == 1 and math.isnan(sec["p_adj"].iloc[0])
+    # the noise floor of rsum pools B1's and B2's seed spread: 2 × sqrt((ss_B1 + ss_B2) / 4)
+    ss = sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in ([60.0, 55.0, 62.0], [1.0, -2.0, 0.5]))
+    assert b1["noise_floor"] == pytest.approx(2 * math.sqrt(ss / 4))
+    untested = prim[(prim["id"] == "U1") & (prim["dataset"] == "flickr8k")].iloc[0]
+    assert untested["verdict"] == "inconclusive" and "not tested in this run" in untested["reason"]
+    md = (tmp_path / "claims.md").read_text()
+    # no NaN, no empty interval, no Python scientific notation (statements may quote the papers' "1e-2")
+    assert not re.search(r"\bnan\b", md.lower()) and "[, ]" not in md and not re.search(r"\d\.\d*e[+-]\d\d", md)
+    assert md.index("## Primary rows") < md.index("## Secondary rows") < md.index("## Legend")
+    for v in ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable"):
+        assert f"**{v}**" in md
+    csv = pd.read_csv(tmp_path / "claims.csv")
+    for col in ["id", "paper", "role", "dataset", "statement", "metric", "unit", "direction", "arms", "n_seeds",
+                "n_boot", "effect", "ci_low", "ci_high", "p_unadj", "p_adj", "threshold", "noise_floor",
+                "paper_effect", "ratio", "verdict", "reason", "notebook"]:
+        assert col in csv.columns
+
+
+def test_collapsed_arm_makes_the_primary_row_not_testable(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    df = ledger_io.collect(tmp_path, collapsed={("synthetic", "Triplet-HN"): "gap 0.0003 at the selected epoch"})
+    r = df[(df["id"] == "B1") & (df["role"] == "primary") & (df["dataset"] == "synthetic")].iloc[0]
+    assert r["verdict"] == "not testable" and "Triplet-HN" in r["reason"] and math.isnan(r["p_adj"])
+
+
+def test_a_row_stated_the_other_way_round_is_flipped(tmp_path):
+    _write(tmp_path, "overview", "synthetic", [
+        _row("X1", "rsum", "Triplet (all negatives) vs VSE++ (Triplet-HN)", [-5.0, -7.0, -6.0], notebook="00_overview")])
+    df = ledger_io.collect(tmp_path)
+    r = df[(df["id"] == "X1") & (df["role"] == "primary") & (df["dataset"] == "synthetic")].iloc[0]
+    assert r["effect"] == pytest.approx(6.0) and r["arms"].startswith("VSE++")
+
+
+def test_two_rows_matching_one_primary_is_an_error(tmp_path):
+    row = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])
+    _write(tmp_path, "bcls", "synthetic", [row, row])
+    with pytest.raises(ValueError, match="two rows match the primary contrast of B1"):
+        ledger_io.collect(tmp_path)
+
+
+def test_old_claim_files_without_per_seed_effects_still_read(tmp_path):
+    m, lo, hi = mean_ci([60.0, 55.0, 62.0])
+    _write(tmp_path, "bcls", "synthetic", [{"id": "B1", "paper": "BCLS", "statement": "s", "metric": "rsum",
+                                             "dataset": "synthetic", "arms": "Triplet-SN vs Triplet-HN", "n_seeds": 3,
+                                             "effect": m, "ci_low": lo, "ci_high": hi, "kind": "direction"}])
+    r = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    assert r["ci95_low"] == pytest.approx(lo) and r["ci95_high"] == pytest.approx(hi)
+
+
+def test_notebook_summary_must_agree_with_the_ledger(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    df = ledger_io.collect(tmp_path)
+    truth = df.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'")["verdict"].iloc[0]
+    good = pd.DataFrame([{"id": "B1", "dataset": "synthetic", "verdict": truth}])
+    assert ledger_io.check_notebook_summary(good, df) == []
+    bad = pd.DataFrame([{"id": "B1", "dataset": "synthetic", "verdict": "mixed"},
+                        {"id": "B99", "dataset": "synthetic", "verdict": "reproduced"}])
+    msgs = ledger_io.check_notebook_summary(bad, df)
+    assert len(msgs) == 2 and "mixed" in msgs[0] and "B99" in msgs[1]
+    with pytest.raises(AssertionError, match="disagrees"):
+        ledger_io.assert_notebook_agrees(bad, df)
+
+
+def test_readme_table_counts_primary_rows_only(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),
+                                           _row("B1", "other", "x vs y", [1.0, 1.1, 0.9])])
+    df = ledger_io.collect(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{ledger_io.BEGIN}\nold\n{ledger_io.END}\nrest\n")
+    ledger_io.update_readme(df, "default", readme)
+    text = readme.read_text()
+    table = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| id")]
+    assert len(table) == len(registry.CLAIMS) and text.endswith("rest\n") and "old" not in text
+    n_prim = (df["role"] == "primary").sum()
+    counts = re.findall(r"(\d+) (?:reproduced|not reproduced|no effect|inconclusive|not testable)", text)
+    assert sum(int(c) for c in counts) == n_prim
+
+
+def test_fmt_num_never_scientific():
+    assert ledger_io.fmt_num(1.2e-12) == "0.0000000000012" and ledger_io.fmt_num(12345.6) == "12346"
+    assert ledger_io.fmt_num(math.nan) == "—" and ledger_io.fmt_num(0.0) == "0" and ledger_io.fmt_num(-0.02594) == "-0.0259"
 
 
 def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_path):
