@@ -10,11 +10,13 @@ anchor image's 5 references (candidate included, as the SAM code) for SAM.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 from coherent_itr import losses
 from coherent_itr.config import Config
 
+from . import profiles as profile_mod
 from .profiles import Profile
 
 SBERT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"})
@@ -22,37 +24,84 @@ SBERT_UNIT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale"
 CIDER = dict(relevance="cider", relevance_params={"include_candidate": True})
 GAMMA = 60.0  # Unified paper: γ = 50–60; its sweeps (Fig. 5a) use 60
 # groups of arms that sweep a parameter around a paper's default (a profile may give them fewer seeds)
-SWEEP_GROUPS = frozenset({"alpha", "beta", "beta2", "levels", "lminmax", "grid", "tau", "margin", "gamma"})
+SWEEP_GROUPS = frozenset({"alpha", "beta", "beta2", "levels", "lminmax", "grid", "grid_authors", "tau", "margin",
+                          "gamma", "theta_cal_beta2", "theta_cal_levels"})
+# each paper's MAIN comparison (issue 14 item 3): the arms tuned on the validation split. SAM's is the
+# full-data pair of its fraction table (Table 3); its 10% / 25% arms use the tuning of the 100% arm.
+MAIN_GROUPS = {"overview": ("x1",), "bcls": ("table8",), "ladder": ("table1",), "sam": ("fraction",),
+               "listwise": ("table5",), "unified": ("table1",)}
+SAM_PAPER = {"tau": 3.0, "sampling": "SN", "keep_triplet": True}   # SAM Table 4 default, the paper's SN
+SAM_AUTHORS = {"tau": 3.0, "sampling": "SN", "keep_triplet": True}  # same settings, the code's semantics
 
 
 @dataclass(frozen=True)
 class Arm:
+    """A named set of Config overrides. ``family``: the *name* of the main-comparison arm of the same
+    paper whose tuned lr / warm-up this arm uses (None: resolved by :func:`reproduce.tuning.family_of` —
+    a main arm is its own family, a sweep arm takes the main arm with the same loss)."""
     paper: str
     group: str
     name: str
     overrides: dict = field(default_factory=dict)
+    family: str | None = None
 
-    def configs(self, profile: Profile) -> list[Config]:
-        """One config per seed of the profile (``profile.sweep_seeds`` for a sweep group when set). A
-        loss with its own ``seed`` parameter (SAM's random sampler) gets the run's seed, so seeds
-        differ in its sampling too."""
+    def config(self, profile: Profile, seed: int, **setting) -> Config:
+        """The config of this arm under ``profile`` for one ``seed``; ``setting`` (lr, warmup_epochs) is
+        applied unless the arm fixes that field itself (e.g. the warm-up sensitivity arms). A loss with
+        its own ``seed`` parameter (SAM's random sampler) gets the run's seed, so seeds differ in its
+        sampling too."""
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
-        seeds = profile.sweep_seeds if (self.group in SWEEP_GROUPS and profile.sweep_seeds) else profile.seeds
-        out = []
-        for s in seeds:
-            cfg = {**base, **self.overrides, "seed": s}
-            if "seed" in losses.parameters(cfg["loss"]):
-                cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": s}
-            out.append(Config(**cfg))
-        return out
+        cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides,
+               "seed": seed}
+        frac = cfg.get("train_fraction", 1.0)
+        if frac < 1.0 and "epochs" not in self.overrides:      # S1: as many updates as the full-data arm
+            cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
+        if "seed" in losses.parameters(cfg["loss"]):
+            cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": seed}
+        return make_config(cfg)
+
+    @property
+    def seed_group(self) -> str:
+        """The group a profile's seed rules see: SAM's reduced-data arms are "fraction_reduced"."""
+        return f"{self.group}_reduced" if self.overrides.get("train_fraction", 1.0) < 1.0 else self.group
+
+    def seeds(self, profile: Profile) -> tuple[int, ...]:
+        return profile.seeds_for(self.seed_group, self.group in SWEEP_GROUPS)
+
+    def configs(self, profile: Profile, **setting) -> list[Config]:
+        """One config per seed of the profile (``Profile.seeds_for`` the arm's group)."""
+        return [self.config(profile, s, **setting) for s in self.seeds(profile)]
 
 
-def _arm(paper, group, name, loss, params=None, **extra) -> Arm:
-    return Arm(paper, group, name, dict(loss=loss, loss_params=params or {}, **extra))
+# Config fields of the interface contract that the engine helper adds; until the library has them, a
+# profile's value for one of them is dropped with a warning (0 = off is the field's default anyway).
+CONTRACT_FIELDS = ("warmup_epochs", "early_stop_patience", "grad_diag_every")
+
+
+def config_fields() -> set[str]:
+    import dataclasses
+    return {f.name for f in dataclasses.fields(Config)}
+
+
+def make_config(cfg: dict) -> Config:
+    """``Config(**cfg)``, dropping contract fields the installed library does not know yet (warned)."""
+    known = config_fields()
+    missing = [k for k in CONTRACT_FIELDS if k in cfg and k not in known]
+    if missing:
+        dropped = {k: cfg.pop(k) for k in missing}
+        nonzero = {k: v for k, v in dropped.items() if v}
+        if nonzero:
+            warnings.warn(f"coherent_itr.Config has no field(s) {sorted(nonzero)} yet (engine helper); "
+                          f"running without {nonzero}", RuntimeWarning, stacklevel=3)
+    return Config(**cfg)
+
+
+def _arm(paper, group, name, loss, params=None, family=None, **extra) -> Arm:
+    return Arm(paper, group, name, dict(loss=loss, loss_params=params or {}, **extra), family=family)
 
 
 # --- the shared arms of the fair comparison (X1) ------------------------------------------------
-def overview_arms() -> list[Arm]:
+def overview_arms(profile: Profile | None = None) -> list[Arm]:
     p = "overview"
     return [
         _arm(p, "x1", "VSE++ (Triplet-HN)", "triplet"),
@@ -63,9 +112,12 @@ def overview_arms() -> list[Arm]:
         _arm(p, "x1", "BCLS (Triplet-SN + Kendall SW-HS)", "bcls", **SBERT),
         _arm(p, "x1", "Ladder (manual, L=2)", "ladder", **SBERT),
         _arm(p, "x1", "Ladder (adaptive 2–4)", "adaptive_ladder", **SBERT),
-        _arm(p, "x1", "Triplet-HN + SAM (SN, τ=3)", "sam", {"tau": 3.0, "sampling": "SN", "keep_triplet": True},
-             **CIDER),
+        _arm(p, "x1", "Triplet-HN + SAM (SN, τ=3)", "sam", SAM_PAPER, **CIDER),
         _arm(p, "x1", "Triplet + S-NDCG (listwise)", "listwise", **SBERT_UNIT),
+        # issue 14 item 2: VSE++ with and without warm-up at VSE++'s tuned lr (the papers' recipe has none);
+        # one of the two is the tuned VSE++ run itself
+        _arm(p, "warmup", "VSE++ without warm-up", "triplet", warmup_epochs=0, family="VSE++ (Triplet-HN)"),
+        _arm(p, "warmup", "VSE++ with 1 warm-up epoch", "triplet", warmup_epochs=1, family="VSE++ (Triplet-HN)"),
     ]
 
 
@@ -77,8 +129,8 @@ def bcls_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table8", "Triplet-SN", "triplet_sn"),
         _arm(p, "table8", "BCLS", "bcls", **SBERT),
     ]
+    # B5 is a peak claim: ≥ 4 of the 5 values (Fig. 5a,b); the default α=0.2, β=0.1 is the BCLS arm itself
     for a in profile.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)):
-        # the paper default (α=0.2, β=0.1) is the BCLS arm itself: same config, one shared run
         arms.append(_arm(p, "alpha", f"α={a:g}", "bcls", {"kendall_params": {"alpha": a}} if a != 0.2 else {},
                          **SBERT))
     for b in profile.thin((0.05, 0.1, 0.2, 0.4), keep=(0.1,)):
@@ -96,34 +148,68 @@ def ladder_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table1", "Ladder (adaptive)", "adaptive_ladder", **SBERT),
     ]
     for b2 in (0.0, 0.25, 0.5):
-        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", {"beta": [1.0, b2]}, **SBERT))
+        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", {"beta": [1.0, b2]}, **SBERT,
+                         family="Ladder (manual)"))
         arms.append(_arm(p, "beta2", f"auto(2,2) β₂={b2:g}", "adaptive_ladder",
-                         {"l_min": 2, "l_max": 2, "beta": [1.0, b2]}, **SBERT))
+                         {"l_min": 2, "l_max": 2, "beta": [1.0, b2]}, **SBERT, family="Ladder (adaptive)"))
     arms += [
-        _arm(p, "levels", "L=1", "triplet"),
-        _arm(p, "levels", "L=2", "ladder", {"thresholds": [0.40]}, **SBERT),
+        _arm(p, "levels", "L=1", "triplet", family="VSE++"),
+        _arm(p, "levels", "L=2", "ladder", {"thresholds": [0.40]}, **SBERT, family="Ladder (manual)"),
         _arm(p, "levels", "L=3", "ladder", {"thresholds": [0.40, 0.35], "alpha": [0.2, 0.01, 0.01],
-                                            "beta": [1.0, 0.25, 0.125]}, **SBERT),
+                                            "beta": [1.0, 0.25, 0.125]}, **SBERT, family="Ladder (manual)"),
     ]
     # Table VIII/IX order; thinned: its ends (1,1) and (2,5), the paper default (2,4) and (2,2)
     for lo, hi in profile.thin(((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5)),
                                keep=((2, 2), (2, 4))):
-        arms.append(_arm(p, "lminmax", f"({lo},{hi})", "adaptive_ladder", {"l_min": lo, "l_max": hi}, **SBERT))
+        arms.append(_arm(p, "lminmax", f"({lo},{hi})", "adaptive_ladder", {"l_min": lo, "l_max": hi}, **SBERT,
+                         family="Ladder (adaptive)"))
+    arms += ladder_calibrated_arms(profile)
+    return arms
+
+
+def ladder_calibrated_arms(profile: Profile) -> list[Arm]:
+    """L1–L3 at θ calibrated to the relevance model in use (issue 14 item 6): θ₁ / θ₂ at the quantiles the
+    paper's scope-of-interest implies (:mod:`reproduce.calibration`). Needs the profile's θ for its data
+    (``Profile.ladder_theta``); none → no calibrated arms (smoke)."""
+    theta = profile.ladder_theta
+    if not theta:
+        return []
+    p, t1, t2 = "ladder", float(theta[0]), float(theta[1])
+    main = f"Ladder (manual, θ={t1:.3f} calibrated)"
+    arms = [_arm(p, "table1", main, "ladder", {"thresholds": [t1]}, **SBERT)]
+    for b2 in (0.0, 0.5):   # β₂ = 0.25 is the main calibrated arm
+        arms.append(_arm(p, "theta_cal_beta2", f"manual β₂={b2:g} (θ calibrated)", "ladder",
+                         {"thresholds": [t1], "beta": [1.0, b2]}, **SBERT, family=main))
+    arms.append(_arm(p, "theta_cal_levels", "L=3 (θ calibrated)", "ladder",
+                     {"thresholds": [t1, t2], "alpha": [0.2, 0.01, 0.01], "beta": [1.0, 0.25, 0.125]}, **SBERT,
+                     family=main))
     return arms
 
 
 def sam_arms(profile: Profile) -> list[Arm]:
+    """SAM as the paper writes it (``sam``: SN = the furthest negative, no clamp, weight 1) and as the
+    authors coded it (``sam_authors``: "soft" = the near-hardest negative, margin clamped at 1, weight 5);
+    S1–S3 on both (issue 14 item 5). The reduced-data arms train ⌈E / f⌉ epochs (same updates, S1)."""
     p = "sam"
     arms = []
     for frac in (0.1, 0.25, 1.0):
-        arms.append(_arm(p, "fraction", f"{frac:.0%} data, Triplet-HN", "triplet", train_fraction=frac))
-        arms.append(_arm(p, "fraction", f"{frac:.0%} data, + SAM", "sam",
-                         {"tau": 3.0, "sampling": "SN", "keep_triplet": True}, train_fraction=frac, **CIDER))
-    for tau in profile.thin((3.0, 5.0, 10.0), keep=(3.0,)):
+        kw = {"train_fraction": frac} if frac < 1.0 else {}
+        arms.append(_arm(p, "fraction", f"{frac:.0%} data, Triplet-HN", "triplet", **kw,
+                         **({} if frac == 1.0 else {"family": "100% data, Triplet-HN"})))
+        arms.append(_arm(p, "fraction", f"{frac:.0%} data, + SAM", "sam", SAM_PAPER, **kw, **CIDER,
+                         **({} if frac == 1.0 else {"family": "100% data, + SAM"})))
+        arms.append(_arm(p, "fraction", f"{frac:.0%} data, + SAM (authors' code)", "sam_authors", SAM_AUTHORS,
+                         **kw, **CIDER, **({} if frac == 1.0 else {"family": "100% data, + SAM (authors' code)"})))
+    # S3 is no trend claim: the τ grid keeps its ends and the paper default (τ = 3, 10)
+    for tau in profile.thin((3.0, 5.0, 10.0), keep=(3.0,), min_points=2):
         for sampling in ("RS", "HN", "SN"):
             for keep in (True, False):
                 arms.append(_arm(p, "grid", f"τ={tau:g} {sampling} keep={keep}", "sam",
-                                 {"tau": tau, "sampling": sampling, "keep_triplet": keep}, **CIDER))
+                                 {"tau": tau, "sampling": sampling, "keep_triplet": keep}, **CIDER,
+                                 family="100% data, + SAM"))
+                arms.append(_arm(p, "grid_authors", f"authors τ={tau:g} {sampling} keep={keep}", "sam_authors",
+                                 {"tau": tau, "sampling": sampling, "keep_triplet": keep}, **CIDER,
+                                 family="100% data, + SAM (authors' code)"))
     return arms
 
 
@@ -135,7 +221,8 @@ def listwise_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table5", "Triplet + S-NDCG", "listwise", **SBERT_UNIT),
     ]
     for tau in profile.thin((1e-1, 1e-2, 1e-3, 1e-4), keep=(1e-2,)):
-        arms.append(_arm(p, "tau", f"τ={tau:g}", "listwise", {"sndcg_params": {"tau": tau}}, **SBERT_UNIT))
+        arms.append(_arm(p, "tau", f"τ={tau:g}", "listwise", {"sndcg_params": {"tau": tau}}, **SBERT_UNIT,
+                         family="Triplet + S-NDCG"))
     return arms
 
 
@@ -147,15 +234,15 @@ def unified_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table1", "Unified", "unified", {"margin": 0.2, "gamma": GAMMA}),
     ]
     for m in profile.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)):
-        arms.append(_arm(p, "margin", f"m={m:g}", "unified", {"margin": m, "gamma": GAMMA}))
+        arms.append(_arm(p, "margin", f"m={m:g}", "unified", {"margin": m, "gamma": GAMMA}, family="Unified"))
     for g in profile.thin((20.0, 40.0, 60.0, 80.0, 100.0), keep=(GAMMA,)):
-        arms.append(_arm(p, "gamma", f"γ={g:g}", "unified", {"margin": 0.2, "gamma": g}))
-    arms.append(_arm(p, "gamma", "γ=∞ (Triplet-HN)", "triplet"))
+        arms.append(_arm(p, "gamma", f"γ={g:g}", "unified", {"margin": 0.2, "gamma": g}, family="Unified"))
+    arms.append(_arm(p, "gamma", "γ=∞ (Triplet-HN)", "triplet", family="Triplet-HN"))
     return arms
 
 
 PAPERS = {
-    "overview": lambda profile: overview_arms(),
+    "overview": overview_arms,
     "bcls": bcls_arms,
     "ladder": ladder_arms,
     "sam": sam_arms,
@@ -170,8 +257,14 @@ def arms(paper: str, profile: Profile) -> list[Arm]:
     return PAPERS[paper](profile)
 
 
+def is_main(arm: Arm) -> bool:
+    """Whether ``arm`` belongs to its paper's main comparison (tuned; SAM: the full-data arms only)."""
+    return arm.group in MAIN_GROUPS.get(arm.paper, ()) and arm.overrides.get("train_fraction", 1.0) == 1.0
+
+
 def plan(profile: Profile, papers=None) -> list[Config]:
-    """Every config the profile needs, deduplicated (two arms with equal settings share one run)."""
+    """Every config the profile needs at the profile's own lr (no tuning), deduplicated (two arms with
+    equal settings share one run). With tuning, :func:`reproduce.tuning.tuned_plan` gives the final runs."""
     seen: dict[str, Config] = {}
     for paper in papers or PAPERS:
         for arm in arms(paper, profile):

@@ -7,6 +7,11 @@
 
 Results come from the run cache; a missing run is trained on the spot (with a progress bar), so
 a researcher can change a sweep in JupyterLab and just re-run the notebook.
+
+When the profile tunes (``Profile.tuning``, the Reality-Check protocol of ``reproduce.tuning``), every
+arm resolves to its *tuned* configs transparently: the arm's family's chosen lr / warm-up, every seed
+(missing tuning runs are trained on the spot too). ``st.tuning_table(paper)`` is the notebook's tuning
+table. Without tuning in the profile, arms run at the profile's lr as before.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import pandas as pd
 
 from coherent_itr.runs import RunCache
 
-from . import experiments
+from . import experiments, tuning
 from .profiles import Profile, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +50,7 @@ class Study:
         self.cache = cache or RunCache()
         self.progress = progress
         self.results_dir = ROOT / self.profile.results_dir
+        self._families: dict[str, dict] = {}
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -59,9 +65,24 @@ class Study:
     def arms(self, paper: str, group: str | None = None) -> list[experiments.Arm]:
         return [a for a in experiments.arms(paper, self.profile) if group is None or a.group == group]
 
+    def configs(self, arm: experiments.Arm) -> list:
+        """The configs of ``arm`` that enter tables: every seed at the tuned setting of its family (when the
+        profile tunes; its tuning runs are trained on the spot if missing), else at the profile's lr."""
+        if self.profile.tuning is None:
+            return arm.configs(self.profile)
+        if arm.paper not in self._families:
+            self._families[arm.paper] = tuning.families(self.profile, [arm.paper], self.cache, train_missing=True)
+        return tuning.arm_configs(arm, experiments.arms(arm.paper, self.profile), self.profile,
+                                  self._families[arm.paper])
+
+    def tuning_table(self, paper: str) -> pd.DataFrame:
+        """The paper's tuning table: every main arm × grid setting, validation RSUM, collapsed, chosen."""
+        self.configs(self.arms(paper)[0])            # trains missing tuning runs (as results() would)
+        return tuning.tuning_table(self.profile, paper, self.cache)
+
     def _runs(self, paper: str, group: str | None):
         from tqdm.auto import tqdm
-        todo = [(a, c) for a in self.arms(paper, group) for c in a.configs(self.profile)]
+        todo = [(a, c) for a in self.arms(paper, group) for c in self.configs(a)]
         missing = sum(not self.cache.has(c) for _, c in todo)
         bar = tqdm(todo, desc=f"{paper}: {missing} run(s) to train", disable=not (self.progress and missing))
         for arm, cfg in bar:
@@ -72,8 +93,9 @@ class Study:
         rows = []
         for arm, cfg, res in self._runs(paper, group):
             rows.append({"paper": arm.paper, "group": arm.group, "arm": arm.name, "seed": cfg.seed,
-                         "loss": cfg.loss, **res.test, **{f"time_{k}": v for k, v in res.record["timing"].items()},
-                         "best_epoch": res.record["best_epoch"], "run_key": res.record.get("run_key")})
+                         "loss": cfg.loss, "lr": cfg.lr, "warmup_epochs": getattr(cfg, "warmup_epochs", 0), **res.test, **{f"time_{k}": v for k, v in res.record["timing"].items()},
+                         "best_epoch": res.record["best_epoch"], "epochs_run": res.record.get("epochs_run"),
+                         **_collapse_columns(res.record), "run_key": res.record.get("run_key")})
         return pd.DataFrame(rows)
 
     def histories(self, paper: str, group: str | None = None) -> pd.DataFrame:
@@ -83,6 +105,13 @@ class Study:
             for h in res.history:
                 rows.append({"paper": arm.paper, "group": arm.group, "arm": arm.name, "seed": cfg.seed, **h})
         return pd.DataFrame(rows)
+
+
+def _collapse_columns(record) -> dict:
+    """``collapsed`` (True / False / None = no health check in the library) and its reason, from the
+    run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses)."""
+    collapsed, reason = tuning._default_is_collapsed(tuning._validation_view(record))
+    return {"collapsed": collapsed, "collapse_reason": reason}
 
 
 def paired_effect(df: pd.DataFrame, metric: str, arm_a: str, arm_b: str) -> list[float]:

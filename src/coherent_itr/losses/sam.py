@@ -36,6 +36,11 @@ with ψ = ``sim``. Choices, each a named option (paper first):
   gives no value, default 1).
 
 Per-anchor hinges of both directions are reduced over anchors by ``sum`` (code) or ``mean``.
+
+Two named variants (issue 14 item 5): ``sam`` (:class:`SAMLoss`) is SAM *as written* — SN the furthest
+negative, no clamp, weight 1, each hinge with its own negative's margin; ``sam_authors``
+(:class:`SAMAuthorsLoss`) is SAM *as coded* — the code's "soft" near-hardest negative, margins crossed
+and clamped at 1, weight 5, its text→image hinge indexed by the negative image.
 Indices are sampled without gradient; φ is a label (no gradient).
 
 ``diagnostics``: mean margins per direction, the fraction of negative margins, the fraction of
@@ -136,6 +141,90 @@ class SAMLoss(ITRLoss):
                 "active_fraction_i2t": float((h_i2t > 0).double().mean()),
                 "active_fraction_t2i": float((h_t2i > 0).double().mean()),
                 "sampled_negative_sim_mean": float((sim[q, m_idx].mean() + sim[l_idx, q].mean()) / 2),
+                "negatives_i2t": m_idx.tolist(), "negatives_t2i": l_idx.tolist(),
+            }
+            if self.keep_triplet:
+                self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
+        return loss
+
+
+def _code_rank_pick(values: torch.Tensor, sampling: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Per row of ``values`` (diagonal included), the column the authors' code samples: "SN" (their
+    "soft") the 2nd-largest value, "HN" (their "hard") the 2nd-smallest, "RS" uniform over columns ≠ row."""
+    if sampling == "RS":
+        return sample_negatives(values, "RS", generator)
+    with torch.no_grad():
+        return torch.topk(values.detach(), 2, dim=1, largest=(sampling == "SN")).indices[:, 1]
+
+
+@register("sam_authors")
+class SAMAuthorsLoss(ITRLoss):
+    """SAM as the authors' public code computes it (``ContrastiveLossMetric``; reference-implementations
+    notes) — the paper's text is :class:`SAMLoss`. Per anchor row q of ``sim`` (image q, caption q):
+
+    * image→text: ``d[q, j] = s_qj − s_qq`` over *every* column j (the positive included, d = 0);
+      ``m_q`` = the column with the 2nd-largest d (``sampling="SN"``, the code's "soft": the hardest
+      negative when the positive is ranked first, else the 2nd-hardest item — possibly q itself), the
+      2nd-smallest d (``"HN"``, the code's "hard": a nearly easiest negative) or a uniform j ≠ q (``"RS"``).
+    * text→image, as coded: ``e[q, j] = s_qj − s_jj`` (caption j as anchor, image q as its negative) and
+      ``l_q`` picked from row q of e by the same rule — the hinge is indexed by the *negative image* q.
+    * margins crossed as in Eq. 7 / the code and clamped above at 1 (none below):
+      ``a_i2t[q] = min(1, (φ_qq − φ_{q,l_q}) / τ)``, ``a_t2i[q] = min(1, (φ_qq − φ_{q,m_q}) / τ)``, with
+      ``phi[i, j] = φ(G_i, c_j)``.
+    * ``L = weight · Σ_q ([d[q, m_q] + a_i2t[q]]_+ + [e[q, l_q] + a_t2i[q]]_+)`` (+ the VSE++ triplet loss,
+      hardest negatives, margin 0.2, sum, when ``keep_triplet``); the code weights SAM by 5 on top of its
+      base loss (``weight=5.0``).
+
+    When the sampled column is the anchor itself (possible for "SN" when a negative violates the positive),
+    the hinge is ``[0 + 0]_+ = 0``, as in the code.
+    """
+
+    requires_relevance = True
+
+    def __init__(self, tau: float = 3.0, sampling: str = "SN", keep_triplet: bool = True, weight: float = 5.0,
+                 margin_max: float = 1.0, triplet_margin: float = 0.2, seed: int = 0,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        owner = "sam_authors"
+        check_range(owner, "tau", tau, lo=0.0, lo_open=True)
+        check_choice(owner, "sampling", sampling, SAMPLINGS)
+        check_range(owner, "weight", weight, lo=0.0)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"{owner}: generator={generator!r} must be a torch.Generator or None")
+        self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
+        self.margin_max = float(margin_max)
+        self.keep_triplet = bool(keep_triplet)
+        self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction="sum")
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
+
+    def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
+        self.check_inputs(sim, rel)
+        phi = rel.detach().to(sim.dtype)
+        if not torch.isfinite(phi).all():
+            raise ValueError("sam_authors: rel (phi) contains NaN or infinite values")
+        b = sim.shape[0]
+        q = torch.arange(b, device=sim.device)
+        pos = sim.diagonal()
+        d = sim - pos[:, None]                 # d[q, j] = s_qj − s_qq   (image→text)
+        e = sim - pos[None, :]                 # e[q, j] = s_qj − s_jj   (text→image, indexed by the image)
+        m_idx = _code_rank_pick(d, self.sampling, self.generator)
+        l_idx = _code_rank_pick(e, self.sampling, self.generator)
+        phi_pos = phi.diagonal()
+        a_i2t = ((phi_pos - phi[q, l_idx]) / self.tau).clamp(max=self.margin_max)
+        a_t2i = ((phi_pos - phi[q, m_idx]) / self.tau).clamp(max=self.margin_max)
+        h_i2t = (d[q, m_idx] + a_i2t).clamp(min=0)
+        h_t2i = (e[q, l_idx] + a_t2i).clamp(min=0)
+        loss = self.weight * (h_i2t + h_t2i).sum()
+        if self.keep_triplet:
+            loss = loss + self.triplet(sim)
+        with torch.no_grad():
+            self.diagnostics = {
+                "margin_mean_i2t": float(a_i2t.mean()), "margin_mean_t2i": float(a_t2i.mean()),
+                "margin_clamped_fraction": float(((a_i2t >= self.margin_max).double().mean()
+                                                  + (a_t2i >= self.margin_max).double().mean()) / 2),
+                "self_sampled_fraction": float(((m_idx == q).double().mean() + (l_idx == q).double().mean()) / 2),
+                "active_fraction_i2t": float((h_i2t > 0).double().mean()),
+                "active_fraction_t2i": float((h_t2i > 0).double().mean()),
                 "negatives_i2t": m_idx.tolist(), "negatives_t2i": l_idx.tolist(),
             }
             if self.keep_triplet:

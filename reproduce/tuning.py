@@ -1,0 +1,325 @@
+"""Equal-budget tuning (issue 14 item 3; Musgrave et al., "A Metric Learning Reality Check", ECCV 2020).
+
+The protocol, exactly:
+
+* **Who is tuned.** Every arm of every paper's main comparison (``experiments.MAIN_GROUPS``: the X1
+  overview arms, BCLS Table VIII, Ladder Table I, SAM's full-data fraction arms, Listwise Table V,
+  Unified Table 1). Two arms with the same config (VSE++ appears in five papers) are tuned once.
+* **The search** (``Profile.tuning``, a :class:`~reproduce.profiles.TuningGrid`): lr ∈ {2e-4, 6e-4,
+  2e-3} × warm-up ∈ {0, 1} epoch when the arm's loss uses hardest negatives
+  (:func:`uses_hard_negatives`), lr alone otherwise — 6 or 3 runs per arm, seed 0, under the
+  profile's epoch cap and early stopping. Loss hyper-parameters stay as the papers fixed them.
+* **Selection** (:func:`select`): the best *validation* RSUM of the run (its selected checkpoint, the
+  record's ``best_epoch``). A collapsed run (``coherent_itr.health.is_collapsed``) or a failed one is
+  never chosen over a healthy one; ties → the smaller lr, then no warm-up. Only validation fields of a
+  record are read (:data:`VALIDATION_KEYS`); test metrics never reach the tuner (tests poison them).
+* **Final runs.** The chosen setting is trained with every seed of the profile; only those runs enter
+  tables, figures and claims (the chosen seed-0 run *is* the tuning run, trained once).
+* **Families** (:func:`family_of`): a sweep arm (α, β, β₂, L, (L_MIN, L_MAX), τ, m, γ, SAM grid, SAM data
+  fractions, calibrated-θ sweeps, the warm-up sensitivity rows) uses the setting tuned for the main arm
+  it sweeps around — named by ``Arm.family``, else the main arm of the same paper with the same loss
+  (e.g. the BCLS α sweep → "BCLS", Unified m / γ → "Unified", "γ=∞ (Triplet-HN)" → "Triplet-HN",
+  SAM 10 % / 25 % → the 100 % arm of the same loss). An arm that fixes a field itself (the warm-up
+  sensitivity rows fix ``warmup_epochs``) keeps it and takes only the rest of the setting.
+
+Two phases: :func:`tuning_configs` (train first) → :func:`tuned_plan` (the final configs, from the
+cached tuning runs). :func:`run_protocol` does both through an executor for the driver.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from coherent_itr.config import Config
+
+from . import experiments
+from .profiles import HN_WARMUP_FIELD, Profile
+
+# the only fields of a run record the tuner reads (no "test", no timing)
+VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health")
+SETTING_FIELDS = ("lr", HN_WARMUP_FIELD)
+
+
+class TuningIncomplete(RuntimeError):
+    """Tuning runs that :func:`tuned_plan` needs are not in the cache (train :func:`tuning_configs` first)."""
+
+
+def uses_hard_negatives(loss: str, params: dict) -> bool:
+    """Whether a loss is built on hardest negatives (max-violation), so warm-up applies (issue 14 item 2):
+    Triplet-HN (``triplet`` with ``max_violation``), ``vsepp``, the ladder losses (their level-1 term is
+    Triplet-HN), SAM with its triplet term or HN sampling, the authors' SAM with its triplet term or its
+    "soft" (= near-hardest) sampling, the listwise loss's triplet term, BCLS with a Triplet-HN term."""
+    p = dict(params or {})
+    if loss == "triplet":
+        return bool(p.get("max_violation", True))
+    if loss in ("vsepp", "ladder", "adaptive_ladder", "cvsepp"):
+        return True
+    if loss == "sam":
+        return bool(p.get("keep_triplet", True)) or p.get("sampling", "SN") == "HN"
+    if loss == "sam_authors":
+        return bool(p.get("keep_triplet", True)) or p.get("sampling", "SN") == "SN"
+    if loss == "listwise":
+        return bool((p.get("triplet_params") or {}).get("max_violation", True))
+    if loss == "bcls":
+        return p.get("triplet", "triplet_sn") == "triplet" and \
+            bool((p.get("triplet_params") or {}).get("max_violation", True))
+    return False
+
+
+# --- families -----------------------------------------------------------------------------------------
+def main_arms(profile: Profile, paper: str) -> list[experiments.Arm]:
+    return [a for a in experiments.arms(paper, profile) if experiments.is_main(a)]
+
+
+def family_of(arm: experiments.Arm, paper_arms: list[experiments.Arm]) -> experiments.Arm:
+    """The main-comparison arm whose tuned setting ``arm`` uses (see the module docstring)."""
+    if experiments.is_main(arm):
+        return arm
+    mains = [a for a in paper_arms if experiments.is_main(a)]
+    if arm.family is not None:
+        hit = [a for a in mains if a.name == arm.family]
+        if len(hit) != 1:
+            raise ValueError(f"arm {arm.paper}/{arm.name!r}: family {arm.family!r} is not one main arm of "
+                             f"{arm.paper} (main arms: {[a.name for a in mains]})")
+        return hit[0]
+    loss = arm.overrides["loss"]
+    hit = [a for a in mains if a.overrides["loss"] == loss]
+    if len(hit) != 1:
+        raise ValueError(f"arm {arm.paper}/{arm.name!r} (loss {loss!r}): cannot infer its tuning family — "
+                         f"{len(hit)} main arms of {arm.paper} use that loss; set Arm.family")
+    return hit[0]
+
+
+def family_table(profile: Profile, papers=None) -> pd.DataFrame:
+    """Every arm → the main arm whose tuning it uses (for the README / notebooks)."""
+    rows = []
+    for paper in papers or experiments.PAPERS:
+        arms = experiments.arms(paper, profile)
+        for a in arms:
+            f = family_of(a, arms)
+            rows.append({"paper": paper, "group": a.group, "arm": a.name, "main": experiments.is_main(a),
+                         "family": f.name, "fixed": ",".join(k for k in SETTING_FIELDS if k in a.overrides)})
+    return pd.DataFrame(rows)
+
+
+def grid(arm: experiments.Arm, profile: Profile) -> list[dict]:
+    """The settings ``arm`` (a main arm) is tuned over under ``profile``."""
+    if profile.tuning is None:
+        raise ValueError(f"profile {profile.name!r} has no tuning grid")
+    return profile.tuning.settings(uses_hard_negatives(arm.overrides["loss"], arm.overrides.get("loss_params", {})))
+
+
+def _tuning_config(arm, profile, setting) -> Config:
+    return arm.config(profile, profile.tuning.seed, **setting)
+
+
+def tuning_key(arm: experiments.Arm, profile: Profile) -> str:
+    """Identifies a tuning problem: the arm's config at the tuning seed and the grid's first setting
+    (two main arms with the same config — VSE++ in five papers — share one)."""
+    return _tuning_config(arm, profile, grid(arm, profile)[0]).key()
+
+
+def tuning_configs(profile: Profile, papers=None) -> list[Config]:
+    """Phase 1: every run of the search (main arms × grid, seed ``tuning.seed``), deduplicated.
+    Empty when the profile has no tuning."""
+    if profile.tuning is None:
+        return []
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            for s in grid(arm, profile):
+                c = _tuning_config(arm, profile, s)
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+# --- selection (reads validation fields only) ----------------------------------------------------------
+def _validation_view(record) -> dict:
+    return {k: record[k] for k in VALIDATION_KEYS if k in record}
+
+
+def _default_is_collapsed(view: dict) -> tuple[bool | None, str]:
+    try:
+        from coherent_itr.health import is_collapsed
+    except ImportError:   # the engine helper's health module is not in this library yet
+        return None, "health check unavailable"
+    return is_collapsed(view)
+
+
+def trial_from_record(record, is_collapsed=None) -> dict:
+    """One tuning trial from a run record, reading only :data:`VALIDATION_KEYS`: lr, warm-up, the
+    validation RSUM at the selected checkpoint, epochs used, and the collapse verdict."""
+    view = _validation_view(record)
+    cfg, hist, best = view["config"], view["history"], view["best_epoch"]
+    at = [h for h in hist if h.get("epoch") == best]
+    if len(at) != 1:
+        raise ValueError(f"run record (loss {cfg.get('loss')}, lr {cfg.get('lr')}): best_epoch={best} is not "
+                         f"one epoch of its history (epochs {[h.get('epoch') for h in hist]})")
+    rsum = float(at[0]["val_rsum"])
+    collapsed, reason = (is_collapsed or _default_is_collapsed)(view)
+    if not math.isfinite(rsum):
+        collapsed, reason = True, "non-finite validation RSUM"
+    return {"lr": float(cfg["lr"]), HN_WARMUP_FIELD: int(cfg.get(HN_WARMUP_FIELD, 0) or 0), "val_rsum": rsum,
+            "best_epoch": int(best), "epochs_run": int(view.get("epochs_run", len(hist))),
+            "collapsed": collapsed, "collapse_reason": reason, "status": "ok"}
+
+
+def failed_trial(setting: dict, status: str) -> dict:
+    return {"lr": float(setting["lr"]), HN_WARMUP_FIELD: int(setting.get(HN_WARMUP_FIELD, 0)),
+            "val_rsum": float("nan"), "best_epoch": None, "epochs_run": None, "collapsed": True,
+            "collapse_reason": status, "status": status}
+
+
+def _rank(t: dict) -> tuple:
+    r = t["val_rsum"]
+    return (bool(t["collapsed"]), -(r if math.isfinite(r) else -math.inf), t["lr"], t[HN_WARMUP_FIELD])
+
+
+def select(trials: list[dict]) -> dict:
+    """The chosen trial: healthy before collapsed/failed (``collapsed`` None = unknown counts as healthy),
+    then the highest validation RSUM, then the smaller lr, then fewer warm-up epochs. Order-independent."""
+    if not trials:
+        raise ValueError("select: no tuning trials")
+    return min(trials, key=_rank)
+
+
+# --- phase 2 -----------------------------------------------------------------------------------------
+@dataclass
+class Family:
+    key: str
+    arm: experiments.Arm                 # the first main arm with this tuning problem
+    members: list[str]                   # "paper/arm" of every main arm sharing it
+    trials: list[dict]
+    chosen: dict | None
+
+
+def _load_record(cache, cfg):
+    res = cache.load(cfg)
+    return None if res is None else res.record
+
+
+def families(profile: Profile, papers=None, cache=None, failed_keys=(), train_missing: bool = False,
+             is_collapsed=None) -> dict[str, Family]:
+    """Every tuning problem of ``papers`` with its trials (from ``cache``) and its choice. A run missing
+    from the cache is an error (:class:`TuningIncomplete`) unless its key is in ``failed_keys`` (it failed:
+    a trial that is never chosen over a healthy one) or ``train_missing`` (trained on the spot)."""
+    out: dict[str, Family] = {}
+    missing = []
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            k = tuning_key(arm, profile)
+            if k in out:
+                out[k].members.append(f"{paper}/{arm.name}")
+                continue
+            trials = []
+            for s in grid(arm, profile):
+                cfg = _tuning_config(arm, profile, s)
+                if train_missing and cache is not None and not cache.has(cfg) and cfg.key() not in failed_keys:
+                    cache.get_or_train(cfg, progress=False)
+                rec = None if cache is None else _load_record(cache, cfg)
+                if rec is not None:
+                    trials.append(trial_from_record(rec, is_collapsed))
+                elif cfg.key() in failed_keys:
+                    trials.append(failed_trial(s, "run failed"))
+                else:
+                    missing.append(cfg)
+                    trials.append(failed_trial(s, "missing"))
+            out[k] = Family(k, arm, [f"{paper}/{arm.name}"], trials, None)
+    if missing:
+        raise TuningIncomplete(f"{len(missing)} tuning run(s) are not in the cache, e.g. "
+                               f"{missing[0].loss} lr={missing[0].lr} (key {missing[0].key()}); "
+                               "train reproduce.tuning.tuning_configs(profile) first")
+    for f in out.values():
+        f.chosen = select(f.trials)
+    return out
+
+
+def chosen_setting(fam: Family) -> dict:
+    return {"lr": fam.chosen["lr"], HN_WARMUP_FIELD: fam.chosen[HN_WARMUP_FIELD]}
+
+
+def arm_configs(arm: experiments.Arm, paper_arms, profile: Profile, fams: dict[str, Family]) -> list[Config]:
+    """The final configs of ``arm`` (every seed) at its family's chosen setting."""
+    if profile.tuning is None:
+        return arm.configs(profile)
+    fam = fams[tuning_key(family_of(arm, paper_arms), profile)]
+    return arm.configs(profile, **chosen_setting(fam))
+
+
+def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:
+    """Phase 2: every final config (each arm × its seeds at its family's chosen setting), deduplicated.
+    Without tuning in the profile: ``experiments.plan`` (old behaviour)."""
+    if profile.tuning is None:
+        return experiments.plan(profile, papers)
+    fams = families(profile, papers, cache, failed_keys, is_collapsed=is_collapsed)
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        arms = experiments.arms(paper, profile)
+        for arm in arms:
+            for c in arm_configs(arm, arms, profile, fams):
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+def run_protocol(profile: Profile, papers, cache, executor, before_training=None) -> list[Config]:
+    """Both phases for the driver: train the tuning runs that are not cached through ``executor``
+    (``executor.run(configs, cache) -> failures``; ``before_training(todo)`` first, e.g. data preparation),
+    then return the final configs (the chosen seed-0 runs are already cached; the caller trains the rest).
+    Failed tuning runs count as failed trials (never chosen over a healthy one) and are reported."""
+    tune = tuning_configs(profile, papers)
+    todo = [c for c in tune if not cache.has(c)]
+    failed: set[str] = set()
+    if todo:
+        if before_training is not None:
+            before_training(todo)
+        for f in executor.run(todo, cache):
+            failed.add(Config.from_dict(f.config).key())
+            warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
+    return tuned_plan(profile, papers, cache, failed_keys=failed)
+
+
+# --- tables ------------------------------------------------------------------------------------------
+def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
+    rows = []
+    for f in fams.values():
+        members = [m for m in f.members if only_members is None or m.split("/", 1)[0] == only_members]
+        if not members:
+            continue
+        for t in f.trials:
+            rows.append({"arm": members[0].split("/", 1)[1], "also": "; ".join(members[1:]) or "",
+                         "loss": f.arm.overrides["loss"], "lr": t["lr"], HN_WARMUP_FIELD: t[HN_WARMUP_FIELD],
+                         "val_rsum": t["val_rsum"], "best_epoch": t["best_epoch"], "epochs_run": t["epochs_run"],
+                         "collapsed": t["collapsed"], "collapse_reason": t["collapse_reason"],
+                         "status": t["status"], "chosen": t is f.chosen})
+    return rows
+
+
+def tuning_table(profile: Profile, paper: str, cache, is_collapsed=None) -> pd.DataFrame:
+    """One row per (main arm of ``paper``, grid setting): lr, warm-up, validation RSUM, epochs, collapsed,
+    chosen — the tuning table every notebook shows."""
+    if profile.tuning is None:
+        return pd.DataFrame(columns=["arm", "lr", HN_WARMUP_FIELD, "val_rsum", "collapsed", "chosen"])
+    fams = families(profile, [paper], cache, is_collapsed=is_collapsed)
+    return pd.DataFrame(_rows(fams, paper))
+
+
+def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_collapsed=None) -> pd.DataFrame:
+    """``<results_dir>/tuning_summary.{csv,md}``: every tuning problem of the data set, every setting, the
+    choice (``results_dir`` is the profile's, e.g. ``results/`` or ``results/flickr8k/``)."""
+    fams = families(profile, papers, cache, is_collapsed=is_collapsed) if profile.tuning else {}
+    df = pd.DataFrame(_rows(fams))
+    out = Path(results_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "tuning_summary.csv", index=False)
+    g = profile.tuning
+    head = (f"# Tuning summary — profile {profile.name}, data {profile.data}\n\n"
+            + (f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
+               f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
+               "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up.\n\n" if g else
+               "No tuning in this profile.\n\n"))
+    (out / "tuning_summary.md").write_text(head + (df.to_markdown(index=False) if len(df) else "") + "\n")
+    return df

@@ -1,0 +1,315 @@
+"""The equal-budget tuner (issue 14 item 3): grid, families, selection on validation only, determinism."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Mapping
+
+import pandas as pd
+import pytest
+
+from coherent_itr import config as config_mod
+from reproduce import experiments, tuning
+from reproduce.profiles import TuningGrid, get_profile
+
+
+@pytest.fixture
+def protocol_config(monkeypatch):
+    """Config with the contract fields (warmup_epochs, early_stop_patience, grad_diag_every): the library's
+    own once the engine helper's fields are in, else a test-only subclass (never committed to the library)."""
+    fields = {f.name for f in dataclasses.fields(config_mod.Config)}
+    if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
+        @dataclasses.dataclass(frozen=True)
+        class ContractConfig(config_mod.Config):
+            warmup_epochs: int = 0
+            early_stop_patience: int = 0
+            grad_diag_every: int = 0
+        monkeypatch.setattr(experiments, "Config", ContractConfig)
+        monkeypatch.setattr(tuning, "Config", ContractConfig)
+        return ContractConfig
+    return config_mod.Config
+
+
+def tuned_profile(name="smoke", **kw):
+    return dataclasses.replace(get_profile(name), tuning=TuningGrid(), **kw)
+
+
+# --- poisoned test metrics ---------------------------------------------------------------------------
+class Poison(Mapping):
+    """Any access raises: stands for test metrics the tuner must never read."""
+
+    def _boom(self, *a, **k):
+        raise AssertionError("the tuner read test metrics")
+
+    __getitem__ = __iter__ = __len__ = __contains__ = _boom
+    get = keys = items = values = _boom
+
+
+class Traced(dict):
+    """A record that logs which top-level keys were read."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.read: set[str] = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        self.read.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k):
+        self.read.add(k)
+        return super().__contains__(k)
+
+
+def record(lr, warm, rsums, collapsed=False, loss="triplet"):
+    best = max(range(len(rsums)), key=lambda i: rsums[i]) + 1
+    hist = [{"epoch": i + 1, "val_rsum": r, "val_pos_sim": 0.5, "val_hardneg_sim": 0.99 if collapsed else 0.3}
+            for i, r in enumerate(rsums)]
+    return Traced(config={"loss": loss, "lr": lr, "warmup_epochs": warm}, history=hist, best_epoch=best,
+                  epochs_run=len(rsums), health={"collapsed": collapsed},
+                  test=Poison(), timing=Poison())
+
+
+def fake_is_collapsed(view):
+    c = view["health"]["collapsed"]
+    return c, "planted" if c else ""
+
+
+def test_trial_reads_only_validation_fields_and_never_test_metrics():
+    rec = record(6e-4, 1, [100.0, 250.0, 240.0])
+    t = tuning.trial_from_record(rec, fake_is_collapsed)
+    assert (t["lr"], t["warmup_epochs"], t["val_rsum"], t["best_epoch"], t["epochs_run"]) == (6e-4, 1, 250.0, 2, 3)
+    assert rec.read <= set(tuning.VALIDATION_KEYS)
+    assert "test" not in rec.read and "timing" not in rec.read
+    # the test metrics may also be absent altogether
+    del rec["test"]
+    assert tuning.trial_from_record(rec, fake_is_collapsed)["val_rsum"] == 250.0
+
+
+def test_selection_ignores_test_numbers_even_when_they_disagree():
+    # the setting with the better TEST number has the worse validation RSUM: validation decides
+    a, b = record(2e-4, 0, [300.0]), record(2e-3, 0, [310.0])
+    dict.__setitem__(a, "test", {"rsum": 999.0})
+    dict.__setitem__(b, "test", {"rsum": float("nan")})
+    chosen = tuning.select([tuning.trial_from_record(r, fake_is_collapsed) for r in (a, b)])
+    assert chosen["lr"] == 2e-3
+
+
+def test_best_epoch_must_be_in_history():
+    rec = record(2e-4, 0, [1.0, 2.0])
+    dict.__setitem__(rec, "best_epoch", 5)
+    with pytest.raises(ValueError, match="best_epoch=5"):
+        tuning.trial_from_record(rec, fake_is_collapsed)
+
+
+def trials_grid():
+    out = []
+    for lr, w, r, c in [(2e-4, 0, 300.0, False), (2e-4, 1, 300.0, False), (6e-4, 0, 300.0, False),
+                        (6e-4, 1, 280.0, False), (2e-3, 0, 500.0, True), (2e-3, 1, float("nan"), False)]:
+        out.append(tuning.trial_from_record(record(lr, w, [r], collapsed=c), fake_is_collapsed))
+    return out
+
+
+def test_selection_rules_collapsed_last_ties_to_smaller_lr_then_no_warmup():
+    t = trials_grid()
+    chosen = tuning.select(t)
+    # 2e-3 has the best RSUM but collapsed; NaN counts as collapsed; three healthy ties at 300
+    assert (chosen["lr"], chosen["warmup_epochs"]) == (2e-4, 0)
+    assert math.isnan(t[-1]["val_rsum"]) and t[-1]["collapsed"] is True
+
+
+def test_selection_is_deterministic_under_any_order():
+    t = trials_grid()
+    ref = tuning.select(t)
+    for seed in range(20):
+        random.Random(seed).shuffle(t)
+        assert tuning.select(t) == ref
+
+
+def test_all_collapsed_still_chooses_the_best_of_them():
+    t = [tuning.trial_from_record(record(lr, 0, [r], collapsed=True), fake_is_collapsed)
+         for lr, r in [(2e-4, 50.0), (6e-4, 70.0)]]
+    assert tuning.select(t)["lr"] == 6e-4
+    with pytest.raises(ValueError):
+        tuning.select([])
+
+
+@pytest.mark.parametrize("loss, params, hn", [
+    ("triplet", {}, True), ("triplet", {"max_violation": False}, False), ("triplet", {"reduction": "mean"}, True),
+    ("triplet_sn", {}, False), ("vlc", {}, False), ("unified", {}, False), ("bcls", {}, False),
+    ("ladder", {}, True), ("adaptive_ladder", {}, True), ("listwise", {}, True),
+    ("sam", {"keep_triplet": True, "sampling": "SN"}, True), ("sam", {"keep_triplet": False, "sampling": "SN"}, False),
+    ("sam", {"keep_triplet": False, "sampling": "HN"}, True), ("sam_authors", {"keep_triplet": False}, True),
+    ("sam_authors", {"keep_triplet": False, "sampling": "HN"}, False), ("sndcg", {}, False),
+    ("kendall_sw_hs", {}, False),
+])
+def test_warmup_applies_to_hardest_negative_losses_only(loss, params, hn):
+    assert tuning.uses_hard_negatives(loss, params) is hn
+
+
+def test_every_arm_has_a_family_and_the_documented_mappings(protocol_config):
+    prof = tuned_profile("default", ladder_theta=(0.5, 0.45))
+    fam = tuning.family_table(prof).set_index(["paper", "arm"])["family"]
+    assert fam[("bcls", "α=0")] == "BCLS" and fam[("bcls", "w/o SW-HS (full Kendall)")] == "BCLS"
+    assert fam[("unified", "γ=∞ (Triplet-HN)")] == "Triplet-HN" and fam[("unified", "m=0")] == "Unified"
+    assert fam[("ladder", "L=1")] == "VSE++" and fam[("ladder", "(1,1)")] == "Ladder (adaptive)"
+    assert fam[("ladder", "auto(2,2) β₂=0.5")] == "Ladder (adaptive)"
+    assert fam[("sam", "10% data, + SAM")] == "100% data, + SAM"
+    assert fam[("sam", "authors τ=10 SN keep=False")] == "100% data, + SAM (authors' code)"
+    assert fam[("listwise", "τ=0.1")] == "Triplet + S-NDCG"
+    assert fam[("overview", "VSE++ with 1 warm-up epoch")] == "VSE++ (Triplet-HN)"
+    assert fam[("ladder", "L=3 (θ calibrated)")].startswith("Ladder (manual, θ=0.500")
+
+
+def test_family_errors_name_the_arm():
+    arms = experiments.arms("unified", get_profile("smoke"))
+    bad = experiments.Arm("unified", "gamma", "odd", {"loss": "unified"}, family="nope")
+    with pytest.raises(ValueError, match="family 'nope'"):
+        tuning.family_of(bad, arms)
+
+
+def test_tuning_configs_are_the_grid_of_each_distinct_main_arm_at_seed_0(protocol_config):
+    prof = tuned_profile()
+    cfgs = tuning.tuning_configs(prof)
+    assert len({c.key() for c in cfgs}) == len(cfgs)
+    assert {c.seed for c in cfgs} == {0}
+    assert {c.lr for c in cfgs} == {2e-4, 6e-4, 2e-3}
+    vsepp = [c for c in cfgs if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
+    assert sorted((c.lr, c.warmup_epochs) for c in vsepp) == [(lr, w) for lr in (2e-4, 6e-4, 2e-3) for w in (0, 1)]
+    sn = [c for c in cfgs if c.loss == "triplet_sn"]
+    assert sorted(c.lr for c in sn) == [2e-4, 6e-4, 2e-3] and {c.warmup_epochs for c in sn} == {0}
+    n_expected = 0
+    keys = set()
+    for paper in experiments.PAPERS:
+        for a in tuning.main_arms(prof, paper):
+            k = tuning.tuning_key(a, prof)
+            if k not in keys:
+                keys.add(k)
+                n_expected += len(tuning.grid(a, prof))
+    assert len(cfgs) == n_expected
+    assert tuning.tuning_configs(get_profile("paper").__class__(**{**dataclasses.asdict(get_profile("smoke")),
+                                                                   "tuning": None})) == []
+
+
+class FakeCache:
+    """Records planted per config: validation RSUM = f(loss, lr, warm-up); test metrics poisoned."""
+
+    def __init__(self, score, collapsed=lambda c: False):
+        self.score, self.collapsed, self.store, self.trained = score, collapsed, {}, []
+
+    def has(self, cfg):
+        return cfg.key() in self.store
+
+    def get_or_train(self, cfg, progress=False):
+        if not self.has(cfg):
+            self.trained.append(cfg)
+            self.store[cfg.key()] = record(cfg.lr, cfg.warmup_epochs, [self.score(cfg) - 10, self.score(cfg)],
+                                           self.collapsed(cfg), cfg.loss)
+        return self.load(cfg)
+
+    def load(self, cfg):
+        rec = self.store.get(cfg.key())
+        return None if rec is None else type("R", (), {"record": rec})()
+
+
+def planted(cfg):
+    # healthy best: 6e-4 with warm-up for hardest-negative losses, 2e-4 otherwise; 2e-3 scores best but collapses
+    if cfg.lr == 2e-3:
+        return 900.0
+    hn = tuning.uses_hard_negatives(cfg.loss, cfg.loss_params)
+    if hn:
+        return 400.0 if (cfg.lr, cfg.warmup_epochs) == (6e-4, 1) else 300.0
+    return 350.0 if cfg.lr == 2e-4 else 340.0
+
+
+class FakeExecutor:
+    def __init__(self, fail=lambda c: False):
+        self.fail, self.calls = fail, []
+
+    def run(self, configs, cache):
+        self.calls.append(list(configs))
+        out = []
+        for c in configs:
+            if self.fail(c):
+                out.append(type("F", (), {"config": c.to_dict(), "error": "FloatingPointError: boom"})())
+            else:
+                cache.get_or_train(c)
+        return out
+
+
+def test_protocol_end_to_end_on_planted_records(protocol_config):
+    prof = tuned_profile()
+    cache = FakeCache(planted, collapsed=lambda c: c.lr == 2e-3)
+    papers = ["overview", "unified", "bcls"]
+    with pytest.raises(tuning.TuningIncomplete, match="not in the cache"):
+        tuning.tuned_plan(prof, papers, cache, is_collapsed=fake_is_collapsed)
+    tune = tuning.tuning_configs(prof, papers)
+    FakeExecutor().run(tune, cache)
+    final = tuning.tuned_plan(prof, papers, cache, is_collapsed=fake_is_collapsed)
+    assert all(c.lr != 2e-3 for c in final)          # the collapsed lr is never chosen, though it scores best
+    vsepp = [c for c in final if c.loss == "triplet" and c.loss_params == {}]
+    assert {(c.lr, c.warmup_epochs) for c in vsepp} == {(6e-4, 1), (6e-4, 0)}   # + the no-warm-up sensitivity arm
+    assert {(c.lr, c.warmup_epochs) for c in final if c.loss == "unified"} == {(2e-4, 0)}   # sweeps: family's lr
+    assert {(c.lr, c.warmup_epochs) for c in final if c.loss == "bcls"} == {(2e-4, 0)}
+    # the final seed-0 runs of main arms are tuning runs: nothing new to train for them
+    tune_keys = {c.key() for c in tune}
+    main_final = [c for c in final if c.seed == 0 and c.key() in tune_keys]
+    assert main_final
+    # the notebook table marks exactly one chosen row per tuning problem
+    tab = tuning.tuning_table(prof, "unified", cache, is_collapsed=fake_is_collapsed)
+    assert set(tab.columns) >= {"arm", "lr", "warmup_epochs", "val_rsum", "collapsed", "chosen"}
+    assert tab.groupby("arm").chosen.sum().eq(1).all()
+    assert tab[tab.chosen].collapsed.eq(False).all()
+
+
+def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(protocol_config, monkeypatch):
+    prof = tuned_profile()
+    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    cache = FakeCache(lambda c: 900.0 if c.lr == 6e-4 else 300.0)
+    ex = FakeExecutor(fail=lambda c: c.lr == 6e-4)            # the would-be winner fails to train
+    prepared = []
+    with pytest.warns(RuntimeWarning, match="tuning run failed"):
+        final = tuning.run_protocol(prof, ["unified"], cache, ex, before_training=prepared.append)
+    assert len(ex.calls) == 1 and len(prepared) == 1                 # tuning phase only; the caller trains the rest
+    assert {c.lr for c in final} == {2e-4}                            # failed runs never chosen over healthy ones
+    again = FakeExecutor()
+    tuning.run_protocol(prof, ["unified"], cache, again, before_training=prepared.append)
+    n_failed = sum(c.lr == 6e-4 for c in tuning.tuning_configs(prof, ["unified"]))
+    assert n_failed == 4                                # Triplet-HN × 2 warm-ups, VLC, Unified
+    assert [len(x) for x in again.calls] == [n_failed]  # only the failed runs are retried
+
+
+def test_summary_written_per_data_set(protocol_config, tmp_path, monkeypatch):
+    prof = tuned_profile()
+    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    cache = FakeCache(planted)
+    FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
+    df = tuning.write_tuning_summary(tmp_path / "flickr8k", prof, cache, papers=["listwise"])
+    assert (tmp_path / "flickr8k" / "tuning_summary.csv").is_file()
+    md = (tmp_path / "flickr8k" / "tuning_summary.md").read_text()
+    assert "selection by validation RSUM" in md and "Triplet + S-NDCG" in md
+    assert pd.read_csv(tmp_path / "flickr8k" / "tuning_summary.csv").shape == df.shape
+    assert df.chosen.sum() == 3                       # Triplet (mean), S-NDCG alone, Triplet + S-NDCG
+
+
+def test_profile_without_tuning_keeps_the_old_plan():
+    prof = dataclasses.replace(get_profile("smoke"), tuning=None)
+    assert [c.key() for c in tuning.tuned_plan(prof, ["unified"], cache=None)] == \
+        [c.key() for c in experiments.plan(prof, ["unified"])]
+    assert tuning.tuning_table(prof, "unified", None).empty
+
+
+def test_a_real_run_record_is_read_by_the_tuner(tmp_path):
+    """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads."""
+    from coherent_itr.train import train
+    prof = get_profile("smoke")
+    arm = experiments.arms("unified", prof)[0]
+    cfg = arm.config(prof, 0).replace(epochs=1, max_eval_captions=50)
+    res = train(cfg, progress=False, cache_dir=str(tmp_path))
+    t = tuning.trial_from_record(res.record, is_collapsed=lambda v: (False, ""))
+    assert t["lr"] == cfg.lr and t["best_epoch"] == 1 and math.isfinite(t["val_rsum"])
