@@ -135,8 +135,9 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
     if "flickr8k" in wanted:
         if not env:
             raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
-        from coherent_itr.data import flickr8k
         try:
+            paths.flickr8k_dir()                  # a typo is caught here, before the data module's imports
+            from coherent_itr.data import flickr8k
             root = flickr8k.check_release()
         except FileNotFoundError as exc:
             raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None

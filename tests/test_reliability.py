@@ -249,7 +249,7 @@ def test_missing_judgement_file_is_said_once(tmp_path):
     assert "expert" not in s.test.extras and "crowd" in s.train.extras
 
 
-def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path):
+def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path, monkeypatch):
     from PIL import Image
 
     from coherent_itr.data import flickr8k as f8
@@ -257,6 +257,9 @@ def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", f8.Flickr8kWarning)
         a = f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
+        with monkeypatch.context() as m:             # nothing changed: the images are not read again
+            m.setattr(f8, "file_hash", lambda p: pytest.fail(f"re-hashed {p}"))
+            f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
         img = rel / "images" / "30_d.jpg"
         st = img.stat()
         # another picture of exactly the same byte size, with the old modification time

@@ -15,7 +15,8 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
 * Image features: EfficientNet-Lite0 (:mod:`.features`), cached by image content, then written
   in the VSE++ precomp layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there;
   ``<key>`` hashes the encoder, every image's *bytes* (sha1) and the captions, so an image replaced
-  by another — even of the same size and modification time — gives new features.
+  by another — even of the same size and modification time — gives new features. The bytes are
+  re-read only when a file's inode, size, mtime or ctime changed (a small memo beside the folder).
 * Text files are UTF-8; a byte-order mark at the start is accepted, an undecodable byte is an
   error naming the file and the line. A missing judgement file (``ExpertAnnotations.txt``,
   ``CrowdFlowerAnnotations.txt``) is said once per process, as a :class:`Flickr8kWarning`.
@@ -31,6 +32,7 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import warnings
 from pathlib import Path
@@ -270,6 +272,31 @@ def _images_fingerprint(names: list[str], hashes: list[str]) -> str:
     return h.hexdigest()
 
 
+def _stat_fingerprint(images: Path, names: list[str]) -> str:
+    """Hash of every image's inode, size, mtime and *ctime*: any write to a file, or an ``os.utime``
+    that restores its mtime, changes its ctime, which no user call can set back. Used only to find the
+    content fingerprint computed last time without re-reading every image."""
+    h = hashlib.sha256()
+    for nm in names:
+        st = (images / nm).stat()
+        h.update(f"{nm}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _content_fingerprint(images: Path, names: list[str], cache_root: Path) -> tuple[str, list[str] | None]:
+    """(fingerprint of the images' bytes, their sha1s when they had to be read). The sha1s are read
+    again only when some file's inode, size, mtime or ctime changed since they were last read."""
+    memo = cache_root / "precomp" / "file-hashes" / f"flickr8k-{_stat_fingerprint(images, names)[:16]}.json"
+    try:
+        return json.loads(memo.read_text())["content"], None
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    hashes = [file_hash(images / nm) for nm in names]
+    content = _images_fingerprint(names, hashes)
+    atomic_write_json(memo, {"content": content, "images": str(images), "n_images": len(names)})
+    return content, hashes
+
+
 def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", batch_size: int = 32,
                   progress: bool = True, judgements: bool = True, bad_lines: str = "warn") -> DataSplits:
     """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
@@ -277,13 +304,15 @@ def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", bat
     index = flickr8k_index(root)
     images = root / "images"
     all_names = [nm for s in ("train", "dev", "test") for nm in index[s][0]]
-    hashes = [file_hash(images / nm) for nm in all_names]
-    key_src = "|".join([encoder_key(precision), _images_fingerprint(all_names, hashes)]
+    content, hashes = _content_fingerprint(images, all_names, _cache_root(cache_dir))
+    key_src = "|".join([encoder_key(precision), content]
                        + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
     done = folder / "DONE.json"
     if not done.exists():
+        if hashes is None:
+            hashes = [file_hash(images / nm) for nm in all_names]
         feats = extract_features([images / nm for nm in all_names], cache_dir=cache_dir, batch_size=batch_size,
                                  precision=precision, progress=progress, hashes=hashes,
                                  desc="Flickr8k images → EfficientNet-Lite0 features")
