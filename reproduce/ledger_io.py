@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from . import claims as registry
-from .ledger import (ALPHA, LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, ClaimResult, Estimate, adjusted_level, decide,
+from .ledger import (LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, Estimate, adjusted_level, decide,
                      estimate, estimate_from_interval, holm, pooled_sd, threshold, NOISE_K)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +45,16 @@ COLUMNS = ["id", "paper", "role", "dataset", "statement", "metric", "unit", "dir
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
-def write_claims(claims: list[ClaimResult], results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
-    """Write a notebook's claim rows (per-seed effects included) and return them. The verdict column
-    is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
-    df = pd.DataFrame([c.row() for c in claims], columns=NOTEBOOK_COLUMNS)
+EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "n_boot", "collapsed", "collapse_reason"]
+
+
+def write_claims(claims: list, results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
+    """Write a notebook's claim rows and return them: :class:`~reproduce.ledger.ClaimResult` objects (per-seed
+    effects included) and/or rows of :func:`reproduce.claim_rows.primary_row` (dicts, role "primary").
+    The verdict column is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
+    rows = [c if isinstance(c, dict) else c.row() for c in claims]
+    extra = [k for k in EXTRA_NOTEBOOK_COLUMNS if any(k in r for r in rows)]
+    df = pd.DataFrame(rows, columns=NOTEBOOK_COLUMNS + extra)
     out = Path(results_dir) / paper / f"claims_{data}.csv"
     atomic_write_text(out, df.to_csv(index=False))
     return df
@@ -86,7 +92,8 @@ def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None
     eff = _seed_effects(row)
     if eff is not None:
         eff = [sign * e for e in eff]
-        return estimate(eff), eff
+        qv = _f(row.get("query_var"))
+        return estimate(eff, qv if np.isfinite(qv) else 0.0), eff
     n = int(_f(row.get("n_seeds")) or 0) if np.isfinite(_f(row.get("n_seeds"))) else 0
     lo, hi = _f(row.get("ci_low")), _f(row.get("ci_high"))
     if sign < 0:
@@ -149,17 +156,22 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
     seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
     datasets = list(dict.fromkeys([*datasets, *seen_data]))
     out, primaries = [], {}
+    declared = {(r.get("id"), r.get("dataset")) for r in nb_rows if str(r.get("role", "")) == "primary"}
     for r in nb_rows:
         cid, data = r.get("id"), r.get("dataset")
         c = registry.CLAIMS.get(cid)
-        is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
+        if (cid, data) in declared:      # a row computed by claim id (reproduce.claim_rows) is THE primary
+            is_primary = str(r.get("role", "")) == "primary"
+        else:
+            is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
         if is_primary:
             if (cid, data) in primaries:
                 raise ValueError(f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
                                  f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
                                  f"legacy matcher in reproduce/claims.py specific")
             primaries[(cid, data)] = r.get("statement")
-        sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary else 1
+        sign = (int(c.primary.legacy_for(data).get("sign") or 1)
+                if is_primary and str(r.get("role", "")) != "primary" else 1)
         est, eff = row_estimate(r, sign)
         kind = str(r.get("kind")) if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity") else "direction"
         prim = c.primary if is_primary else None
@@ -174,7 +186,8 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
             "kind": prim.kind if prim else kind,
             "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
             "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
-            "n_seeds": est.n, "n_boot": 0, "_est": est, "_eff": eff,
+            "n_seeds": est.n, "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
+            "_est": est, "_eff": eff,
             "_mkey": (str(prim.metric_for(data)) if prim and prim.measure == "arms" else
                       (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)),
             "_collapsed": is_col, "_why": why,
