@@ -113,3 +113,33 @@ def collapsed_arms(study, is_collapsed=None) -> dict:
                     out[(study.data, arm.name)] = f"seed {cfg.seed}: {reason}"
                     break
     return out
+
+
+def null_pair_diffs(results_by_paper: dict, dataset: str, metrics=("rsum",), configs_equal=None) -> dict:
+    """``{(dataset, metric): [per-seed differences of each null pair]}`` for
+    :data:`reproduce.claims.NULL_PAIRS` (arms identical in expectation), from ``Study.results(paper)``
+    frames keyed by paper; pass it to :func:`reproduce.ledger_io.collect` (``null_pair_diffs=``).
+    ``configs_equal(paper, a, b)`` — True when the two arms share one run (then the pair says nothing
+    about noise and is skipped)."""
+    out: dict = {}
+    for paper, a, b in registry.NULL_PAIRS:
+        df = results_by_paper.get(paper)
+        if df is None or configs_equal is not None and configs_equal(paper, a, b):
+            continue
+        for m in metrics:
+            if m not in df.columns or not (df["arm"] == a).any() or not (df["arm"] == b).any():
+                continue
+            x, y = _metric_per_seed(df, a, m), _metric_per_seed(df, b, m)
+            seeds = sorted(set(x.index) & set(y.index))
+            out.setdefault((dataset, m), []).append([float(x[s] - y[s]) for s in seeds])
+    return out
+
+
+def same_config(profile):
+    """``configs_equal`` for :func:`null_pair_diffs` under ``profile`` (arms of :mod:`reproduce.experiments`)."""
+    from . import experiments
+
+    def equal(paper, a, b):
+        arms = {x.name: x for x in experiments.arms(paper, profile)}
+        return [c.key() for c in arms[a].configs(profile)] == [c.key() for c in arms[b].configs(profile)]
+    return equal

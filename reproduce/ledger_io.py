@@ -132,7 +132,11 @@ def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool
     flag = row.get("collapsed")
     if isinstance(flag, str):
         flag = flag.strip().lower() in ("true", "1", "yes")
-    if flag is True or (isinstance(flag, (int, float)) and not isinstance(flag, bool) and flag == 1):
+    elif isinstance(flag, (bool, np.bool_, int, np.integer)) or (isinstance(flag, float) and np.isfinite(flag)):
+        flag = bool(flag)
+    else:
+        flag = False
+    if flag:
         return True, str(row.get("collapse_reason") or "collapsed arm")
     if collapsed and c is not None and c.primary.measure == "arms":
         for arm in (c.primary.arm_a, c.primary.arm_b):
@@ -162,6 +166,10 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         c = registry.CLAIMS.get(cid)
         if (cid, data) in declared:      # a row computed by claim id (reproduce.claim_rows) is THE primary
             is_primary = str(r.get("role", "")) == "primary"
+            if is_primary and (c is None or r.get("statement") != c.primary.statement):
+                raise ValueError(f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
+                                 f"primary contrast ({r.get('statement')!r}); write it with "
+                                 f"reproduce.claim_rows.primary_row")
         else:
             is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
         if is_primary:
@@ -341,6 +349,20 @@ def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
 
 
+def noise_floor_markdown(df: pd.DataFrame) -> str:
+    """The noise floor of every metric and data set that has one (rule in :mod:`reproduce.ledger`)."""
+    nf = df[np.isfinite(pd.to_numeric(df["noise_floor"], errors="coerce"))]
+    if not len(nf):
+        return ""
+    key = nf["metric"].map(lambda m: metric_key(m) or m)
+    t = nf.assign(_k=key).drop_duplicates(["dataset", "_k"]).sort_values(["dataset", "_k"])
+    lines = ["## Noise floors", "", f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
+             "(same metric, same data set; from every contrast's seed spread and the declared null pairs).", "",
+             "| data | metric | noise floor |", "|---|---|---|"]
+    lines += [f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} |" for r in t.to_dict("records")]
+    return "\n".join(lines) + "\n\n"
+
+
 def legend_markdown() -> str:
     lines = ["## Legend", "", f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
              "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
@@ -371,7 +393,7 @@ def markdown(df: pd.DataFrame) -> str:
         for r in sub.to_dict("records"):
             out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
                        f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |")
-    return "\n".join(out) + "\n\n" + legend_markdown()
+    return "\n".join(out) + "\n\n" + noise_floor_markdown(df) + legend_markdown()
 
 
 def primary_table(df: pd.DataFrame) -> pd.DataFrame:

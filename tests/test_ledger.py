@@ -342,3 +342,34 @@ def test_collapsed_arms_from_cached_records():
                             arms=lambda paper: [arm, other] if paper == "bcls" else [])
     out = collapsed_arms(study, is_collapsed=lambda rec: (rec["seed"] == 1, "gap 0.0004 < 0.01"))
     assert out == {("flickr8k", "Triplet-HN"): "seed 1: gap 0.0004 < 0.01"}
+
+
+def test_null_pairs_enter_the_noise_floor(tmp_path):
+    from reproduce.claim_rows import null_pair_diffs, same_config
+    from reproduce.study import profile_for
+    ladder = pd.DataFrame([{"arm": arm, "seed": s, "rsum": v} for arm, vals in
+                           (("manual β₂=0", [100.0, 104.0, 98.0]), ("VSE++", [101.0, 100.0, 99.0]))
+                           for s, v in enumerate(vals)])
+    unified = pd.DataFrame([{"arm": arm, "seed": s, "rsum": 50.0} for arm in ("γ=∞ (Triplet-HN)", "Triplet-HN")
+                            for s in range(3)])
+    eq = same_config(profile_for("default", "synthetic"))
+    assert eq("unified", "γ=∞ (Triplet-HN)", "Triplet-HN") and not eq("ladder", "manual β₂=0", "VSE++")
+    diffs = null_pair_diffs({"ladder": ladder, "unified": unified}, "synthetic", configs_equal=eq)
+    assert diffs == {("synthetic", "rsum"): [[-1.0, 4.0, -1.0]]}          # the shared-run pair is skipped
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    b1 = ledger_io.collect(tmp_path, null_pair_diffs=diffs).query(
+        "id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    ss = ((np.array([60.0, 55.0, 62.0]) - 59.0) ** 2).sum() + (1 + 16 + 1)    # contrast ss (df 2) + null ss (df 3)
+    assert b1["noise_floor"] == pytest.approx(2 * math.sqrt(ss / 5))
+    assert "## Noise floors" in (tmp_path / "claims.md").read_text()
+
+
+def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_path):
+    row = {**_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]), "collapsed": True,
+           "collapse_reason": "Triplet-HN: gap 0.001"}
+    _write(tmp_path, "bcls", "synthetic", [row])
+    b1 = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    assert b1["verdict"] == "not testable" and "gap 0.001" in b1["reason"]
+    _write(tmp_path, "bcls", "synthetic", [{**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}])
+    with pytest.raises(ValueError, match="not the registry's primary"):
+        ledger_io.collect(tmp_path)
