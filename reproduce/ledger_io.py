@@ -314,9 +314,11 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, null_
     when no notebook row is the registry's primary contrast). Extra keyword arguments are accepted
     for the driver (e.g. stale-file marking) and ignored here."""
     results_dir = Path(results_dir)
-    df = build_ledger(_read_notebook_rows(results_dir), collapsed=collapsed, null_pair_diffs=null_pair_diffs)
+    rows = _read_notebook_rows(results_dir)
+    df = build_ledger(rows, collapsed=collapsed, null_pair_diffs=null_pair_diffs)
+    health_known = collapsed is not None or any("collapsed" in r for r in rows)
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
-    atomic_write_text(results_dir / "claims.md", markdown(df))
+    atomic_write_text(results_dir / "claims.md", markdown(df, health_known=health_known))
     return df
 
 
@@ -371,10 +373,15 @@ def legend_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(df: pd.DataFrame) -> str:
+NO_HEALTH = ("**Training health was not evaluated for this ledger** (no collapse information reached it): "
+             "a verdict whose arm collapsed (issue 14: e.g. Triplet-HN on Flickr8k, ladder and SAM on the synthetic "
+             "world) reads as a method effect here but would be `not testable` — read such rows as provisional.")
+
+
+def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
     out = ["# Claims ledger", "",
            "One primary row decides a claim per data set; every column and the unadjusted values are in "
-           "`claims.csv`. Legend at the end.", "", "## Primary rows", "",
+           "`claims.csv`. Legend at the end.", *([] if health_known else ["", NO_HEALTH]), "", "## Primary rows", "",
            "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
            "ratio | verdict |", "|---|---|---|---|---|---|---|---|"]
     for r in df[df["role"] == "primary"].to_dict("records"):

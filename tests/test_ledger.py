@@ -373,3 +373,11 @@ def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_pa
     _write(tmp_path, "bcls", "synthetic", [{**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}])
     with pytest.raises(ValueError, match="not the registry's primary"):
         ledger_io.collect(tmp_path)
+
+
+def test_ledger_says_when_training_health_was_not_evaluated(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    ledger_io.collect(tmp_path)
+    assert "Training health was not evaluated" in (tmp_path / "claims.md").read_text()
+    ledger_io.collect(tmp_path, collapsed={})
+    assert "Training health was not evaluated" not in (tmp_path / "claims.md").read_text()
