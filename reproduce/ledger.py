@@ -365,10 +365,13 @@ class ClaimResult:
     tolerance: float | None = None
     notebook: str = ""
     note: str = ""
+    role: str = ""      # "exploratory" for a row added after seeing results; the registry decides primary
 
     def row(self) -> dict:
         v, m, lo, hi = verdict(self.kind, self.effects, self.tolerance)
         d = asdict(self)
         eff = d.pop("effects")
+        if not d["role"]:
+            d.pop("role")
         return {**d, "n_seeds": len(self.effects), "effect": m, "ci_low": lo, "ci_high": hi, "verdict": v,
                 "seed_effects": ";".join(repr(float(x)) for x in eff)}

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from . import claims as registry
-from .ledger import (ALPHA, LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, ClaimResult, Estimate, adjusted_level, decide,
+from .ledger import (LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, Estimate, adjusted_level, decide,
                      estimate, estimate_from_interval, holm, pooled_sd, threshold, NOISE_K)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +45,16 @@ COLUMNS = ["id", "paper", "role", "dataset", "statement", "metric", "unit", "dir
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
-def write_claims(claims: list[ClaimResult], results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
-    """Write a notebook's claim rows (per-seed effects included) and return them. The verdict column
-    is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
-    df = pd.DataFrame([c.row() for c in claims], columns=NOTEBOOK_COLUMNS)
+EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "n_boot", "collapsed", "collapse_reason"]
+
+
+def write_claims(claims: list, results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
+    """Write a notebook's claim rows and return them: :class:`~reproduce.ledger.ClaimResult` objects (per-seed
+    effects included) and/or rows of :func:`reproduce.claim_rows.primary_row` (dicts, role "primary").
+    The verdict column is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
+    rows = [c if isinstance(c, dict) else c.row() for c in claims]
+    extra = [k for k in EXTRA_NOTEBOOK_COLUMNS if any(k in r for r in rows)]
+    df = pd.DataFrame(rows, columns=NOTEBOOK_COLUMNS + extra)
     out = Path(results_dir) / paper / f"claims_{data}.csv"
     atomic_write_text(out, df.to_csv(index=False))
     return df
@@ -86,7 +92,8 @@ def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None
     eff = _seed_effects(row)
     if eff is not None:
         eff = [sign * e for e in eff]
-        return estimate(eff), eff
+        qv = _f(row.get("query_var"))
+        return estimate(eff, qv if np.isfinite(qv) else 0.0), eff
     n = int(_f(row.get("n_seeds")) or 0) if np.isfinite(_f(row.get("n_seeds"))) else 0
     lo, hi = _f(row.get("ci_low")), _f(row.get("ci_high"))
     if sign < 0:
@@ -131,7 +138,11 @@ def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool
     flag = row.get("collapsed")
     if isinstance(flag, str):
         flag = flag.strip().lower() in ("true", "1", "yes")
-    if flag is True or (isinstance(flag, (int, float)) and not isinstance(flag, bool) and flag == 1):
+    elif isinstance(flag, (bool, np.bool_, int, np.integer)) or (isinstance(flag, float) and np.isfinite(flag)):
+        flag = bool(flag)
+    else:
+        flag = False
+    if flag:
         return True, str(row.get("collapse_reason") or "collapsed arm")
     if collapsed and c is not None and c.primary.measure == "arms":
         for arm in (c.primary.arm_a, c.primary.arm_b):
@@ -155,17 +166,26 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
     seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
     datasets = list(dict.fromkeys([*datasets, *seen_data]))
     out, primaries = [], {}
+    declared = {(r.get("id"), r.get("dataset")) for r in nb_rows if str(r.get("role", "")) == "primary"}
     for r in nb_rows:
         cid, data = r.get("id"), r.get("dataset")
         c = registry.CLAIMS.get(cid)
-        is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
+        if (cid, data) in declared:      # a row computed by claim id (reproduce.claim_rows) is THE primary
+            is_primary = str(r.get("role", "")) == "primary"
+            if is_primary and (c is None or r.get("statement") != c.primary.statement):
+                raise ValueError(f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
+                                 f"primary contrast ({r.get('statement')!r}); write it with "
+                                 f"reproduce.claim_rows.primary_row")
+        else:
+            is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
         if is_primary:
             if (cid, data) in primaries:
                 raise ValueError(f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
                                  f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
                                  f"legacy matcher in reproduce/claims.py specific")
             primaries[(cid, data)] = r.get("statement")
-        sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary else 1
+        sign = (int(c.primary.legacy_for(data).get("sign") or 1)
+                if is_primary and str(r.get("role", "")) != "primary" else 1)
         est, eff = row_estimate(r, sign)
         kind = str(r.get("kind")) if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity") else "direction"
         prim = c.primary if is_primary else None
@@ -180,7 +200,8 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
             "kind": prim.kind if prim else kind,
             "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
             "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
-            "n_seeds": est.n, "n_boot": 0, "_est": est, "_eff": eff,
+            "n_seeds": est.n, "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
+            "_est": est, "_eff": eff,
             "_mkey": (str(prim.metric_for(data)) if prim and prim.measure == "arms" else
                       (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)),
             "_collapsed": is_col, "_why": why,
@@ -299,9 +320,11 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, null_
     when no notebook row is the registry's primary contrast). ``stale``: {claim file: reason} of files
     no current execution wrote; their rows are marked ``STALE`` in the note column."""
     results_dir = Path(results_dir)
-    df = build_ledger(_read_notebook_rows(results_dir, stale), collapsed=collapsed, null_pair_diffs=null_pair_diffs)
+    rows = _read_notebook_rows(results_dir, stale)
+    df = build_ledger(rows, collapsed=collapsed, null_pair_diffs=null_pair_diffs)
+    health_known = collapsed is not None or any("collapsed" in r for r in rows)
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
-    atomic_write_text(results_dir / "claims.md", markdown(df))
+    atomic_write_text(results_dir / "claims.md", markdown(df, health_known=health_known))
     return df
 
 
@@ -334,6 +357,20 @@ def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
 
 
+def noise_floor_markdown(df: pd.DataFrame) -> str:
+    """The noise floor of every metric and data set that has one (rule in :mod:`reproduce.ledger`)."""
+    nf = df[np.isfinite(pd.to_numeric(df["noise_floor"], errors="coerce"))]
+    if not len(nf):
+        return ""
+    key = nf["metric"].map(lambda m: metric_key(m) or m)
+    t = nf.assign(_k=key).drop_duplicates(["dataset", "_k"]).sort_values(["dataset", "_k"])
+    lines = ["## Noise floors", "", f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
+             "(same metric, same data set; from every contrast's seed spread and the declared null pairs).", "",
+             "| data | metric | noise floor |", "|---|---|---|"]
+    lines += [f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} |" for r in t.to_dict("records")]
+    return "\n".join(lines) + "\n\n"
+
+
 def legend_markdown() -> str:
     lines = ["## Legend", "", f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
              "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
@@ -342,10 +379,15 @@ def legend_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(df: pd.DataFrame) -> str:
+NO_HEALTH = ("**Training health was not evaluated for this ledger** (no collapse information reached it): "
+             "a verdict whose arm collapsed (issue 14: e.g. Triplet-HN on Flickr8k, ladder and SAM on the synthetic "
+             "world) reads as a method effect here but would be `not testable` — read such rows as provisional.")
+
+
+def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
     out = ["# Claims ledger", "",
            "One primary row decides a claim per data set; every column and the unadjusted values are in "
-           "`claims.csv`. Legend at the end.", "", "## Primary rows", "",
+           "`claims.csv`. Legend at the end.", *([] if health_known else ["", NO_HEALTH]), "", "## Primary rows", "",
            "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
            "ratio | verdict |", "|---|---|---|---|---|---|---|---|"]
     for r in df[df["role"] == "primary"].to_dict("records"):
@@ -364,7 +406,7 @@ def markdown(df: pd.DataFrame) -> str:
         for r in sub.to_dict("records"):
             out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
                        f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |")
-    return "\n".join(out) + "\n\n" + legend_markdown()
+    return "\n".join(out) + "\n\n" + noise_floor_markdown(df) + legend_markdown()
 
 
 def primary_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -287,3 +287,97 @@ def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_pa
     assert second["last_training_invocation"] == first["last_training_invocation"]
     write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2, runs_trained=0)   # other profile: not carried
     assert "last_training_invocation" not in json.loads((tmp_path / "manifest.json").read_text())
+
+
+# --- primary rows computed by claim id from the runs ---------------------------------------------------
+def _fake_runs():
+    """Two arms × 3 seeds with per-query data whose RSUM equals the results' RSUM."""
+    rows, pq = [], {"Triplet-SN": [], "Triplet-HN": []}
+    for s in range(3):
+        for arm, noise in (("Triplet-SN", 0.8), ("Triplet-HN", 1.3)):
+            q = per_query_recall(*_embeddings(np.random.default_rng(100 + s), noise=noise))
+            pq[arm].append(q)
+            rows.append({"arm": arm, "seed": s, "rsum": rsum_of(q)})
+    return pd.DataFrame(rows), pq
+
+
+def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
+    from reproduce.claim_rows import primary_row
+    df, pq = _fake_runs()
+    row = primary_row("B1", "synthetic", df, per_query=pq, n_boot=300)
+    by_seed = df.pivot(index="seed", columns="arm", values="rsum")
+    expected = (by_seed["Triplet-SN"] - by_seed["Triplet-HN"]).tolist()
+    assert [float(x) for x in row["seed_effects"].split(";")] == pytest.approx(expected)
+    assert row["role"] == "primary" and row["n_boot"] == 300 and row["query_var"] > 0
+    seed_only = primary_row("B1", "synthetic", df)
+    assert seed_only["query_var"] == 0 and seed_only["n_boot"] == 0
+    # a secondary row that would match the legacy matcher stays secondary next to a declared primary
+    legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
+    ledger_io.write_claims([row, ClaimResult(**{k: legacy[k] for k in ("id", "paper", "source", "statement", "metric",
+                                                                           "dataset", "arms")},
+                                             effects=[1.0, 2.0, 3.0])], tmp_path, "bcls", "synthetic")
+    out = ledger_io.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic'")
+    prim, sec = out[out["role"] == "primary"].iloc[0], out[out["role"] == "secondary"]
+    assert prim["n_boot"] == 300 and prim["effect"] == pytest.approx(np.mean(expected)) and len(sec) == 1
+    wider = estimate(expected, row["query_var"]).interval(0.95)
+    assert prim["ci95_high"] - prim["ci95_low"] == pytest.approx(wider[1] - wider[0])
+    with pytest.raises(ValueError, match="measured in the notebook"):
+        primary_row("B7", "synthetic", df)
+    with pytest.raises(KeyError, match="metric column"):
+        primary_row("B4", "synthetic", df)
+
+
+def test_collapsed_arms_from_cached_records():
+    from types import SimpleNamespace
+
+    from reproduce.claim_rows import collapsed_arms
+
+    class Cache:
+        def load(self, cfg):
+            return SimpleNamespace(record={"seed": cfg.seed})
+
+    arm = SimpleNamespace(name="Triplet-HN", configs=lambda prof: [SimpleNamespace(seed=0), SimpleNamespace(seed=1)])
+    other = SimpleNamespace(name="Triplet-SN", configs=lambda prof: [SimpleNamespace(seed=0)])
+    study = SimpleNamespace(data="flickr8k", profile=None, cache=Cache(),
+                            arms=lambda paper: [arm, other] if paper == "bcls" else [])
+    out = collapsed_arms(study, is_collapsed=lambda rec: (rec["seed"] == 1, "gap 0.0004 < 0.01"))
+    assert out == {("flickr8k", "Triplet-HN"): "seed 1: gap 0.0004 < 0.01"}
+
+
+def test_null_pairs_enter_the_noise_floor(tmp_path):
+    from reproduce.claim_rows import null_pair_diffs, same_config
+    from reproduce.study import profile_for
+    ladder = pd.DataFrame([{"arm": arm, "seed": s, "rsum": v} for arm, vals in
+                           (("manual β₂=0", [100.0, 104.0, 98.0]), ("VSE++", [101.0, 100.0, 99.0]))
+                           for s, v in enumerate(vals)])
+    unified = pd.DataFrame([{"arm": arm, "seed": s, "rsum": 50.0} for arm in ("γ=∞ (Triplet-HN)", "Triplet-HN")
+                            for s in range(3)])
+    eq = same_config(profile_for("default", "synthetic"))
+    assert eq("unified", "γ=∞ (Triplet-HN)", "Triplet-HN") and not eq("ladder", "manual β₂=0", "VSE++")
+    diffs = null_pair_diffs({"ladder": ladder, "unified": unified}, "synthetic", configs_equal=eq)
+    assert diffs == {("synthetic", "rsum"): [[-1.0, 4.0, -1.0]]}          # the shared-run pair is skipped
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    b1 = ledger_io.collect(tmp_path, null_pair_diffs=diffs).query(
+        "id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    ss = ((np.array([60.0, 55.0, 62.0]) - 59.0) ** 2).sum() + (1 + 16 + 1)    # contrast ss (df 2) + null ss (df 3)
+    assert b1["noise_floor"] == pytest.approx(2 * math.sqrt(ss / 5))
+    assert "## Noise floors" in (tmp_path / "claims.md").read_text()
+
+
+def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_path):
+    row = {**_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]), "collapsed": True,
+           "collapse_reason": "Triplet-HN: gap 0.001"}
+    _write(tmp_path, "bcls", "synthetic", [row])
+    b1 = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    assert b1["verdict"] == "not testable" and "gap 0.001" in b1["reason"]
+    _write(tmp_path, "bcls", "synthetic", [{**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}])
+    with pytest.raises(ValueError, match="not the registry's primary"):
+        ledger_io.collect(tmp_path)
+
+
+def test_ledger_says_when_training_health_was_not_evaluated(tmp_path):
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
+    ledger_io.collect(tmp_path)
+    assert "Training health was not evaluated" in (tmp_path / "claims.md").read_text()
+    ledger_io.collect(tmp_path, collapsed={})
+    assert "Training health was not evaluated" not in (tmp_path / "claims.md").read_text()

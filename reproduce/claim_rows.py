@@ -1,0 +1,145 @@
+"""A claim's primary row computed from the runs, by claim id (what the notebooks call next round).
+
+    from reproduce.claim_rows import primary_row, per_query_of, collapsed_arms
+    df = st.results("bcls")
+    pq = {arm: per_query_of(st, "bcls", arm) for arm in ("Triplet-SN", "Triplet-HN")}
+    row = primary_row("B1", "synthetic", df, per_query=pq)     # → a claim-file row, role "primary"
+
+The contrast (arms, metric, direction) comes from :mod:`reproduce.claims`; the notebook never
+retypes it. For RSUM with per-query data the row carries the variance of a paired bootstrap over
+test queries (``query_var``, ``n_boot``), which the ledger adds to the seed variance
+(:mod:`reproduce.ledger`). A row written this way is the claim's primary row in
+:func:`reproduce.ledger_io.collect` (``role == "primary"``), whatever other rows match.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import claims as registry
+from .ledger import N_BOOT, NOTEBOOK_COLUMNS, paired_bootstrap, per_query_recall, verdict
+
+
+def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
+    names = arm if isinstance(arm, tuple) else (arm,)
+    cols = list(metric) if isinstance(metric, tuple) else [metric]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"metric column(s) {missing} not in the results; have {sorted(df.columns)}")
+    parts = []
+    for n in names:
+        sub = df[df["arm"] == n]
+        if not len(sub):
+            raise KeyError(f"arm {n!r} has no runs in the results (arms: {sorted(df['arm'].unique())})")
+        parts.append(sub.set_index("seed")[cols].mean(axis=1))
+    return pd.concat(parts, axis=1).dropna().mean(axis=1)
+
+
+def primary_row(cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None,
+                n_boot: int = N_BOOT) -> dict:
+    """The claim's primary row on ``dataset`` from ``Study.results(paper)`` (one row per arm and seed).
+
+    ``per_query`` — ``{arm name: [per_query_recall(...) per seed, in seed order]}`` for both arms of an
+    RSUM contrast; with it the row's uncertainty includes the paired bootstrap over test queries."""
+    c = registry.claim(cid)
+    p = c.primary
+    if p.measure != "arms":
+        raise ValueError(f"{cid}: its primary contrast is measured in the notebook ({p.statement!r}), "
+                         "not as a difference of two arms")
+    metric = p.metric_for(dataset)
+    a, b = _metric_per_seed(results, p.arm_a, metric), _metric_per_seed(results, p.arm_b, metric)
+    seeds = sorted(set(a.index) & set(b.index))
+    effects = [float(a[s] - b[s]) for s in seeds]
+    query_var, boot = 0.0, 0
+    if (per_query and metric == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple)
+            and p.arm_a in per_query and p.arm_b in per_query):
+        est = paired_bootstrap(per_query[p.arm_a], per_query[p.arm_b], n_boot=n_boot)
+        if not np.allclose(est.effect, np.mean(effects), atol=1e-6 * max(1.0, abs(est.effect))):
+            raise ValueError(f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
+                             f"records ({np.mean(effects):.4f}); the per-query data are not those of these runs")
+        query_var, boot = est.query_var, n_boot
+    v, m, lo, hi = verdict(p.kind, effects, p.tolerance)
+    leg = p.legacy_for(dataset)
+    row = {"id": cid, "paper": c.paper, "source": c.source, "statement": p.statement,
+           "metric": leg.get("metric") or p.metric_label(dataset), "dataset": dataset,
+           "arms": leg.get("arms") or p.arms_label(), "n_seeds": len(effects), "effect": m, "ci_low": lo,
+           "ci_high": hi, "tolerance": p.tolerance, "kind": p.kind, "verdict": v, "notebook": c.notebook,
+           "note": "", "seed_effects": ";".join(repr(float(x)) for x in effects)}
+    if leg.get("sign") == -1:       # the legacy text is stated the other way round: keep the registry's arms
+        row["arms"] = p.arms_label()
+        row["metric"] = p.metric_label(dataset)
+    missing = set(NOTEBOOK_COLUMNS) - set(row)
+    if missing:
+        raise AssertionError(f"primary_row lacks claim-file columns {sorted(missing)}")
+    return {**row, "role": "primary", "query_var": query_var, "n_boot": boot}
+
+
+def per_query_of(study, paper: str, arm: str) -> list[dict]:
+    """Per-seed :func:`~reproduce.ledger.per_query_recall` of one arm from the runs' stored test
+    embeddings (``RunResult.arrays['test_img'|'test_cap']``), in seed order."""
+    splits = study.splits()
+    ioc = splits.test.image_of_caption
+    out = []
+    for a, cfg, res in study._runs(paper, None):
+        if a.name != arm:
+            continue
+        if "test_img" not in res.arrays or "test_cap" not in res.arrays:
+            raise KeyError(f"run of {arm!r} seed {cfg.seed} has no stored test embeddings")
+        out.append((cfg.seed, per_query_recall(res.arrays["test_img"], res.arrays["test_cap"], ioc)))
+    return [pq for _, pq in sorted(out, key=lambda t: t[0])]
+
+
+def collapsed_arms(study, is_collapsed=None) -> dict:
+    """``{(data set, arm name): reason}`` for every arm of a primary contrast with a collapsed run
+    (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
+    only — nothing is trained. Pass the result to :func:`reproduce.ledger_io.collect`."""
+    if is_collapsed is None:
+        from coherent_itr.health import is_collapsed   # written by the "engine" helper (contract in the brief)
+    out = {}
+    for c in registry.CLAIMS.values():
+        p = c.primary
+        if p.measure != "arms":
+            continue
+        names = {n for arm in (p.arm_a, p.arm_b) for n in (arm if isinstance(arm, tuple) else (arm,))}
+        for arm in study.arms(p.paper):
+            if arm.name not in names or (study.data, arm.name) in out:
+                continue
+            for cfg in arm.configs(study.profile):
+                res = study.cache.load(cfg)
+                if res is None:
+                    continue
+                bad, reason = is_collapsed(res.record)
+                if bad:
+                    out[(study.data, arm.name)] = f"seed {cfg.seed}: {reason}"
+                    break
+    return out
+
+
+def null_pair_diffs(results_by_paper: dict, dataset: str, metrics=("rsum",), configs_equal=None) -> dict:
+    """``{(dataset, metric): [per-seed differences of each null pair]}`` for
+    :data:`reproduce.claims.NULL_PAIRS` (arms identical in expectation), from ``Study.results(paper)``
+    frames keyed by paper; pass it to :func:`reproduce.ledger_io.collect` (``null_pair_diffs=``).
+    ``configs_equal(paper, a, b)`` — True when the two arms share one run (then the pair says nothing
+    about noise and is skipped)."""
+    out: dict = {}
+    for paper, a, b in registry.NULL_PAIRS:
+        df = results_by_paper.get(paper)
+        if df is None or configs_equal is not None and configs_equal(paper, a, b):
+            continue
+        for m in metrics:
+            if m not in df.columns or not (df["arm"] == a).any() or not (df["arm"] == b).any():
+                continue
+            x, y = _metric_per_seed(df, a, m), _metric_per_seed(df, b, m)
+            seeds = sorted(set(x.index) & set(y.index))
+            out.setdefault((dataset, m), []).append([float(x[s] - y[s]) for s in seeds])
+    return out
+
+
+def same_config(profile):
+    """``configs_equal`` for :func:`null_pair_diffs` under ``profile`` (arms of :mod:`reproduce.experiments`)."""
+    from . import experiments
+
+    def equal(paper, a, b):
+        arms = {x.name: x for x in experiments.arms(paper, profile)}
+        return [c.key() for c in arms[a].configs(profile)] == [c.key() for c in arms[b].configs(profile)]
+    return equal
