@@ -147,11 +147,13 @@ def ladder_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table1", "Ladder (manual)", "ladder", **SBERT),
         _arm(p, "table1", "Ladder (adaptive)", "adaptive_ladder", **SBERT),
     ]
+    # β₂ = 0.25 is the losses' default (β_i = 1/2^i): spelled as the default so it shares the run of
+    # "Ladder (manual)" / the (2,2) arm of the (L_MIN, L_MAX) sweep
     for b2 in (0.0, 0.25, 0.5):
-        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", {"beta": [1.0, b2]}, **SBERT,
-                         family="Ladder (manual)"))
+        beta = {} if b2 == 0.25 else {"beta": [1.0, b2]}
+        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", beta, **SBERT, family="Ladder (manual)"))
         arms.append(_arm(p, "beta2", f"auto(2,2) β₂={b2:g}", "adaptive_ladder",
-                         {"l_min": 2, "l_max": 2, "beta": [1.0, b2]}, **SBERT, family="Ladder (adaptive)"))
+                         {"l_min": 2, "l_max": 2, **beta}, **SBERT, family="Ladder (adaptive)"))
     arms += [
         _arm(p, "levels", "L=1", "triplet", family="VSE++"),
         _arm(p, "levels", "L=2", "ladder", {"thresholds": [0.40]}, **SBERT, family="Ladder (manual)"),

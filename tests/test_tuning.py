@@ -304,12 +304,15 @@ def test_profile_without_tuning_keeps_the_old_plan():
     assert tuning.tuning_table(prof, "unified", None).empty
 
 
-def test_a_real_run_record_is_read_by_the_tuner(tmp_path):
-    """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads."""
-    from coherent_itr.train import train
-    prof = get_profile("smoke")
-    arm = experiments.arms("unified", prof)[0]
-    cfg = arm.config(prof, 0).replace(epochs=1, max_eval_captions=50)
+def test_a_real_run_record_is_read_by_the_tuner(tmp_path, monkeypatch):
+    """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads; the
+    test evaluation is stubbed out (the tuner never needs it, and it is the slow part)."""
+    from coherent_itr import train as train_mod
+    monkeypatch.setattr(train_mod, "evaluate_embeddings", lambda *a, **k: Poison(), raising=False)
+    train = train_mod.train
+    cfg = config_mod.Config(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=2,
+                            batch_size=32, lr=2e-3, lr_decay_epoch=2, vocab_min_count=1, grad_diagnostics=False)
     res = train(cfg, progress=False, cache_dir=str(tmp_path))
     t = tuning.trial_from_record(res.record, is_collapsed=lambda v: (False, ""))
-    assert t["lr"] == cfg.lr and t["best_epoch"] == 1 and math.isfinite(t["val_rsum"])
+    assert t["lr"] == cfg.lr and t["best_epoch"] in (1, 2) and math.isfinite(t["val_rsum"])
+    assert t["val_rsum"] == max(h["val_rsum"] for h in res.record["history"])
