@@ -53,7 +53,7 @@ class Arm:
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
         cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides,
                "seed": seed}
-        frac = cfg.get("train_fraction", 1.0)
+        frac = self.overrides.get("train_fraction", 1.0)      # the arm's own fraction (not a profile's subset)
         if frac < 1.0 and "epochs" not in self.overrides:      # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
         if "seed" in losses.parameters(cfg["loss"]):

@@ -101,6 +101,14 @@ def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof, proto
                 assert c.early_stop_patience == math.ceil(p / frac - 1e-9)
 
 
+def test_a_profile_wide_data_subset_is_not_an_s1_arm():
+    # smoke on Flickr8k trains every arm on 10% of the images (a code-path check): no ×10 epochs there
+    prof = profile_for("smoke", "flickr8k")
+    assert prof.model["train_fraction"] == 0.1
+    vsepp = experiments.arms("overview", prof)[0].configs(prof)[0]
+    assert vsepp.epochs == prof.model["epochs"] and vsepp.train_fraction == 0.1
+
+
 def test_epochs_for_fraction_caps_and_validates():
     prof = dataclasses.replace(get_profile("default"), reduced_data_epoch_cap=30)
     assert profiles.epochs_for_fraction(prof, 0.1) == (30, 10)
