@@ -4,6 +4,13 @@ An :class:`Arm` is a named set of :class:`~coherent_itr.config.Config` overrides
 data, model size, epochs and seeds. Two notebooks asking for the same arm (or two arms with the
 same settings) share one run: :func:`plan` deduplicates by config.
 
+Each paper's *main comparison* (:data:`MAIN_GROUPS`) is tuned on the validation split
+(:mod:`reproduce.tuning`); every other arm uses its family's tuned lr / warm-up. Arms added for the fair
+protocol (issue 14): VSE++ with and without warm-up (overview "warmup"), SAM as written (``sam``) and as
+coded (``sam_authors``) for S1–S3, the ladder at θ calibrated to the relevance model beside the literal
+θ = 0.40 (``ladder_calibrated_arms``), S1's reduced-data arms at the full-data arm's number of updates,
+and ≥ 4 points for every trend/peak sweep.
+
 Pseudo labels per family follow the papers: Sentence-BERT cosine in [−1, 1] of the paired
 caption for BCLS and the ladder; its (1 + s)/2 mapping for the listwise loss; CIDEr-D against the
 anchor image's 5 references (candidate included, as the SAM code) for SAM.
