@@ -4,6 +4,13 @@ An :class:`Arm` is a named set of :class:`~coherent_itr.config.Config` overrides
 data, model size, epochs and seeds. Two notebooks asking for the same arm (or two arms with the
 same settings) share one run: :func:`plan` deduplicates by config.
 
+Each paper's *main comparison* (:data:`MAIN_GROUPS`) is tuned on the validation split
+(:mod:`reproduce.tuning`); every other arm uses its family's tuned lr / warm-up. Arms added for the fair
+protocol (issue 14): VSE++ with and without warm-up (overview "warmup"), SAM as written (``sam``) and as
+coded (``sam_authors``) for S1–S3, the ladder at θ calibrated to the relevance model beside the literal
+θ = 0.40 (``ladder_calibrated_arms``), S1's reduced-data arms at the full-data arm's number of updates,
+and ≥ 4 points for every trend/peak sweep.
+
 Pseudo labels per family follow the papers: Sentence-BERT cosine in [−1, 1] of the paired
 caption for BCLS and the ladder; its (1 + s)/2 mapping for the listwise loss; CIDEr-D against the
 anchor image's 5 references (candidate included, as the SAM code) for SAM.
@@ -53,7 +60,7 @@ class Arm:
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
         cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides,
                "seed": seed}
-        frac = cfg.get("train_fraction", 1.0)
+        frac = self.overrides.get("train_fraction", 1.0)      # the arm's own fraction (not a profile's subset)
         if frac < 1.0 and "epochs" not in self.overrides:      # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
         if "seed" in losses.parameters(cfg["loss"]):
@@ -147,11 +154,13 @@ def ladder_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table1", "Ladder (manual)", "ladder", **SBERT),
         _arm(p, "table1", "Ladder (adaptive)", "adaptive_ladder", **SBERT),
     ]
+    # β₂ = 0.25 is the losses' default (β_i = 1/2^i): spelled as the default so it shares the run of
+    # "Ladder (manual)" / the (2,2) arm of the (L_MIN, L_MAX) sweep
     for b2 in (0.0, 0.25, 0.5):
-        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", {"beta": [1.0, b2]}, **SBERT,
-                         family="Ladder (manual)"))
+        beta = {} if b2 == 0.25 else {"beta": [1.0, b2]}
+        arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", beta, **SBERT, family="Ladder (manual)"))
         arms.append(_arm(p, "beta2", f"auto(2,2) β₂={b2:g}", "adaptive_ladder",
-                         {"l_min": 2, "l_max": 2, "beta": [1.0, b2]}, **SBERT, family="Ladder (adaptive)"))
+                         {"l_min": 2, "l_max": 2, **beta}, **SBERT, family="Ladder (adaptive)"))
     arms += [
         _arm(p, "levels", "L=1", "triplet", family="VSE++"),
         _arm(p, "levels", "L=2", "ladder", {"thresholds": [0.40]}, **SBERT, family="Ladder (manual)"),

@@ -265,11 +265,12 @@ def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
     return list(seen.values())
 
 
-def run_protocol(profile: Profile, papers, cache, executor, before_training=None) -> list[Config]:
+def run_protocol(profile: Profile, papers, cache, executor, before_training=None, failures=None) -> list[Config]:
     """Both phases for the driver: train the tuning runs that are not cached through ``executor``
     (``executor.run(configs, cache) -> failures``; ``before_training(todo)`` first, e.g. data preparation),
     then return the final configs (the chosen seed-0 runs are already cached; the caller trains the rest).
-    Failed tuning runs count as failed trials (never chosen over a healthy one) and are reported."""
+    Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
+    appended to ``failures`` (a list) when given, so the driver can exit non-zero."""
     tune = tuning_configs(profile, papers)
     todo = [c for c in tune if not cache.has(c)]
     failed: set[str] = set()
@@ -279,6 +280,8 @@ def run_protocol(profile: Profile, papers, cache, executor, before_training=None
         for f in executor.run(todo, cache):
             failed.add(Config.from_dict(f.config).key())
             warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
+            if failures is not None:
+                failures.append(f)
     return tuned_plan(profile, papers, cache, failed_keys=failed)
 
 
@@ -321,5 +324,12 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
                f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
                "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up.\n\n" if g else
                "No tuning in this profile.\n\n"))
-    (out / "tuning_summary.md").write_text(head + (df.to_markdown(index=False) if len(df) else "") + "\n")
+    fam = family_table(profile, papers)
+    sweeps = fam[~fam["main"]].drop(columns=["main"])
+    body = (df.to_markdown(index=False) if len(df) else "") + "\n"
+    if g and len(sweeps):
+        body += ("\n## Families: the main arm whose tuned setting each other arm uses\n\n"
+                 "(`fixed`: a setting field the arm fixes itself, e.g. the warm-up sensitivity rows)\n\n"
+                 + sweeps.to_markdown(index=False) + "\n")
+    (out / "tuning_summary.md").write_text(head + body)
     return df

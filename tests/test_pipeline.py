@@ -1,7 +1,6 @@
 """The reproduce pipeline: planning, resume after an interrupt, failure reporting, Ray."""
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -32,14 +31,6 @@ def test_plan_deduplicates_shared_runs():
     # the Triplet-HN baseline is asked for by several papers and planned once
     hn = [c for c in planned if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
     assert len(hn) == len(prof.seeds)
-
-
-def test_thinned_sweep_keeps_ends_and_default():
-    prof = dataclasses.replace(get_profile("default"), thin_sweeps=True)
-    assert prof.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)) == [0.0, 0.2, 0.4]
-    assert prof.thin((3.0, 5.0, 10.0), keep=(3.0,)) == [3.0, 10.0]
-    assert prof.thin((1, 2)) == [1, 2]
-    assert dataclasses.replace(prof, thin_sweeps=False).thin((1, 2, 3, 4)) == [1, 2, 3, 4]
 
 
 def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
@@ -149,19 +140,6 @@ def test_claim_verdict_summarises_rows():
     assert claim_verdict(["not reproduced", "inconclusive"]) == "not reproduced"
     assert claim_verdict(["reproduced", "not reproduced"]) == "mixed"
     assert claim_verdict(["inconclusive"]) == "inconclusive"
-
-
-def test_flickr8k_default_runs_sweeps_with_one_seed_and_main_arms_with_all():
-    from reproduce.study import profile_for
-    syn, f8k = profile_for("default", "synthetic"), profile_for("default", "flickr8k")
-    assert syn.sweep_seeds is None and f8k.sweep_seeds == (0,)
-    alpha = [a for a in experiments.arms("bcls", f8k) if a.group == "alpha" and a.name == "α=0"][0]
-    assert [c.seed for c in alpha.configs(f8k)] == [0]
-    assert [c.seed for c in alpha.configs(syn)] == [0, 1, 2]
-    main = experiments.arms("overview", f8k)[0]
-    assert [c.seed for c in main.configs(f8k)] == [0, 1, 2]
-    assert {c.data for c in experiments.plan(f8k)} == {"flickr8k"}
-    assert len(experiments.plan(f8k)) < len(experiments.plan(syn))
 
 
 def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkeypatch):

@@ -1,0 +1,220 @@
+"""The study's arms and profiles against the papers' statements (issue 14 items 2, 5–8; issue 16 item 3)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import pytest
+
+from coherent_itr import config as config_mod
+from reproduce import experiments, profiles, tuning
+from reproduce.profiles import get_profile
+from reproduce.study import profile_for
+
+
+@pytest.fixture
+def protocol_config(monkeypatch):
+    """Config with the contract fields (see tests/test_tuning.py)."""
+    fields = {f.name for f in dataclasses.fields(config_mod.Config)}
+    if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
+        @dataclasses.dataclass(frozen=True)
+        class ContractConfig(config_mod.Config):
+            warmup_epochs: int = 0
+            early_stop_patience: int = 0
+            grad_diag_every: int = 0
+        monkeypatch.setattr(experiments, "Config", ContractConfig)
+        monkeypatch.setattr(tuning, "Config", ContractConfig)
+        return ContractConfig
+    return config_mod.Config
+
+
+def both(profile="default"):
+    return [profile_for(profile, d) for d in ("synthetic", "flickr8k")]
+
+
+def names(paper, prof, group):
+    return [a.name for a in experiments.arms(paper, prof) if a.group == group]
+
+
+def test_thinned_sweep_keeps_ends_default_and_at_least_four_points():
+    prof = get_profile("default")
+    assert prof.thin_sweeps and prof.min_sweep_points == 4
+    assert prof.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)) == [0.0, 0.1, 0.2, 0.4]
+    assert prof.thin((20.0, 40.0, 60.0, 80.0, 100.0), keep=(60.0,)) == [20.0, 40.0, 60.0, 100.0]
+    assert prof.thin((1e-1, 1e-2, 1e-3, 1e-4), keep=(1e-2,)) == [1e-1, 1e-2, 1e-3, 1e-4]
+    eight = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5))
+    kept = prof.thin(eight, keep=((2, 2), (2, 4)))
+    assert kept == [(1, 1), (2, 2), (2, 4), (2, 5)]
+    assert prof.thin((3.0, 5.0, 10.0), keep=(3.0,), min_points=2) == [3.0, 10.0]
+    assert prof.thin((1, 2)) == [1, 2]
+    assert dataclasses.replace(prof, thin_sweeps=False).thin(range(8)) == list(range(8))
+    # spread: 10 values, ends + default at index 2 → the next points fill the largest gaps
+    assert dataclasses.replace(prof, min_sweep_points=5).thin(range(10), keep=(2,)) == [0, 2, 5, 7, 9]
+
+
+@pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
+def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof, protocol_config):
+    """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; 3 seeds each."""
+    assert len(names("bcls", prof, "alpha")) >= 4                                   # B5
+    assert len([n for n in names("bcls", prof, "beta") if n.startswith("β=")]) >= 4  # B6
+    assert len([n for n in names("unified", prof, "gamma") if "∞" not in n]) >= 4   # U5
+    assert len(names("listwise", prof, "tau")) >= 4                                 # N4
+    assert len(names("ladder", prof, "beta2")) == 6                                 # L2: {0, .25, .5} × 2
+    assert names("ladder", prof, "levels") == ["L=1", "L=2", "L=3"]                 # L3
+    for paper, group in [("bcls", "alpha"), ("bcls", "beta"), ("unified", "gamma"), ("listwise", "tau"),
+                         ("ladder", "beta2"), ("ladder", "levels")]:
+        for arm in experiments.arms(paper, prof):
+            if arm.group == group:
+                assert arm.seeds(prof) == (0, 1, 2), (paper, arm.name)
+    for arm in experiments.arms("overview", prof):
+        assert arm.seeds(prof) == (0, 1, 2)
+
+
+def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only(protocol_config):
+    syn, f8k = both()
+    for paper in experiments.PAPERS:
+        for arm in experiments.arms(paper, f8k):
+            want = (0,) if arm.seed_group in profiles.FLICKR8K_SEED0_GROUPS else (0, 1, 2)
+            assert arm.seeds(f8k) == want, arm.name
+            assert arm.seeds(syn) == ((0,) if arm.seed_group in profiles.SYNTHETIC_SEED0_GROUPS else (0, 1, 2))
+    reduced = [a for a in experiments.arms("sam", f8k) if a.overrides.get("train_fraction", 1) < 1]
+    assert reduced and all(a.seeds(f8k) == (0,) for a in reduced)
+    full = [a for a in experiments.arms("sam", f8k) if a.group == "fraction" and a not in reduced]
+    assert len(full) == 3 and all(a.seeds(f8k) == (0, 1, 2) for a in full)
+
+
+@pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
+def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof, protocol_config):
+    e, p = prof.model["epochs"], prof.model["early_stop_patience"]
+    for arm in experiments.arms("sam", prof):
+        frac = arm.overrides.get("train_fraction", 1.0)
+        for c in arm.configs(prof):
+            if frac == 1.0:
+                assert c.epochs == e
+                continue
+            want = min(math.ceil(e / frac - 1e-9), prof.reduced_data_epoch_cap)
+            assert c.epochs == want
+            if want < prof.reduced_data_epoch_cap:
+                assert c.epochs * frac == pytest.approx(e, rel=0.05)   # same number of updates (±rounding)
+            if hasattr(c, "early_stop_patience"):
+                assert c.early_stop_patience == math.ceil(p / frac - 1e-9)
+
+
+def test_a_profile_wide_data_subset_is_not_an_s1_arm():
+    # smoke on Flickr8k trains every arm on 10% of the images (a code-path check): no ×10 epochs there
+    prof = profile_for("smoke", "flickr8k")
+    assert prof.model["train_fraction"] == 0.1
+    vsepp = experiments.arms("overview", prof)[0].configs(prof)[0]
+    assert vsepp.epochs == prof.model["epochs"] and vsepp.train_fraction == 0.1
+
+
+def test_epochs_for_fraction_caps_and_validates():
+    prof = dataclasses.replace(get_profile("default"), reduced_data_epoch_cap=30)
+    assert profiles.epochs_for_fraction(prof, 0.1) == (30, 10)
+    assert profiles.epochs_for_fraction(prof, 0.25) == (16, 4)
+    assert profiles.epochs_for_fraction(prof, 1.0) == (4, 1)
+    with pytest.raises(ValueError, match="fraction"):
+        profiles.epochs_for_fraction(prof, 0.0)
+
+
+@pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
+def test_vsepp_with_and_without_warmup_on_both_data_sets(prof, protocol_config):
+    arms = [a for a in experiments.arms("overview", prof) if a.group == "warmup"]
+    assert {a.overrides["warmup_epochs"] for a in arms} == {0, 1}
+    assert all(a.overrides["loss"] == "triplet" and a.family == "VSE++ (Triplet-HN)" for a in arms)
+    # the arm's own warm-up wins over the tuned one; the tuned lr is taken
+    cfgs = [c for a in arms for c in a.configs(prof, lr=6e-4, warmup_epochs=1)]
+    assert {(c.lr, c.warmup_epochs) for c in cfgs} == {(6e-4, 0), (6e-4, 1)}
+
+
+@pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
+def test_sam_s1_to_s3_on_both_variants(prof):
+    arms = experiments.arms("sam", prof)
+    for loss in ("sam", "sam_authors"):
+        fr = {a.overrides.get("train_fraction", 1.0) for a in arms if a.group == "fraction" and a.overrides["loss"] == loss}
+        assert fr == {0.1, 0.25, 1.0}                                                  # S1, S2
+        grid = [a for a in arms if a.overrides["loss"] == loss and a.group.startswith("grid")]
+        assert {(a.overrides["loss_params"]["sampling"], a.overrides["loss_params"]["keep_triplet"]) for a in grid} \
+            == {(s, k) for s in ("RS", "HN", "SN") for k in (True, False)}               # S3
+        assert {a.overrides["loss_params"]["tau"] for a in grid} == {3.0, 10.0}
+
+
+def test_calibrated_ladder_arms_at_the_profiles_theta_beside_the_literal_one():
+    prof = dataclasses.replace(get_profile("default"), ladder_theta=(0.51, 0.45))
+    arms = {a.name: a for a in experiments.arms("ladder", prof)}
+    main = arms["Ladder (manual, θ=0.510 calibrated)"]
+    assert main.group == "table1" and main.overrides["loss_params"]["thresholds"] == [0.51]
+    assert "Ladder (manual)" in arms                                                   # literal θ = 0.40 kept
+    assert arms["L=3 (θ calibrated)"].overrides["loss_params"]["thresholds"] == [0.51, 0.45]
+    assert {a.overrides["loss_params"]["beta"][1] for a in arms.values() if a.group == "theta_cal_beta2"} == {0.0, 0.5}
+    assert not [a for a in experiments.arms("ladder", get_profile("smoke")) if "calibrated" in a.name]
+
+
+def test_default_profiles_have_calibrated_theta_where_it_differs_from_the_literal_one():
+    syn, f8k = both()
+    for t in profiles.LADDER_THETA_MEASURED.values():
+        assert 0 < t[1] < t[0] < 1
+    assert syn.ladder_theta == profiles.LADDER_THETA_MEASURED["synthetic"]
+    # Flickr8k: the literal (0.40, 0.35) is within 0.02 of the calibrated θs → the literal arms are the calibrated
+    assert f8k.ladder_theta is None
+    assert all(abs(a - b) <= 0.02 for a, b in zip(profiles.LADDER_THETA_MEASURED["flickr8k"], (0.40, 0.35)))
+
+
+def test_profiles_state_the_protocol():
+    d = get_profile("default")
+    assert d.tuning.lr == (2e-4, 6e-4, 2e-3) and d.tuning.warmup_epochs == (0, 1) and d.tuning.seed == 0
+    assert d.model["early_stop_patience"] >= 1 and d.model["epochs"] >= 3
+    smoke = get_profile("smoke")
+    assert len(smoke.tuning.settings(True)) == 1                    # a one-point grid: the code path, fast
+    with pytest.raises(ValueError, match="lr"):
+        profiles.TuningGrid(lr=(0.0,))
+    with pytest.raises(ValueError, match="repeated"):
+        profiles.TuningGrid(lr=(1e-3, 1e-3))
+
+
+def test_make_config_drops_contract_fields_the_library_lacks_with_a_warning():
+    fields = experiments.config_fields()
+    base = dict(data="toy", data_scale="smoke", loss="triplet")
+    if "warmup_epochs" in fields:
+        assert experiments.make_config({**base, "warmup_epochs": 1}).warmup_epochs == 1
+    else:
+        with pytest.warns(RuntimeWarning, match="warmup_epochs"):
+            c = experiments.make_config({**base, "warmup_epochs": 1})
+        assert c.key() == experiments.make_config(dict(base)).key()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            experiments.make_config({**base, "warmup_epochs": 0})            # default value: silent
+
+
+def test_estimate_cost_counts_distinct_tuning_and_final_runs(protocol_config):
+    for data in ("synthetic", "flickr8k"):
+        prof = profile_for("default", data)
+        est = profiles.estimate_cost("default", data)
+        tune = {c.key() for c in tuning.tuning_configs(prof)}
+        final = {c.key() for c in experiments.plan(prof)}
+        assert est["tuning_runs"] == len(tune) and est["runs"] == len(tune | final)
+        assert est["total_min"] > est["train_wall_min"] > 0
+        one = profiles.estimate_cost("default", data, workers=1)
+        assert one["train_wall_min"] == pytest.approx(2 * est["train_wall_min"])
+    with pytest.raises(ValueError, match="data"):
+        profiles.estimate_cost("default", "coco")
+
+
+def test_run_seconds_model():
+    c = config_mod.Config(data="toy", epochs=4)
+    full = profiles.run_seconds(c, "synthetic", speedup=1.0)
+    assert full == pytest.approx(6.5 + 4 * 3.33)
+    tenth = profiles.run_seconds(c.replace(train_fraction=0.1, epochs=40), "synthetic", speedup=1.0)
+    assert tenth == pytest.approx(6.5 + 40 * (0.5 + 0.1 * 2.83))
+
+
+def test_every_planned_config_is_valid_and_main_arms_are_tuned(protocol_config):
+    for prof in both():
+        tune = tuning.tuning_configs(prof)
+        mains = {tuning.tuning_key(a, prof) for p in experiments.PAPERS for a in tuning.main_arms(prof, p)}
+        assert len(tune) == sum(len(tuning.grid(a, prof)) for a in
+                                {tuning.tuning_key(a, prof): a for p in experiments.PAPERS
+                                 for a in tuning.main_arms(prof, p)}.values())
+        # X1's 10 + Kendall alone, Triplet (mean), S-NDCG alone, SAM (authors' code) [+ calibrated ladder]
+        assert len(mains) == 14 + bool(prof.ladder_theta)
