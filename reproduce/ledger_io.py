@@ -41,7 +41,7 @@ COLUMNS = ["id", "paper", "role", "dataset", "statement", "metric", "unit", "dir
            "effect", "ci_low", "ci_high", "p_unadj", "p_adj", "threshold", "noise_floor", "paper_effect", "ratio",
            "verdict", "reason", "notebook",
            # extras: the unadjusted 95% interval, the claim's kind/tolerance, where the paper's number comes from
-           "ci95_low", "ci95_high", "kind", "tolerance", "source", "paper_source", "note"]
+           "ci95_low", "ci95_high", "kind", "tolerance", "source", "paper_source", "note", "health_evaluated"]
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
@@ -323,6 +323,7 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, null_
     rows = _read_notebook_rows(results_dir, stale)
     df = build_ledger(rows, collapsed=collapsed, null_pair_diffs=null_pair_diffs)
     health_known = collapsed is not None or any("collapsed" in r for r in rows)
+    df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
     atomic_write_text(results_dir / "claims.md", markdown(df, health_known=health_known))
     return df
@@ -486,8 +487,9 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
     block = (f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
              f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
              f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
-             f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE}). Secondary rows, the papers' effects, "
-             f"ratios and the legend are in [results/claims.md](results/claims.md)._\n\n"
+             f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}). Secondary rows, the papers' "
+             f"effects, ratios, noise floors and the legend are in [results/claims.md](results/claims.md)._\n\n"
+             + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
              + summary_markdown(df) + END)
     text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
     atomic_write_text(readme, text)
