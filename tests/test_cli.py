@@ -143,7 +143,8 @@ def test_make_lab_command_serves_the_repository_root_as_this_user():
                 break
             except OSError:
                 time.sleep(0.5)
-        assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {proc.stderr.read1(4000) if proc.poll() is not None else ''}"
+        err = proc.stderr.read1(4000) if proc.poll() is not None else ""
+        assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {err}"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
             names = {c["name"] for c in json.loads(r.read())["content"]}
         assert {"notebooks", "results", "README.md"} <= names
