@@ -155,7 +155,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 
 
 def validate(args) -> list[str]:
-    """Every check that needs no heavy import; returns the data sets to run (``UsageError`` if bad)."""
+    """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
     for folder in (paths.cache_dir(create=False), ROOT / PROFILES[args.profile].results_dir):
         problem = paths.writable_problem(folder)
