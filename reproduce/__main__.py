@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,7 +140,10 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
             paths.flickr8k_dir()                  # a typo is caught here, before the data module's imports
             from coherent_itr.data import flickr8k
             root = flickr8k.check_release()
-        except FileNotFoundError as exc:
+            with warnings.catch_warnings():       # skipped captions are reported when the data set loads
+                warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
+                flickr8k.flickr8k_index(root)     # every caption line, split list and image file, in seconds
+        except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
         missing = flickr8k.missing_judgements(root)
         why["flickr8k"] = (f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})"
@@ -151,7 +155,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 
 
 def validate(args) -> list[str]:
-    """Every check that needs no heavy import; returns the data sets to run (``UsageError`` if bad)."""
+    """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
     for folder in (paths.cache_dir(create=False), ROOT / PROFILES[args.profile].results_dir):
         problem = paths.writable_problem(folder)

@@ -113,8 +113,9 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
         pm.execute_notebook(str(nb), str(out), parameters={"profile": profile, "data": data},
                             kernel_name=kernel_name(), cwd=str(NOTEBOOK_DIR), progress_bar=bar, log_output=False)
     except Exception:  # noqa: BLE001 — reported, and the driver exits non-zero
-        atomic_write_json(stamp, {"inputs": key, "status": "failed", "started": started,
-                                  "previous": old if (old or {}).get("status") == "ok" else (old or {}).get("previous")})
+        old = old or {}
+        last_ok = old if old.get("status") == "ok" else old.get("previous")   # what the claim files come from
+        atomic_write_json(stamp, {"inputs": key, "status": "failed", "started": started, "previous": last_ok})
         return traceback.format_exc(limit=3)
     after = _claim_mtimes(results_dir)
     claims = sorted(p for p, m in after.items() if before.get(p) != m)

@@ -24,14 +24,20 @@ def _run(args, env_extra=None, drop=(), timeout=60):
 
 
 def _fake_release(root: Path, judgements=True) -> Path:
+    """A valid three-image release (one image a split, 5 captions each)."""
+    import numpy as np
+    from PIL import Image
+
     from coherent_itr.data import flickr8k as f8
     (root / "images").mkdir(parents=True)
-    (root / f8.TOKEN_FILE).write_text("")
-    for f in f8.SPLIT_FILES.values():
-        (root / f).write_text("")
+    for s, name in (("train", "1_a.jpg"), ("dev", "2_b.jpg"), ("test", "3_c.jpg")):
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(root / "images" / name)
+        (root / f8.SPLIT_FILES[s]).write_text(name + "\n")
+    caps = [f"{n}#{k}\tA caption ." for n in ("1_a.jpg", "2_b.jpg", "3_c.jpg") for k in range(5)]
+    (root / f8.TOKEN_FILE).write_text("\n".join(caps) + "\n")
     if judgements:
-        (root / f8.EXPERT_FILE).write_text("")
-        (root / f8.CROWD_FILE).write_text("")
+        (root / f8.EXPERT_FILE).write_text("3_c.jpg\t3_c.jpg#0\t4\t4\t4\n")
+        (root / f8.CROWD_FILE).write_text("3_c.jpg\t3_c.jpg#1\t1.0\t3\t0\n")
     return root
 
 
@@ -143,7 +149,8 @@ def test_make_lab_command_serves_the_repository_root_as_this_user():
                 break
             except OSError:
                 time.sleep(0.5)
-        assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {proc.stderr.read1(4000) if proc.poll() is not None else ''}"
+        err = proc.stderr.read1(4000) if proc.poll() is not None else ""
+        assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {err}"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
             names = {c["name"] for c in json.loads(r.read())["content"]}
         assert {"notebooks", "results", "README.md"} <= names
@@ -170,3 +177,17 @@ def test_progress_bars_in_executed_notebooks_are_widgets_not_warnings(tmp_path):
     text = json.dumps(outputs)
     assert "TqdmWarning" not in text and "IProgress" not in text
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+
+
+def test_a_bad_line_in_the_release_stops_the_driver_before_any_work(tmp_path):
+    """A caption file with a malformed line is found while checking the inputs (file and line named),
+    not after the runs have been planned and the data set prepared."""
+    from coherent_itr.data import flickr8k as f8
+    rel = _fake_release(tmp_path / "f8k")
+    caps = (rel / f8.TOKEN_FILE).read_text().splitlines()
+    caps[7] = "2_b.jpg#2 no tab here"
+    (rel / f8.TOKEN_FILE).write_text("\n".join(caps) + "\n")
+    r = _run(["-m", "reproduce", "--profile", "smoke", "--data", "flickr8k"], {"FLICKR8K_DIR": str(rel)})
+    assert r.returncode == 2 and r.stdout == ""
+    line, = r.stderr.strip().splitlines()
+    assert "Flickr8k.token.txt: line 8: malformed caption line" in line

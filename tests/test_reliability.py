@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import warnings
@@ -194,7 +193,8 @@ def test_config_rejects(field, value):
 
 def test_train_fraction_must_leave_one_batch_checked_before_training(monkeypatch):
     from reproduce import prepare as prep
-    cfg = Config(data="toy", data_scale="smoke", train_fraction=0.02, batch_size=64)   # 120 images → 2 → 10 captions
+    # 120 toy training images → 2 kept → 10 captions, fewer than a batch of 64
+    cfg = Config(data="toy", data_scale="smoke", train_fraction=0.02, batch_size=64)
     with pytest.raises(ValueError, match=r"keeps 2 of 120 training images \(10 captions an epoch\).*batch_size=64"):
         cfg.check_train_size(120, 5)
     monkeypatch.setattr(prep, "embed_captions", lambda *a, **k: pytest.fail("prepared past a bad fraction"))

@@ -276,7 +276,7 @@ def _stat_fingerprint(images: Path, names: list[str]) -> str:
     """Hash of every image's inode, size, mtime and *ctime*: any write to a file, or an ``os.utime``
     that restores its mtime, changes its ctime, which no user call can set back. Used only to find the
     content fingerprint computed last time without re-reading every image."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"{images.resolve()}\n".encode())
     for nm in names:
         st = (images / nm).stat()
         h.update(f"{nm}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n".encode())
