@@ -39,9 +39,11 @@ outputs (profile smoke: under results/smoke/ instead of results/):
   README.md                     its claims-ledger table is REWRITTEN by profiles default and paper, only when
                                 nothing failed and nothing is stale
 
-run cache: every training run is stored under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}),
-  keyed by its full config and the library source hash; a run already there is never trained again, so
-  a rerun only trains what changed. Notebooks whose inputs did not change are not executed again.
+run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}), two kinds of entries:
+  training entries keyed by the run's config, its thread count and only the code it executes (model, data,
+  train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
+  the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
+  runs, editing a notebook trains nothing. Entries carry checksums verified on every read (--verify-cache).
 
 data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_ENV}=/path/to/the release
   folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
@@ -107,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--rerun-notebooks", action="store_true",
                     help="execute every notebook even if its inputs are unchanged since its last run")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    ap.add_argument("--verify-cache", action="store_true",
+                    help="check the checksum of every cached training and evaluation entry, list the bad ones "
+                         "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing")
     return ap
 
 
@@ -174,6 +179,11 @@ class DataSetPlan:
     profile: object          # reproduce.profiles.Profile with its data set applied
     configs: list
     todo: list
+    papers: list | None = None
+
+    @property
+    def tuned(self) -> bool:
+        return self.profile.tuning is not None
 
     @property
     def results_dir(self) -> Path:
@@ -191,12 +201,19 @@ class Outcome:
 
 
 def plan_data_set(args, data: str, cache) -> DataSetPlan:
-    from . import experiments
+    """The runs of one data set. With a tuning grid (profile ``default``) these are the tuning runs
+    only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
+    from . import experiments, tuning
     from .study import profile_for
     profile = profile_for(args.profile, data)
     papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
-    configs = [] if papers == [] else experiments.plan(profile, papers)
-    return DataSetPlan(data, profile, configs, [c for c in configs if not cache.has(c)])
+    if papers == []:
+        configs = []
+    elif profile.tuning is not None:
+        configs = tuning.tuning_configs(profile, papers)
+    else:
+        configs = experiments.plan(profile, papers)
+    return DataSetPlan(data, profile, configs, [c for c in configs if not cache.has(c)], papers)
 
 
 def announce(args, plans: list[DataSetPlan]) -> None:
@@ -204,7 +221,8 @@ def announce(args, plans: list[DataSetPlan]) -> None:
     print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
-        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} runs planned, {len(p.todo)} to train "
+        what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
+        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train "
               f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
               + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
               + f"; results in {p.results_dir.relative_to(ROOT)}/", flush=True)
@@ -215,30 +233,64 @@ def announce(args, plans: list[DataSetPlan]) -> None:
 def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     """Prepare and train the missing runs of one data set; returns the time its training ended.
 
+    With a tuning grid, the tuning runs train first (:func:`reproduce.tuning.run_protocol`), then the
+    chosen settings with every seed; the tuning summary lands in the data set's results folder.
     Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
     invocation (done / to do over every data set, rate, ETA), open only while runs train so no other
     bar nests under it."""
     from tqdm.auto import tqdm
 
+    from . import tuning
     from .executors import make_executor
     from .prepare import prepare
     d = plan.data
-    if not plan.todo:
-        return time.time()
-    out.timings[f"{d}_prepare_s"] = prepare(plan.todo, not args.no_progress)
+    progress = not args.no_progress
+    executor = make_executor(args.executor, args.workers, progress)
+    prepared = False
+
+    def prepare_once(todo) -> None:
+        nonlocal prepared
+        if todo and not prepared:
+            out.timings[f"{d}_prepare_s"] = prepare(todo, progress)
+            prepared = True
+
+    def train(todo) -> None:
+        bar = tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", unit="run",
+                   disable=not progress)
+        try:
+            failures = executor.run(todo, cache, bar=bar)
+        finally:
+            bar.close()
+        out.runs_done += len(todo)
+        out.runs_trained += len(todo) - len(failures)
+        for f in failures:
+            print(f, file=sys.stderr)
+        out.failed_runs += failures
+
     t = time.perf_counter()
-    bar = tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", unit="run",
-               disable=args.no_progress)
-    try:
-        failures = make_executor(args.executor, args.workers, not args.no_progress).run(plan.todo, cache, bar=bar)
-    finally:
-        bar.close()
-    out.timings[f"{d}_train_s"] = time.perf_counter() - t
-    out.runs_done += len(plan.todo)
-    out.runs_trained += len(plan.todo) - len(failures)
-    for f in failures:
-        print(f, file=sys.stderr)
-    out.failed_runs += failures
+    if plan.tuned:
+        class _Phase:                    # the tuning phase through the same bar and failure list
+            def run(self, todo, cache_):
+                prepare_once(todo)
+                n = len(out.failed_runs)
+                train(todo)
+                return out.failed_runs[n:]
+        final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase())
+        out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
+        todo = [c for c in final if not cache.has(c)]
+        out.runs_to_do += len(todo)
+        plan.todo = [*plan.todo, *todo]          # the notebooks re-execute when anything trained
+        print(f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
+              f"{len(todo)} to train", flush=True)
+    else:
+        todo = plan.todo
+    prepare_once(todo)
+    t1 = time.perf_counter()
+    if todo:
+        train(todo)
+    out.timings[f"{d}_train_s"] = time.perf_counter() - t1
+    if plan.tuned:
+        tuning.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
     return time.time()
 
 
@@ -254,6 +306,20 @@ def notebooks_data_set(args, plan: DataSetPlan, trained_until: float, t_start: f
         out.failed_notebooks.append((plan.data, name, tb))
 
 
+def collapsed_arms(args, sets: list[str]) -> dict:
+    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
+    ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
+    from coherent_itr.runs import RunCache
+
+    from . import claim_rows
+    from .study import Study
+    out: dict = {}
+    for d in sets:
+        out.update(claim_rows.collapsed_arms(Study(args.profile, d, cache=RunCache(), progress=False),
+                                             papers=args.papers))
+    return out
+
+
 def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (only when all is well), manifest; the exit status."""
     from . import ledger_io, notebooks
@@ -263,8 +329,8 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     stale = notebooks.stale_claims(args.profile, dirs)
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
-    table = ledger_io.collect(base, stale=stale)
     failed = bool(out.failed_runs or out.failed_notebooks)
+    table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
     if args.profile != "smoke":
         if failed or stale:
             print(f"reproduce: README.md NOT updated ({'failures' if failed else 'stale claims'}, see above)",
@@ -286,11 +352,16 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
 
 
 def run(args, sets: list[str]) -> int:
-    from coherent_itr.runs import RunCache
+    from coherent_itr.runs import RunCache, check_writable
     t0, t_start = time.perf_counter(), time.time()
     cache = RunCache()
     plans = [plan_data_set(args, d, cache) for d in sets]
     announce(args, plans)
+    try:                              # room for the runs known now (the final runs of a tuned plan come later)
+        check_writable(n_runs=sum(len(p.todo) for p in plans))
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
     for plan in plans:
         t = time.perf_counter()
@@ -317,7 +388,20 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    if args.verify_cache:
+        return verify(args)
     return run(args, sets)
+
+
+def verify(args) -> int:
+    from coherent_itr.runs import verify_cache
+    problems = verify_cache()
+    for p in problems:
+        print(f"reproduce: BAD CACHE ENTRY {p}", flush=True)
+    print(f"reproduce: cache {paths.cache_dir()} verified: "
+          + (f"{len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'} (redone by the next run)"
+             if problems else "every entry intact"), flush=True)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -89,22 +89,22 @@ def per_query_of(study, paper: str, arm: str) -> list[dict]:
     return [pq for _, pq in sorted(out, key=lambda t: t[0])]
 
 
-def collapsed_arms(study, is_collapsed=None) -> dict:
+def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
     """``{(data set, arm name): reason}`` for every arm of a primary contrast with a collapsed run
     (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
-    only — nothing is trained. Pass the result to :func:`reproduce.ledger_io.collect`."""
+    only (``papers``: only those papers' contrasts). Pass the result to :func:`reproduce.ledger_io.collect`."""
     if is_collapsed is None:
         from coherent_itr.health import is_collapsed   # written by the "engine" helper (contract in the brief)
     out = {}
     for c in registry.CLAIMS.values():
         p = c.primary
-        if p.measure != "arms":
+        if p.measure != "arms" or (papers is not None and p.paper not in papers):
             continue
         names = {n for arm in (p.arm_a, p.arm_b) for n in (arm if isinstance(arm, tuple) else (arm,))}
         for arm in study.arms(p.paper):
             if arm.name not in names or (study.data, arm.name) in out:
                 continue
-            for cfg in arm.configs(study.profile):
+            for cfg in study.configs(arm):          # the tuned configs when the profile tunes
                 res = study.cache.load(cfg)
                 if res is None:
                     continue
