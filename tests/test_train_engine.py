@@ -157,6 +157,8 @@ def test_same_seed_identical_embeddings_and_contract_record(toy):
     for key in ("config", "history", "best_epoch", "epochs_run", "health", "timing", "data", "machine"):
         assert key in a.record
     assert "test" not in a.record
+    with pytest.raises(KeyError, match="evaluate_run"):
+        a.test
     assert set(a.record["health"]) >= {"val_pos_sim", "val_hardneg_sim", "val_gap", "val_rsum_over_chance",
                                        "collapsed", "reason"}
 
