@@ -157,6 +157,8 @@ def test_same_seed_identical_embeddings_and_contract_record(toy):
     for key in ("config", "history", "best_epoch", "epochs_run", "health", "timing", "data", "machine"):
         assert key in a.record
     assert "test" not in a.record
+    with pytest.raises(KeyError, match="evaluate_run"):
+        a.test
     assert set(a.record["health"]) >= {"val_pos_sim", "val_hardneg_sim", "val_gap", "val_rsum_over_chance",
                                        "collapsed", "reason"}
 
@@ -170,6 +172,9 @@ def test_bf16_option_trains_close_to_float32():
                     "lr_decay_epoch": 6, "lr_decay": 0.1})
     f32 = train(cfg, splits=toy, progress=False)
     b16 = train(cfg.replace(bf16=True), splits=toy, progress=False)
-    best = lambda r: max(h["val_rsum"] for h in r.history)
+
+    def best(r):
+        return max(h["val_rsum"] for h in r.history)
+
     assert abs(best(b16) - best(f32)) <= 45, (best(b16), best(f32))
     assert best(b16) > 2 * f32.history[0]["val_rsum_chance"]

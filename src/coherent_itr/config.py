@@ -66,7 +66,9 @@ class Config:
     #                                    loss built on hardest negatives; 0 = none (the papers' recipes)
     early_stop_patience: int = 0       # stop when val RSUM has not improved for this many epochs (0 = off;
     #                                    ``epochs`` is then the cap)
-    bf16: bool = False                 # bfloat16 autocast of the encoders' training forward (loss in float32)
+    bf16: bool = False                 # bfloat16 autocast of the encoders' training forward (loss in float32); only
+    #                                    faster with AMX-BF16 or a GPU — ≈ 6.5× slower on an AVX2-only CPU
+    #                                    (results/benchmarks/run_profile.md)
     # --- evaluation / logging ---------------------------------------------------------------
     eval_fold_size: int = 1000         # COCO-style 1K folds when the test set has ≥ 2 folds
     grad_diag_every: int = 0           # tangent-gradient diagnostics (Unified Eqs. 11–12, 17–18, Fig. 4) every

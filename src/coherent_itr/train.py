@@ -50,6 +50,9 @@ class RunResult:
 
     @property
     def test(self) -> dict:
+        if "test" not in self.record:
+            raise KeyError("RunResult.test: this record holds no test metrics — train() does not evaluate the test "
+                           "split; use coherent_itr.evaluation.evaluate_run(result) or RunCache.get_or_train(config)")
         return self.record["test"]
 
 
