@@ -65,7 +65,7 @@ class Arm:
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
         if "seed" in losses.parameters(cfg["loss"]):
             cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": seed}
-        return make_config(cfg)
+        return Config(**cfg)
 
     @property
     def seed_group(self) -> str:
@@ -78,29 +78,6 @@ class Arm:
     def configs(self, profile: Profile, **setting) -> list[Config]:
         """One config per seed of the profile (``Profile.seeds_for`` the arm's group)."""
         return [self.config(profile, s, **setting) for s in self.seeds(profile)]
-
-
-# Config fields of the interface contract that the engine helper adds; until the library has them, a
-# profile's value for one of them is dropped with a warning (0 = off is the field's default anyway).
-CONTRACT_FIELDS = ("warmup_epochs", "early_stop_patience", "grad_diag_every")
-
-
-def config_fields() -> set[str]:
-    import dataclasses
-    return {f.name for f in dataclasses.fields(Config)}
-
-
-def make_config(cfg: dict) -> Config:
-    """``Config(**cfg)``, dropping contract fields the installed library does not know yet (warned)."""
-    known = config_fields()
-    missing = [k for k in CONTRACT_FIELDS if k in cfg and k not in known]
-    if missing:
-        dropped = {k: cfg.pop(k) for k in missing}
-        nonzero = {k: v for k, v in dropped.items() if v}
-        if nonzero:
-            warnings.warn(f"coherent_itr.Config has no field(s) {sorted(nonzero)} yet (engine helper); "
-                          f"running without {nonzero}", RuntimeWarning, stacklevel=3)
-    return Config(**cfg)
 
 
 def _arm(paper, group, name, loss, params=None, family=None, **extra) -> Arm:

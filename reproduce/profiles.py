@@ -130,9 +130,11 @@ class Profile:
         return self.seeds
 
 
+# grad_diag_every: the Unified paper's Fig. 4 quantities (tangent gradients, hardest-negative cosine) are
+# sampled every k training steps for every run (≈ 5% extra on a sampled step: results/benchmarks/run_profile.md)
 _SMALL = dict(embed_dim=64, word_dim=64, text_hidden=64, epochs=2, batch_size=64, lr=2e-3, lr_decay_epoch=1,
-              sampling="captions")
-_GRU128 = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, sampling="captions")
+              sampling="captions", grad_diag_every=5)
+_GRU128 = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, sampling="captions", grad_diag_every=10)
 # sweeps that no trend/peak claim rests on; on Flickr8k they run with seed 0 only (see the module docstring)
 FLICKR8K_SEED0_GROUPS = frozenset({"margin", "lminmax", "grid", "grid_authors", "fraction_reduced",
                                    "theta_cal_beta2", "theta_cal_levels"})
@@ -171,7 +173,8 @@ PROFILES = {
     "paper": Profile("paper", data="flickr8k", data_scale="default", seeds=(0, 1, 2), tuning=TuningGrid(),
                      reduced_data_epoch_cap=300,
                      model=dict(embed_dim=1024, word_dim=300, text_hidden=1024, epochs=30, batch_size=128,
-                                lr=2e-4, lr_decay_epoch=15, sampling="captions", early_stop_patience=5)),
+                                lr=2e-4, lr_decay_epoch=15, sampling="captions", early_stop_patience=5,
+                                grad_diag_every=50)),
 }
 
 

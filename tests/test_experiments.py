@@ -173,20 +173,6 @@ def test_profiles_state_the_protocol():
         profiles.TuningGrid(lr=(1e-3, 1e-3))
 
 
-def test_make_config_drops_contract_fields_the_library_lacks_with_a_warning():
-    fields = experiments.config_fields()
-    base = dict(data="toy", data_scale="smoke", loss="triplet")
-    if "warmup_epochs" in fields:
-        assert experiments.make_config({**base, "warmup_epochs": 1}).warmup_epochs == 1
-    else:
-        with pytest.warns(RuntimeWarning, match="warmup_epochs"):
-            c = experiments.make_config({**base, "warmup_epochs": 1})
-        assert c.key() == experiments.make_config(dict(base)).key()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            experiments.make_config({**base, "warmup_epochs": 0})            # default value: silent
-
-
 def test_estimate_cost_counts_distinct_tuning_and_final_runs(protocol_config):
     for data in ("synthetic", "flickr8k"):
         prof = profile_for("default", data)
