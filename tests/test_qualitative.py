@@ -151,7 +151,7 @@ def test_figure_with_a_photo(tmp_path):
                                rule="Images: smallest top-5 overlap.")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
     joined = " ".join(texts).replace("\n", " ")
-    assert "smallest top-5 overlap" in joined and "expert score" in joined and "(no photo)" in joined
+    assert "smallest top-5 overlap" in joined and "expert score" in joined and "no photo" in joined
     n_images_drawn = sum(len(ax.images) for ax in fig.axes)
     assert n_images_drawn == 2                                # the two photos that exist
     for qi in pick:                                           # every top-5 caption of every arm is drawn
