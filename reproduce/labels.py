@@ -14,7 +14,7 @@ metric without a pattern here fails ``tests/test_labels.py`` instead of showing 
     ('6000', '459.1')
 
 :func:`readable` renames a DataFrame's columns by the map and formats its numbers for Markdown
-(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``); :func:`glossary` spells out the
+(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``), :func:`markdown` prints that; :func:`glossary` spells out the
 abbreviations once per notebook; :func:`raw_metric_keys_in` lists the raw keys a notebook's
 outputs still show.
 """
@@ -326,6 +326,12 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
     return res
 
 
+def markdown(df: pd.DataFrame, arms: bool = True) -> str:
+    """:func:`readable` as a Markdown table, the formatted text kept as is (tabulate would otherwise
+    re-parse "2.0" as a number and print "2")."""
+    return readable(df, arms).to_markdown(disable_numparse=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # Notebook check
 # --------------------------------------------------------------------------------------------------
@@ -362,4 +368,5 @@ def raw_metric_keys_in(notebook_path) -> list[str]:
 
 
 __all__ = ["ABBREVIATIONS", "DIRECTIONS", "MetricInfo", "YARDSTICKS", "arm_label", "fmt_number", "glossary",
-           "has_label", "info", "is_metric_key", "kind_of", "label", "raw_metric_keys_in", "readable"]
+           "has_label", "info", "is_metric_key", "kind_of", "label", "markdown", "raw_metric_keys_in",
+           "readable"]
