@@ -269,13 +269,14 @@ def _colour_hex(v: float, lo: float) -> str:
     return mcolors.to_hex(plt.get_cmap(CMAP)(min(max(x, 0.0), 1.0)))
 
 
-def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict) -> str:
+def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict, split=None, images_dir=None) -> str:
     head = ["#", "caption" if query == "image" else "image", "GT", "similarity"] + \
         [_SHORT.get(n, n) for n in rel_names] + ["expert"]
     out = ["<table style='border-collapse:collapse;font-size:12px'><tr>"
            + "".join(f"<th style='padding:2px 6px;text-align:left'>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for _, row in tab.iterrows():
-        cells = [str(int(row["rank"])), html.escape(str(row["text"])), "★" if row["gt"] else "",
+        thumb = _photo_html(image_path(split, int(row["image_idx"]), images_dir), 90) if query == "caption" else ""
+        cells = [str(int(row["rank"])), thumb + html.escape(str(row["text"])), "★" if row["gt"] else "",
                  f"{row['similarity']:.3f}"]
         rc = []
         for n in rel_names:
@@ -302,8 +303,9 @@ def _photo_html(path: Path | None, size: int = 220) -> str:
 
 def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "image", query_idx: int = 0,
                       k: int = 5, relevance=None, human=None, images_dir=None) -> str:
-    """HTML: the query (photo or caption) and the two arms' top-``k`` side by side, relevance cells
-    coloured (darker = less relevant), expert scores where judged, ★ ground truth."""
+    """HTML: the query (photo or caption) and the two arms' top-``k`` side by side (for a caption query
+    with a thumbnail of each candidate photo when there are photos), relevance cells coloured (darker =
+    less relevant), expert scores where judged, ★ ground truth."""
     for a in (arm_a, arm_b):
         if a not in sims:
             raise KeyError(f"arm {a!r} has no embeddings here; arms: {list(sims)}")
@@ -319,7 +321,7 @@ def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "i
     overlap = len(set(tab[tab.arm == arm_a].caption_idx if query == "image" else tab[tab.arm == arm_a].image_idx)
                   & set(tab[tab.arm == arm_b].caption_idx if query == "image" else tab[tab.arm == arm_b].image_idx))
     cols = "".join(f"<div style='margin-right:16px'><b>{html.escape(a)}</b>"
-                   f"{_table_html(tab[tab.arm == a], list(rels), query, lows)}</div>" for a in (arm_a, arm_b))
+                   f"{_table_html(tab[tab.arm == a], list(rels), query, lows, split, images_dir)}</div>" for a in (arm_a, arm_b))
     note = (f"{overlap} of the top {k} in common. Relevance: "
             + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
             + ("; expert: mean of 3 expert scores, 1–4, blank when not judged" if human is not None else "")
