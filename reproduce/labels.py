@@ -14,9 +14,10 @@ metric without a pattern here fails ``tests/test_labels.py`` instead of showing 
     ('6000', '459.1')
 
 :func:`readable` renames a DataFrame's columns by the map and formats its numbers for Markdown
-(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``); :func:`glossary` spells out the
+(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``), :func:`markdown` prints that; :func:`glossary` spells out the
 abbreviations once per notebook; :func:`raw_metric_keys_in` lists the raw keys a notebook's
-outputs still show.
+outputs still show; :func:`key` builds a metric key (``key("cs", "i2t", "true", k=100)``) and
+refuses one the record does not have, so a typo is an error rather than a dropped column.
 """
 from __future__ import annotations
 
@@ -177,6 +178,28 @@ def info(key: str) -> MetricInfo:
     raise KeyError(f"no label for column {key!r}: add a pattern to reproduce/labels.py (_PATTERNS or STUDY_COLUMNS)")
 
 
+_FAMILY_KEY = {
+    "r": "{d}_r{k}", "medr": "{d}_medr", "meanr": "{d}_meanr", "cs": "cs{k}_{d}_{y}", "tau": "tau_{d}_{y}",
+    "ndcg": "ndcg{k}_{d}_{y}", "ncs": "ncs{k}{ngt}_{d}_{y}", "nsum": "nsum{ngt}_{y}", "sr": "sr{k}m{m}_{d}_{y}",
+    "srhit": "srhit{k}m{m}_{d}_{y}", "mapr": "mapr_{d}_{y}", "rprec": "rprec_{d}_{y}", "r1": "r1_{d}_{y}",
+}
+
+
+def key(family: str, d: str | None = None, yardstick: str | None = None, k: int | None = None,
+        m: int | None = None, ngt: bool = False) -> str:
+    """Build a metric key instead of writing an f-string, e.g. ``key("cs", "i2t", "true", k=100)`` →
+    ``"cs100_i2t_true"``; a family, direction or yardstick that the record does not have is an error
+    here, not a silently missing column."""
+    if family not in _FAMILY_KEY:
+        raise KeyError(f"unknown metric family {family!r}; families: {sorted(_FAMILY_KEY)}")
+    out = _FAMILY_KEY[family].format(d=d, y=yardstick, k="" if k is None else k, m=m, ngt="ngt" if ngt else "")
+    if not has_label(out):
+        raise KeyError(f"key({family!r}, d={d!r}, yardstick={yardstick!r}, k={k!r}, m={m!r}, ngt={ngt}) gives "
+                       f"{out!r}, which is not a metric of the record (directions {list(DIRECTIONS)}, yardsticks "
+                       f"{list(YARDSTICKS)})")
+    return out
+
+
 def has_label(key: str) -> bool:
     try:
         info(key)
@@ -326,6 +349,12 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
     return res
 
 
+def markdown(df: pd.DataFrame, arms: bool = True) -> str:
+    """:func:`readable` as a Markdown table, the formatted text kept as is (tabulate would otherwise
+    re-parse "2.0" as a number and print "2")."""
+    return readable(df, arms).to_markdown(disable_numparse=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # Notebook check
 # --------------------------------------------------------------------------------------------------
@@ -362,4 +391,5 @@ def raw_metric_keys_in(notebook_path) -> list[str]:
 
 
 __all__ = ["ABBREVIATIONS", "DIRECTIONS", "MetricInfo", "YARDSTICKS", "arm_label", "fmt_number", "glossary",
-           "has_label", "info", "is_metric_key", "kind_of", "label", "raw_metric_keys_in", "readable"]
+           "has_label", "info", "is_metric_key", "key", "kind_of", "label", "markdown", "raw_metric_keys_in",
+           "readable"]

@@ -174,8 +174,12 @@ def image_path(split, image_idx: int, images_dir=None) -> Path | None:
 # --------------------------------------------------------------------------------------------------
 # The figure
 # --------------------------------------------------------------------------------------------------
+_SHORT = {"sbert": "SBERT", "true": "r*", "cider": "CIDEr"}
+
+
 def _rel_name(name: str) -> str:
-    return {"sbert": "Sentence-BERT relevance"}.get(name, YARDSTICKS.get(name, name))
+    return {"sbert": "Sentence-BERT relevance ((1 + cos)/2 to the image's captions, 0…1)",
+            "true": "true relevance r* (0…1, seen by no loss)"}.get(name, YARDSTICKS.get(name, name))
 
 
 def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None, colour_by: str | None = None,
@@ -201,7 +205,7 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
     n_rows, n_cols = len(image_idx), 1 + len(arms)
     fig = plt.figure(figsize=(3.0 + 4.6 * len(arms), 2.9 * n_rows + 1.5))
     gs = fig.add_gridspec(n_rows + 1, n_cols, width_ratios=[0.9] + [1.6] * len(arms),
-                          height_ratios=[1.0] * n_rows + [0.09], hspace=0.25, wspace=0.05)
+                          height_ratios=[1.0] * n_rows + [0.09], hspace=0.25, wspace=0.05, bottom=0.11)
     have_expert = human is not None
     for r, qi in enumerate(image_idx):
         ax = fig.add_subplot(gs[r, 0])
@@ -215,8 +219,10 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
                 ax.imshow(np.asarray(im))
             ax.set_title(f"test image {qi}\n{split.image_ids[qi]}", fontsize=7)
         else:
-            ax.text(0.5, 0.5, f"test image {qi}\n{split.image_ids[qi]}\n(no photo)", ha="center", va="center",
-                    fontsize=8, transform=ax.transAxes)
+            refs = "\n".join(textwrap.fill(f"• {split.captions[c]}", 34)
+                              for c in np.flatnonzero(split.image_of_caption == qi)[:3])
+            ax.text(0.5, 0.5, f"test image {qi}\n{split.image_ids[qi]}\n(no photo; its captions:)\n{refs}",
+                    ha="center", va="center", fontsize=7, transform=ax.transAxes)
         tab = top_k_table(sims, split, qi, k, "image", rels, human)
         for c, arm in enumerate(arms, start=1):
             ax = fig.add_subplot(gs[r, c])
@@ -232,23 +238,24 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
                 v = row[colour_by]
                 ax.add_patch(Rectangle((0.0, y - 0.32 * h), 0.05, 0.64 * h, color=cmap(norm(v)),
                                        transform=ax.transAxes, clip_on=False))
-                meta = f"{v:.2f}" + (f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"])
-                                     else "") + (" ★" if row["gt"] else "")
+                meta = " · ".join(f"{_SHORT.get(n, n)} {row[n]:.2f}" for n in rels) + (
+                    f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"]) else "") + (
+                    " ★" if row["gt"] else "")
                 txt = textwrap.fill(f"{int(row['rank'])}. {row['text']}", wrap)
                 ax.text(0.07, y, f"{txt}\n   [{meta}]", va="center", ha="left", fontsize=7,
                         transform=ax.transAxes, linespacing=1.1)
     cax = fig.add_subplot(gs[n_rows, 1:])
     sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
     cb = fig.colorbar(sm, cax=cax, orientation="horizontal")
-    cb.set_label(f"marker colour: {_rel_name(colour_by)} of the caption to the image", fontsize=8)
+    cb.set_label(f"marker colour: {_rel_name(colour_by)}", fontsize=8)
     cb.ax.tick_params(labelsize=7)
     explain = (f"Top-{k} captions retrieved for each test image (image→text) under each arm. "
                + (rule + " " if rule else "")
-               + f"[value]: {_rel_name(colour_by)}"
+               + "[…]: " + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
                + (" · E: mean expert score of the pair (1 = does not describe the image … 4 = describes it), "
                   "shown when the pair was judged" if have_expert else "")
                + " · ★: a caption written for this image (ground truth).")
-    fig.text(0.5, 0.005, textwrap.fill(explain, 160), ha="center", va="top", fontsize=8)
+    fig.text(0.5, 0.06, textwrap.fill(explain, 150), ha="center", va="top", fontsize=8)
     return fig
 
 
@@ -262,13 +269,14 @@ def _colour_hex(v: float, lo: float) -> str:
     return mcolors.to_hex(plt.get_cmap(CMAP)(min(max(x, 0.0), 1.0)))
 
 
-def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict) -> str:
+def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict, split=None, images_dir=None) -> str:
     head = ["#", "caption" if query == "image" else "image", "GT", "similarity"] + \
-        [_rel_name(n) for n in rel_names] + ["expert"]
+        [_SHORT.get(n, n) for n in rel_names] + ["expert"]
     out = ["<table style='border-collapse:collapse;font-size:12px'><tr>"
            + "".join(f"<th style='padding:2px 6px;text-align:left'>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for _, row in tab.iterrows():
-        cells = [str(int(row["rank"])), html.escape(str(row["text"])), "★" if row["gt"] else "",
+        thumb = _photo_html(image_path(split, int(row["image_idx"]), images_dir), 90) if query == "caption" else ""
+        cells = [str(int(row["rank"])), thumb + html.escape(str(row["text"])), "★" if row["gt"] else "",
                  f"{row['similarity']:.3f}"]
         rc = []
         for n in rel_names:
@@ -295,8 +303,9 @@ def _photo_html(path: Path | None, size: int = 220) -> str:
 
 def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "image", query_idx: int = 0,
                       k: int = 5, relevance=None, human=None, images_dir=None) -> str:
-    """HTML: the query (photo or caption) and the two arms' top-``k`` side by side, relevance cells
-    coloured (darker = less relevant), expert scores where judged, ★ ground truth."""
+    """HTML: the query (photo or caption) and the two arms' top-``k`` side by side (for a caption query
+    with a thumbnail of each candidate photo when there are photos), relevance cells coloured (darker =
+    less relevant), expert scores where judged, ★ ground truth."""
     for a in (arm_a, arm_b):
         if a not in sims:
             raise KeyError(f"arm {a!r} has no embeddings here; arms: {list(sims)}")
@@ -312,9 +321,9 @@ def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "i
     overlap = len(set(tab[tab.arm == arm_a].caption_idx if query == "image" else tab[tab.arm == arm_a].image_idx)
                   & set(tab[tab.arm == arm_b].caption_idx if query == "image" else tab[tab.arm == arm_b].image_idx))
     cols = "".join(f"<div style='margin-right:16px'><b>{html.escape(a)}</b>"
-                   f"{_table_html(tab[tab.arm == a], list(rels), query, lows)}</div>" for a in (arm_a, arm_b))
+                   f"{_table_html(tab[tab.arm == a], list(rels), query, lows, split, images_dir)}</div>" for a in (arm_a, arm_b))
     note = (f"{overlap} of the top {k} in common. Relevance: "
-            + ", ".join(f"{_rel_name(n)} ({lows[n]:g}…1)" for n in rels)
+            + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
             + ("; expert: mean of 3 expert scores, 1–4, blank when not judged" if human is not None else "")
             + "; ★ ground truth.")
     return f"<div>{q}<div style='display:flex;margin-top:6px'>{cols}</div><small>{html.escape(note)}</small></div>"

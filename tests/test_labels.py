@@ -101,8 +101,9 @@ def test_readable_renames_formats_and_merges_std():
     assert out.iloc[:, 1].tolist() == ["3", "1"]
     assert out.iloc[:, 2].tolist() == ["0.457", "0.500"]
     assert list(out.index) == ["VSE++ (Triplet-HN)", "SAM τ=3, random negative (RS), triplet kept"]
-    md = out.to_markdown()
+    md = labels.markdown(df)
     assert "e+" not in md and "rsum" not in md and "cs100_i2t_true" not in md
+    assert "| 0.500 " in md and "| 401.0 " in md      # the formatted text survives (not re-parsed to 0.5, 401)
 
 
 def test_glossary_spells_out_the_abbreviations():
@@ -135,3 +136,17 @@ def test_raw_metric_keys_in_a_notebook(tmp_path):
     (tmp_path / "bad.ipynb").write_text("{not json")
     with pytest.raises(ValueError, match="bad.ipynb"):
         labels.raw_metric_keys_in(tmp_path / "bad.ipynb")
+
+
+def test_key_builds_the_record_keys_and_refuses_typos():
+    rec = _record()
+    built = [labels.key("cs", "i2t", "true", k=100), labels.key("ncs", "t2i", "cider", k=5, ngt=True),
+             labels.key("nsum", yardstick="sbert", ngt=True), labels.key("sr", "i2t", "true", k=5, m=10),
+             labels.key("r", "t2i", k=10), labels.key("mapr", "i2t", "expert"), labels.key("ndcg", "i2t", "sbert")]
+    assert built == ["cs100_i2t_true", "ncs5ngt_t2i_cider", "nsumngt_sbert", "sr5m10_i2t_true", "t2i_r10",
+                     "mapr_i2t_expert", "ndcg_i2t_sbert"]
+    assert all(b in rec for b in built)
+    with pytest.raises(KeyError, match="'cs100_i2t_ture'"):
+        labels.key("cs", "i2t", "ture", k=100)
+    with pytest.raises(KeyError, match="families"):
+        labels.key("coherence", "i2t", "true")

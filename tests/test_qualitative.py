@@ -151,7 +151,7 @@ def test_figure_with_a_photo(tmp_path):
                                rule="Images: smallest top-5 overlap.")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
     joined = " ".join(texts).replace("\n", " ")
-    assert "smallest top-5 overlap" in joined and "expert score" in joined and "(no photo)" in joined
+    assert "smallest top-5 overlap" in joined and "expert score" in joined and "no photo" in joined
     n_images_drawn = sum(len(ax.images) for ax in fig.axes)
     assert n_images_drawn == 2                                # the two photos that exist
     for qi in pick:                                           # every top-5 caption of every arm is drawn
@@ -182,3 +182,17 @@ def test_explorer_widget_updates(tmp_path):
     assert [v for _, v in worst.options] == expect["query"].tolist()
     worst.value = worst.options[1][1]
     assert idx.value == expect["query"][1] and split.captions[idx.value] in view.value
+
+
+def test_html_view_shows_photos_when_there_are_some(tmp_path):
+    from PIL import Image
+    split = _split()
+    for i in range(6):
+        Image.fromarray(np.full((30, 40, 3), 20 * i, dtype=np.uint8)).save(tmp_path / f"img{i}.png")
+    rng = np.random.default_rng(9)
+    sims = {"A": rng.normal(size=(6, 30)), "B": rng.normal(size=(6, 30))}
+    by_caption = q.render_query_html(sims, split, "A", "B", "caption", 7, k=3, images_dir=tmp_path)
+    assert by_caption.count("<img") == 6                  # a thumbnail per candidate image, 3 per arm
+    by_image = q.render_query_html(sims, split, "A", "B", "image", 1, k=3, images_dir=tmp_path)
+    assert by_image.count("<img") == 1                    # the query photo
+    assert q.render_query_html(sims, split, "A", "B", "caption", 7, k=3).count("<img") == 0
