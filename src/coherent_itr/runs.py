@@ -522,9 +522,13 @@ def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
             problem = verify_entry(entry, expected)
             if problem is None:
                 try:
-                    _read_json(entry / expected[0], f"{kind} entry")
+                    obj = _read_json(entry / expected[0], f"{kind} entry")
                     if kind == "training":
                         _read_npz(entry / "arrays.npz", "training entry")
+                    elif (verify_entry(runs / "train" / str(obj.get("run_key")), TRAIN_FILES) is None
+                          and obj.get("embeddings_sha256") != _embeddings_sha256(runs / "train" / str(obj["run_key"]))):
+                        problem = (f"computed from other test embeddings than those of training entry "
+                                   f"{obj.get('run_key')} (retrained with different numbers?)")
                 except CacheEntryError as exc:
                     problem = str(exc)
             if problem is not None:
