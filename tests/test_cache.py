@@ -223,6 +223,24 @@ def test_corrupt_entry_is_detected_named_and_redone(name, cache_root, seeded, co
     assert runs.verify_cache(cache_root) == [] and cache.has(BASE)
 
 
+def test_evaluation_of_other_embeddings_is_not_used(cache_root, seeded, counted):
+    """A training entry rewritten with different embeddings (e.g. non-deterministic retraining)
+    invalidates the evaluation computed from the old ones."""
+    cache = runs.RunCache(cache_root)
+    res = cache.load(BASE)
+    arrays = {k: v.copy() for k, v in res.arrays.items()}
+    arrays["test_img"][0] *= -1
+    record = (cache.train_path(BASE) / "record.json").read_bytes()
+    runs.write_entry(cache.train_path(BASE), {"record.json": lambda p: p.write_bytes(record),
+                                              "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays)}, replace=True)
+    problems = runs.verify_cache(cache_root)
+    assert len(problems) == 1 and cache.eval_path(BASE).name in problems[0] and "other test embeddings" in problems[0]
+    with pytest.warns(runs.CacheIntegrityWarning, match="other test embeddings"):
+        again = cache.load(BASE)
+    assert counted["train"] == [] and counted["evaluate"] == [("triplet", 0)]
+    assert again.test != res.test and runs.verify_cache(cache_root) == []
+
+
 def test_unreadable_entry_error_names_the_entry(tmp_path):
     bad = tmp_path / "abc123"
     bad.mkdir()

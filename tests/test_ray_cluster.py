@@ -32,6 +32,7 @@ TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidde
             lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
 START_TIMEOUT_S = 120
 PLAN_TIMEOUT_S = 300
+WORKER_START_ATTEMPTS = 3
 
 
 def _free_ports(n: int) -> list[int]:
@@ -99,7 +100,8 @@ def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
            # the raylet waits for its Python agent; on a loaded 2-core machine that import took 43 s (> 30 s)
            "RAY_agent_register_timeout_ms": str(START_TIMEOUT_S * 1000)}
-    common = ["--block", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats", "--temp-dir", temp,
+    # each node its own temp folder: two raylets in one session folder would share socket paths
+    common = ["--block", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
               "--object-store-memory", str(100 * 2**20), "--node-ip-address", "127.0.0.1"]
     # the reference: the same plan run locally (first, so it does not compete with the cluster's start-up)
     cfgs = [Config(**TINY, seed=s) for s in range(3)]
@@ -113,12 +115,22 @@ def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
     try:
         procs.append(subprocess.Popen([str(ray_cli), "start", "--head", f"--port={gcs_port}",
                                        "--include-dashboard=false",
-                                       *common, *_node_ports()], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
+                                       "--temp-dir", f"{temp}/h", *common, *_node_ports()], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
                                       start_new_session=True))
-        _wait_for(lambda: _started(tmp_path / "head.log"), procs, tmp_path, "head node")
-        procs.append(subprocess.Popen([str(ray_cli), "start", f"--address={address}", *common, *_node_ports()],
-                                      env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True))
-        _wait_for(lambda: _started(tmp_path / "worker.log"), procs, tmp_path, "worker node")
+        _wait_for(lambda: _started(tmp_path / "head.log"), procs, tmp_path, "head node", temp)
+        for attempt in range(WORKER_START_ATTEMPTS):
+            # Ray waits a fixed 30 s (ray/_private/node.py) for a new raylet to register; on this shared 2-core
+            # machine a worker sometimes misses it while the head is still busy starting: try again, boundedly
+            procs.append(subprocess.Popen([str(ray_cli), "start", f"--address={address}", "--temp-dir",
+                                           f"{temp}/w{attempt}", *common, *_node_ports()],
+                                          env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True))
+            try:
+                _wait_for(lambda: _started(tmp_path / "worker.log"), procs, tmp_path, "worker node", temp)
+                break
+            except AssertionError:
+                if attempt == WORKER_START_ATTEMPTS - 1 or procs[-1].poll() is None:
+                    raise
+                procs.pop()
         # the driver is a separate process too, as `python -m reproduce --executor ray` would be
         driver = subprocess.run([sys.executable, "-c", _DRIVER, address, str(tmp_path / "shared"),
                                  json.dumps([c.to_dict() for c in cfgs])], env=env, capture_output=True, text=True,
@@ -158,13 +170,17 @@ def _started(log: Path) -> bool:
     return log.exists() and "Ray runtime started" in log.read_text()
 
 
-def _wait_for(cond, procs, log_dir, what):
+def _wait_for(cond, procs, log_dir, what, temp):
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
                 logs = "\n".join((log_dir / f"{n}.log").read_text()[-3000:] for n in ("head", "worker")
                                  if (log_dir / f"{n}.log").exists())
+                for f in sorted(Path(temp).glob("*/session_*/logs/*")):
+                    if f.name in ("raylet.out", "gcs_server.out", "dashboard_agent.log", "raylet.err"):
+                        lines = [ln for ln in f.read_text(errors="replace").splitlines() if " I " not in ln[:40]]
+                        logs += f"\n--- {f}\n" + "\n".join(ln[:300] for ln in lines[-15:])
                 raise AssertionError(f"`ray start` exited with {p.returncode} while waiting for the {what}:\n{logs}")
         try:
             if cond():

@@ -363,15 +363,16 @@ class RunCache:
         return self._valid("training", self.train_path(config))
 
     def has(self, config: Config) -> bool:
-        """Both the training and the evaluation entry of ``config`` exist and verify."""
-        return self.has_training(config) and self._valid("evaluation", self.eval_path(config))
+        """Both the training and the evaluation entry of ``config`` exist and verify (and the
+        evaluation was computed from the stored embeddings)."""
+        return self.has_training(config) and self._load_metrics(config) is not None
 
     def counts(self, configs) -> dict[str, int]:
         """``planned``, ``to_train`` (no valid training entry), ``to_evaluate`` (trained, not evaluated)
         and ``cached`` (both entries valid) for a plan of configs."""
         configs = list(configs)
         trained = [self.has_training(c) for c in configs]
-        evaluated = [t and self._valid("evaluation", self.eval_path(c)) for t, c in zip(trained, configs)]
+        evaluated = [t and self._load_metrics(c) is not None for t, c in zip(trained, configs)]
         return {"planned": len(configs), "to_train": trained.count(False),
                 "to_evaluate": sum(t and not e for t, e in zip(trained, evaluated)), "cached": sum(evaluated)}
 
@@ -390,10 +391,16 @@ class RunCache:
         return RunResult(record, arrays)
 
     def _load_metrics(self, config: Config) -> dict | None:
+        """The verified evaluation of ``config``'s stored embeddings, or ``None``."""
         p = self.eval_path(config)
         if not self._valid("evaluation", p):
             return None
-        return _read_json(p / "metrics.json", "evaluation entry")
+        ev = _read_json(p / "metrics.json", "evaluation entry")
+        if ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
+            _report("evaluation", p, "it was computed from other test embeddings than those of the training "
+                    "entry now stored (retrained with different numbers?)")
+            return None
+        return ev
 
     def load(self, config: Config, splits=None, evaluate: bool = True):
         """The cached run of ``config`` with its test metrics in ``record["test"]``, or ``None``.
@@ -405,10 +412,6 @@ class RunCache:
         if trained is None:
             return None
         ev = self._load_metrics(config)
-        if ev is not None and ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
-            _report("evaluation", self.eval_path(config), "it was computed from other test embeddings than "
-                    "those of the training entry now stored (retrained with different numbers?)")
-            ev = None
         if ev is None:
             if not evaluate:
                 return None
@@ -450,7 +453,7 @@ class RunCache:
         from .evaluation import evaluate_run
         with self._lock(self.eval_key(config), f"evaluation of run {self.train_key(config)}"):
             ev = self._load_metrics(config)            # another process may have evaluated meanwhile
-            if ev is not None and ev.get("embeddings_sha256") == _embeddings_sha256(self.train_path(config)):
+            if ev is not None:
                 return ev
             t0 = time.perf_counter()
             with pinned_threads(self.threads):
@@ -522,9 +525,13 @@ def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
             problem = verify_entry(entry, expected)
             if problem is None:
                 try:
-                    _read_json(entry / expected[0], f"{kind} entry")
+                    obj = _read_json(entry / expected[0], f"{kind} entry")
                     if kind == "training":
                         _read_npz(entry / "arrays.npz", "training entry")
+                    elif (verify_entry(runs / "train" / str(obj.get("run_key")), TRAIN_FILES) is None
+                          and obj.get("embeddings_sha256") != _embeddings_sha256(runs / "train" / str(obj["run_key"]))):
+                        problem = (f"computed from other test embeddings than those of training entry "
+                                   f"{obj.get('run_key')} (retrained with different numbers?)")
                 except CacheEntryError as exc:
                     problem = str(exc)
             if problem is not None:
