@@ -222,7 +222,7 @@ def announce(args, plans: list[DataSetPlan]) -> None:
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
         what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
-        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train "
+        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train or evaluate "
               f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
               + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
               + f"; results in {p.results_dir.relative_to(ROOT)}/", flush=True)

@@ -63,19 +63,14 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
 
 
-def _run_one(config_dict: dict, cache_root: str, threads: int | None = None) -> RunFailure | None:
-    """Train one config into the cache; return a RunFailure instead of raising."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
+def _run_one(config_dict: dict, cache_root: str, threads: int) -> RunFailure | None:
+    """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
+    of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
+    raising."""
     from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
-    if threads:
-        torch.set_num_threads(threads)
     try:
-        # the worker's numpy (test metrics) gets as many BLAS threads as torch: workers × threads = cores
-        with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
-            RunCache(cache_root).get_or_train(Config.from_dict(config_dict), progress=False)
+        RunCache(cache_root, threads=threads).get_or_train(Config.from_dict(config_dict), progress=False)
         return None
     except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
@@ -99,18 +94,17 @@ class LocalExecutor:
             bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
         if self.workers == 1:
             for cd in todo:
-                f = _run_one(cd, root)
+                f = _run_one(cd, root, cache.threads)
                 if f:
                     failures.append(f)
                 bar.update(1)
         else:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
-            threads = max(1, (os.cpu_count() or 1) // self.workers)
             pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
                                        initializer=die_with_parent, initargs=(os.getpid(),))
             try:
-                futs = [pool.submit(_run_one, cd, root, threads) for cd in todo]
+                futs = [pool.submit(_run_one, cd, root, cache.threads) for cd in todo]
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:
@@ -149,9 +143,9 @@ class RayExecutor:
             started = True
         try:
             gpus = ray.cluster_resources().get("GPU", 0)
-            task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=1)(_run_one)
+            task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
             root = str(cache.root.parent)
-            pending = [task.remote(c.to_dict(), root, 1) for c in configs]
+            pending = [task.remote(c.to_dict(), root, cache.threads) for c in configs]
             failures: list[RunFailure] = []
             own_bar = bar is None
             if own_bar:
@@ -173,6 +167,7 @@ class RayExecutor:
 def make_executor(name: str, workers: int = 1, progress: bool = True):
     if name == "local":
         return LocalExecutor(workers=workers, progress=progress)
-    if name == "ray":
-        return RayExecutor(num_cpus=workers if workers > 1 else None, progress=progress)
+    if name == "ray":   # a running cluster when $RAY_ADDRESS is set (its nodes say how many CPUs), else a local Ray
+        address = os.environ.get("RAY_ADDRESS") or None
+        return RayExecutor(address=address, num_cpus=None if address or workers == 1 else workers, progress=progress)
     raise ValueError(f"unknown executor {name!r}; choose 'local' or 'ray'")
