@@ -8,7 +8,7 @@ PROFILE ?= default
 export COHERENT_ITR_CACHE ?= $(CURDIR)/.cache
 export PYTHONHASHSEED := 0
 
-.PHONY: help reproduce test smoke lab clean venv
+.PHONY: help reproduce test lint smoke lab clean venv
 
 help:  ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,7 +29,11 @@ reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study
 smoke: $(STAMP)  ## the reproduce pipeline at its smallest size (profile=smoke), into results/smoke/
 	$(PY) -m reproduce --profile smoke
 
-test: $(STAMP)  ## every test (unit, pipeline, notebooks under the smoke profile via nbval)
+lint: $(STAMP)  ## ruff check + ruff format --check (configured in pyproject.toml; also a pre-commit hook)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint  ## lint, then every test (unit, pipeline, notebooks under the smoke profile via nbval)
 	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
 
 lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, results/), the project's kernel; works as root

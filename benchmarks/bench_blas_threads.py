@@ -11,6 +11,7 @@ Writes ``results/benchmarks/blas_threads.csv`` and ``.md`` (atomically).
 
     .venv/bin/python benchmarks/bench_blas_threads.py --losses triplet_sn bcls --threads 2 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,16 +31,32 @@ from coherent_itr.data import load_splits
 from coherent_itr.io import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEVANCE = {"triplet_sn": None, "triplet": None, "bcls": "sbert", "listwise": "sbert", "ladder": "sbert",
-             "adaptive_ladder": "sbert", "sam": "cider"}
-RELEVANCE_PARAMS = {"listwise": {"scale": "unit"}}     # S-NDCG takes relevance in [0, 1] (Listwise Eq. 8)
+RELEVANCE = {
+    "triplet_sn": None,
+    "triplet": None,
+    "bcls": "sbert",
+    "listwise": "sbert",
+    "ladder": "sbert",
+    "adaptive_ladder": "sbert",
+    "sam": "cider",
+}
+RELEVANCE_PARAMS = {"listwise": {"scale": "unit"}}  # S-NDCG takes relevance in [0, 1] (Listwise Eq. 8)
 
 
 def epoch_seconds(loss: str, threads: int, limited: bool) -> float:
     torch.set_num_threads(threads)
-    cfg = Config(data="synthetic", data_scale="default", loss=loss, relevance=RELEVANCE[loss],
-                 relevance_params=RELEVANCE_PARAMS.get(loss, {}), epochs=1,
-                 embed_dim=128, word_dim=128, text_hidden=128, seed=0)
+    cfg = Config(
+        data="synthetic",
+        data_scale="default",
+        loss=loss,
+        relevance=RELEVANCE[loss],
+        relevance_params=RELEVANCE_PARAMS.get(loss, {}),
+        epochs=1,
+        embed_dim=128,
+        word_dim=128,
+        text_hidden=128,
+        seed=0,
+    )
     splits = load_splits("synthetic", scale="default", seed=0)
     patch = contextlib.nullcontext() if limited else _no_limit()
     with patch:
@@ -59,7 +76,12 @@ def _no_limit():
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--losses", nargs="+", default=["triplet_sn", "bcls", "listwise", "adaptive_ladder", "sam"], choices=sorted(RELEVANCE))
+    ap.add_argument(
+        "--losses",
+        nargs="+",
+        default=["triplet_sn", "bcls", "listwise", "adaptive_ladder", "sam"],
+        choices=sorted(RELEVANCE),
+    )
     ap.add_argument("--threads", type=int, nargs="+", default=[2, 1], help="torch intra-op threads")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "results" / "benchmarks")
     args = ap.parse_args(argv)
@@ -67,18 +89,26 @@ def main(argv=None) -> int:
     for threads in args.threads:
         for loss in args.losses:
             t = {arm: epoch_seconds(loss, threads, arm == "limited") for arm in ("unlimited", "limited")}
-            rows.append({"loss": loss, "torch_threads": threads, "epoch_s_unlimited_blas": round(t["unlimited"], 2),
-                         "epoch_s_one_blas_thread": round(t["limited"], 2),
-                         "speedup": round(t["unlimited"] / t["limited"], 2)})
+            rows.append(
+                {
+                    "loss": loss,
+                    "torch_threads": threads,
+                    "epoch_s_unlimited_blas": round(t["unlimited"], 2),
+                    "epoch_s_one_blas_thread": round(t["limited"], 2),
+                    "speedup": round(t["unlimited"] / t["limited"], 2),
+                }
+            )
             print(rows[-1], flush=True)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(args.out_dir / "blas_threads.csv", buf.getvalue())
-    head = (f"One training epoch (synthetic world, default profile: GRU-128, batch 128, 117 steps), seconds; "
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one process, torch "
-            f"{torch.__version__}, {dt.date.today()}.\n\n")
+    head = (
+        f"One training epoch (synthetic world, default profile: GRU-128, batch 128, 117 steps), seconds; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, one process, torch "
+        f"{torch.__version__}, {dt.date.today()}.\n\n"
+    )
     md = "| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]) + "\n"
     md += "".join("| " + " | ".join(str(v) for v in r.values()) + " |\n" for r in rows)
     atomic_write_text(args.out_dir / "blas_threads.md", head + md)

@@ -18,6 +18,7 @@ Writes ``results/benchmarks/losses.csv`` and ``results/benchmarks/losses.md`` (a
     .venv/bin/python benchmarks/bench_losses.py                 # loss-only, B = 128 and 512
     .venv/bin/python benchmarks/bench_losses.py --step          # + whole training step
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ REQUIRED_EXAMPLES = {
 def make_inputs(b: int, device, seed: int = 0, dim: int = 256):
     g = torch.Generator().manual_seed(seed)
     img = torch.nn.functional.normalize(torch.randn(b, dim, generator=g), dim=1)
-    txt = torch.nn.functional.normalize(img + 1.2 * torch.randn(b, dim, generator=g) / dim ** 0.5, dim=1)
+    txt = torch.nn.functional.normalize(img + 1.2 * torch.randn(b, dim, generator=g) / dim**0.5, dim=1)
     sim = (img @ txt.T).to(device)
     # caption "sentence embeddings": 12 topics, captions near their topic → relevance spread in [−1, 1]
     topics = torch.nn.functional.normalize(torch.randn(12, 64, generator=g), dim=1)
@@ -163,8 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--losses", nargs="+", default=None, help="subset of loss names (default: every registered)")
-    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                    help="auto: CPU, plus CUDA when available")
+    ap.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CPU, plus CUDA when available"
+    )
     ap.add_argument("--step", action="store_true", help="also time a whole VSE++ training step per loss")
     ap.add_argument("--step-sizes", type=int, nargs="+", default=[128])
     ap.add_argument("--step-reps", type=int, default=7)
@@ -192,8 +194,13 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             ap.error("--device cuda but CUDA is not available")
         devices = [torch.device("cuda")]
-    model_kw = {"feature_dim": args.feature_dim, "vocab_size": args.vocab_size, "embed_dim": args.embed_dim,
-                "word_dim": 300, "text_hidden": args.text_hidden}
+    model_kw = {
+        "feature_dim": args.feature_dim,
+        "vocab_size": args.vocab_size,
+        "embed_dim": args.embed_dim,
+        "word_dim": 300,
+        "text_hidden": args.text_hidden,
+    }
 
     rows = []
     for device in devices:
@@ -201,8 +208,12 @@ def main(argv=None) -> int:
             block: dict[str, dict] = {}
             fns = {}
             for name in names:
-                row = block[name] = {"device": device.type, "B": b, "loss": name,
-                                     "params": json.dumps(REQUIRED_EXAMPLES.get(name, {}), sort_keys=True)}
+                row = block[name] = {
+                    "device": device.type,
+                    "B": b,
+                    "loss": name,
+                    "params": json.dumps(REQUIRED_EXAMPLES.get(name, {}), sort_keys=True),
+                }
                 try:
                     fns[name], row["rel_input"] = loss_only_closure(name, b, device)
                 except Exception as exc:  # noqa: BLE001 - a broken loss is reported, the others still run
@@ -224,10 +235,12 @@ def main(argv=None) -> int:
             for name in names:
                 row = block[name]
                 rows.append(row)
-                print(f"{device.type:4s} B={b:4d} {name:16s} "
-                      + (f"{row['median_ms']:9.2f} ms" if "median_ms" in row else row.get("error", ""))
-                      + (f"   step {row['step_median_ms']:9.1f} ms" if "step_median_ms" in row else ""),
-                      flush=True)
+                print(
+                    f"{device.type:4s} B={b:4d} {name:16s} "
+                    + (f"{row['median_ms']:9.2f} ms" if "median_ms" in row else row.get("error", ""))
+                    + (f"   step {row['step_median_ms']:9.1f} ms" if "step_median_ms" in row else ""),
+                    flush=True,
+                )
 
     base = {(r["device"], r["B"]): r for r in rows if r["loss"] == "triplet" and "median_ms" in r}
     for r in rows:
@@ -237,8 +250,21 @@ def main(argv=None) -> int:
         if ref and "step_median_ms" in r and "step_median_ms" in ref:
             r["step_rel_to_triplet_hn"] = r["step_median_ms"] / ref["step_median_ms"]
 
-    cols = ["device", "B", "loss", "median_ms", "min_ms", "reps", "rel_to_triplet_hn", "step_median_ms",
-            "step_rel_to_triplet_hn", "step_reps", "rel_input", "params", "error"]
+    cols = [
+        "device",
+        "B",
+        "loss",
+        "median_ms",
+        "min_ms",
+        "reps",
+        "rel_to_triplet_hn",
+        "step_median_ms",
+        "step_rel_to_triplet_hn",
+        "step_reps",
+        "rel_input",
+        "params",
+        "error",
+    ]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
@@ -255,24 +281,31 @@ def main(argv=None) -> int:
                 break
     except OSError:
         pass
-    md = [f"# Loss benchmark: forward + backward of the loss on a B×B similarity matrix",
-          "",
-          f"{dt.date.today().isoformat()} · torch {torch.__version__} · {cpu_name} · "
-          f"{torch.get_num_threads()} torch thread(s) · median of up to {args.reps} runs after {args.warmup} warm-up "
-          f"(fewer for losses slower than 1 s), timed round-robin over the losses · 1-min load average "
-          f"{load_start:.2f} at start, {load_end:.2f} at end (a shared machine: ratios are more reliable than "
-          f"absolute times) · `{' '.join(['benchmarks/bench_losses.py'] + (argv or sys.argv[1:]))}`",
-          ""]
+    md = [
+        "# Loss benchmark: forward + backward of the loss on a B×B similarity matrix",
+        "",
+        f"{dt.date.today().isoformat()} · torch {torch.__version__} · {cpu_name} · "
+        f"{torch.get_num_threads()} torch thread(s) · median of up to {args.reps} runs after {args.warmup} warm-up "
+        f"(fewer for losses slower than 1 s), timed round-robin over the losses · 1-min load average "
+        f"{load_start:.2f} at start, {load_end:.2f} at end (a shared machine: ratios are more reliable than "
+        f"absolute times) · `{' '.join(['benchmarks/bench_losses.py'] + (argv or sys.argv[1:]))}`",
+        "",
+    ]
     step_cols = args.step
-    head = "| device | B | loss | median ms | × Triplet-HN |" + (" step ms | step × Triplet-HN |" if step_cols else "") \
+    head = (
+        "| device | B | loss | median ms | × Triplet-HN |"
+        + (" step ms | step × Triplet-HN |" if step_cols else "")
         + " relevance input |"
+    )
     md += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if "error" in r:
             md.append(f"| {r['device']} | {r['B']} | `{r['loss']}` | error: {r['error']} |")
             continue
-        line = (f"| {r['device']} | {r['B']} | `{r['loss']}` | {r['median_ms']:.2f} | "
-                f"{r.get('rel_to_triplet_hn', float('nan')):.2f} |")
+        line = (
+            f"| {r['device']} | {r['B']} | `{r['loss']}` | {r['median_ms']:.2f} | "
+            f"{r.get('rel_to_triplet_hn', float('nan')):.2f} |"
+        )
         if step_cols:
             if "step_median_ms" in r:
                 line += f" {r['step_median_ms']:.1f} | {r.get('step_rel_to_triplet_hn', float('nan')):.3f} |"
@@ -280,8 +313,11 @@ def main(argv=None) -> int:
                 line += " | |"
         md.append(line + f" {r['rel_input']} |")
     if step_cols:
-        md += ["", f"Training step: VSE++ (image Linear {args.feature_dim}→{args.embed_dim}, word 300 + GRU "
-                   f"{args.text_hidden}, vocab {args.vocab_size}, captions of 8–20 tokens), Adam, grad clip 2.0."]
+        md += [
+            "",
+            f"Training step: VSE++ (image Linear {args.feature_dim}→{args.embed_dim}, word 300 + GRU "
+            f"{args.text_hidden}, vocab {args.vocab_size}, captions of 8–20 tokens), Adam, grad clip 2.0.",
+        ]
     out_md = atomic_write_text(args.out_dir / "losses.md", "\n".join(md) + "\n")
     print(f"wrote {out_csv} and {out_md}")
     return 0

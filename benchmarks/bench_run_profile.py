@@ -37,6 +37,7 @@ not final.
 Writes ``results/benchmarks/run_profile.csv`` and ``run_profile.md`` (``--data flickr8k``:
 ``run_profile_flickr8k.*``), atomically.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,16 @@ from coherent_itr.io import atomic_write_text
 from coherent_itr.models import VSEModel
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MODEL = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, lr=2e-3, sampling="captions",
-                     device="cpu", loss="triplet")
+DEFAULT_MODEL = dict(
+    embed_dim=128,
+    word_dim=128,
+    text_hidden=128,
+    batch_size=128,
+    lr=2e-3,
+    sampling="captions",
+    device="cpu",
+    loss="triplet",
+)
 
 
 def _load() -> str:
@@ -127,19 +136,34 @@ def _flops(run: T._Run, batches) -> tuple[float, float]:
 def profile(data: str, quick: bool, cache_dir: str | None) -> tuple[list[dict], dict]:
     torch.set_num_threads(1)
     n_steps = 20 if quick else 60
-    cfg = Config(data=data, data_scale="default", **DEFAULT_MODEL, epochs=1 if quick else 3,
-                 lr_decay_epoch=3 if data == "synthetic" else 2)
+    cfg = Config(
+        data=data,
+        data_scale="default",
+        **DEFAULT_MODEL,
+        epochs=1 if quick else 3,
+        lr_decay_epoch=3 if data == "synthetic" else 2,
+    )
     rows: list[dict] = []
 
     def add(phase, seconds, count=1, unit="call", note=""):
-        rows.append({"data": data, "phase": phase, "total_s": round(seconds, 4), "count": count,
-                     "per_unit_ms": round(1000 * seconds / max(count, 1), 3), "unit": unit, "note": note})
+        rows.append(
+            {
+                "data": data,
+                "phase": phase,
+                "total_s": round(seconds, 4),
+                "count": count,
+                "per_unit_ms": round(1000 * seconds / max(count, 1), 3),
+                "unit": unit,
+                "note": note,
+            }
+        )
 
-    meta = {"load_before": _load(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "amx": _has_amx()}
+    meta = {"load_before": _load(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "amx": _has_amx()}
     with threadpool_limits(limits=1, user_api="blas"):
         _, s = _timed(T.use_deterministic_kernels)
-        add("first_call_imports", s, note="torch.use_deterministic_algorithms imports torch._inductor: once per process")
+        add(
+            "first_call_imports", s, note="torch.use_deterministic_algorithms imports torch._inductor: once per process"
+        )
         splits, s = _timed(data_mod.load_splits, data, data_dir=cfg.data_dir, scale="default", cache_dir=cache_dir)
         add("data_load", s, note="load_splits (data cache as found)")
         run, s = _timed(T._setup, cfg, splits, cache_dir)
@@ -147,12 +171,15 @@ def profile(data: str, quick: bool, cache_dir: str | None) -> tuple[list[dict], 
 
         def batching():
             k = 0
-            for img, cap in T._batches(run.tr.n_images, run.tr.captions_per_image, cfg, torch.Generator().manual_seed(0)):
+            for img, cap in T._batches(
+                run.tr.n_images, run.tr.captions_per_image, cfg, torch.Generator().manual_seed(0)
+            ):
                 lens = run.lengths[cap]
-                run.tokens[cap][:, :int(lens.max())]
+                run.tokens[cap][:, : int(lens.max())]
                 run.feats[img]
                 k += 1
             return k
+
         k, s = _timed(batching)
         add("batching", s, k, "batch", "one epoch of _batches + token/feature slicing")
         meta["steps_per_epoch"] = k
@@ -166,30 +193,34 @@ def profile(data: str, quick: bool, cache_dir: str | None) -> tuple[list[dict], 
             prov.batch(img.numpy(), cap.numpy())
         add("relevance_lookup", time.perf_counter() - t0, len(batches_all), "batch", f"'{rel_name}' B×B look-ups")
 
-        batches = batches_all[:n_steps + 3]
+        batches = batches_all[: n_steps + 3]
         flop, tokens = _flops(run, batches)
         meta.update(flop_per_step=flop, tokens_per_batch=tokens)
         pre = []
-        for img, cap in batches:                         # tokens sliced beforehand: the bare step does none of it
+        for img, cap in batches:  # tokens sliced beforehand: the bare step does none of it
             lens = run.lengths[cap]
-            pre.append((img, cap, run.tokens[cap][:, :int(lens.max())], lens))
+            pre.append((img, cap, run.tokens[cap][:, : int(lens.max())], lens))
         for label, bf16 in (("float32", False), ("bf16", True)):
             # study, diagnostic and bare steps interleaved batch by batch, so a busy machine's noise hits all three
             run.config = cfg.replace(bf16=bf16)
             bare = _bare_stepper(run, bf16)
-            kinds = {"study": lambda b, p: T._train_step(run, *b, False),
-                     "diag": lambda b, p: T._train_step(run, *b, True),
-                     "bare": lambda b, p: bare(*p)}
+            kinds = {
+                "study": lambda b, p: T._train_step(run, *b, False),
+                "diag": lambda b, p: T._train_step(run, *b, True),
+                "bare": lambda b, p: bare(*p),
+            }
             times = {k: [] for k in kinds}
             for i, (b, p) in enumerate(zip(batches, pre)):
                 for k, fn in kinds.items():
                     t0 = time.perf_counter()
                     fn(b, p)
-                    if i >= 3:                           # the first 3 batches warm up
+                    if i >= 3:  # the first 3 batches warm up
                         times[k].append(time.perf_counter() - t0)
-            notes = {"study": "train._train_step, no diagnostics",
-                     "diag": "train._train_step with tangent diagnostics",
-                     "bare": f"encoders + Triplet-HN fwd/bwd + clip + Adam; {flop / 1e9:.2f} GFLOP/step"}
+            notes = {
+                "study": "train._train_step, no diagnostics",
+                "diag": "train._train_step with tangent diagnostics",
+                "bare": f"encoders + Triplet-HN fwd/bwd + clip + Adam; {flop / 1e9:.2f} GFLOP/step",
+            }
             for k, ts in times.items():
                 add(f"{k}_step_{label}", sum(ts), len(ts), "step", notes[k])
                 meta[f"{k}_step_{label}_median_ms"] = 1000 * statistics.median(ts)
@@ -204,11 +235,14 @@ def profile(data: str, quick: bool, cache_dir: str | None) -> tuple[list[dict], 
     meta["run_train_s"] = res.record["timing"]["train_s"]
     meta["run_n_steps"] = sum(h["n_steps"] for h in res.history)
     add("run_train_fn", wall, note=f"train() end to end, {cfg.epochs} epoch(s), {meta['run_n_steps']} steps")
+
     def evaluate():
         if hasattr(evaluation, "evaluate_run"):
             return evaluation.evaluate_run(res, splits=splits, cache_dir=cache_dir)
-        return evaluation.evaluate_embeddings(res.arrays["test_img"], res.arrays["test_cap"], splits.test,
-                                              cfg.eval_fold_size, cache_dir)
+        return evaluation.evaluate_embeddings(
+            res.arrays["test_img"], res.arrays["test_cap"], splits.test, cfg.eval_fold_size, cache_dir
+        )
+
     _, s = _timed(evaluate)
     add("test_eval_first", s, note="every test metric, first call in the process (yardsticks built or read from disk)")
     _, s = _timed(evaluate)
@@ -221,19 +255,41 @@ def profile(data: str, quick: bool, cache_dir: str | None) -> tuple[list[dict], 
 def summary(meta: dict) -> list[tuple[str, str, str]]:
     steps = meta["run_n_steps"] * meta["study_step_float32_median_ms"] / 1000
     out = [
-        ("bare step float32 (ms)", f"{meta['bare_step_float32_median_ms']:.1f}",
-         f"{meta['flop_per_step'] / 1e9:.2f} GFLOP → {meta['flop_per_step'] / meta['bare_step_float32_median_ms'] / 1e6:.1f} GFLOP/s"),
+        (
+            "bare step float32 (ms)",
+            f"{meta['bare_step_float32_median_ms']:.1f}",
+            f"{meta['flop_per_step'] / 1e9:.2f} GFLOP → "
+            f"{meta['flop_per_step'] / meta['bare_step_float32_median_ms'] / 1e6:.1f} GFLOP/s",
+        ),
         ("bare step bf16 (ms)", f"{meta['bare_step_bf16_median_ms']:.1f}", ""),
-        ("study step float32 (ms)", f"{meta['study_step_float32_median_ms']:.1f}",
-         f"{meta['study_step_float32_median_ms'] / meta['bare_step_float32_median_ms']:.2f}× bare (goal ≤ 1.3×)"),
-        ("study step bf16 (ms)", f"{meta['study_step_bf16_median_ms']:.1f}",
-         f"{meta['study_step_bf16_median_ms'] / meta['bare_step_bf16_median_ms']:.2f}× bare bf16"),
-        ("diagnostic step float32 (ms)", f"{meta['diag_step_float32_median_ms']:.1f}",
-         f"{meta['diag_step_float32_median_ms'] / meta['study_step_float32_median_ms']:.2f}× study step (paid every k steps only)"),
-        ("run wall (s)", f"{meta['run_wall_s']:.1f}",
-         f"{meta['run_wall_s'] / steps:.2f}× its {meta['run_n_steps']} training steps ({steps:.1f} s) (goal ≤ 1.5×); "
-         "train() + warm test evaluation"),
-        ("train() epoch loops (s)", f"{meta['run_train_s']:.1f}", f"{meta['run_train_s'] / steps:.2f}× the steps alone"),
+        (
+            "study step float32 (ms)",
+            f"{meta['study_step_float32_median_ms']:.1f}",
+            f"{meta['study_step_float32_median_ms'] / meta['bare_step_float32_median_ms']:.2f}× bare (goal ≤ 1.3×)",
+        ),
+        (
+            "study step bf16 (ms)",
+            f"{meta['study_step_bf16_median_ms']:.1f}",
+            f"{meta['study_step_bf16_median_ms'] / meta['bare_step_bf16_median_ms']:.2f}× bare bf16",
+        ),
+        (
+            "diagnostic step float32 (ms)",
+            f"{meta['diag_step_float32_median_ms']:.1f}",
+            f"{meta['diag_step_float32_median_ms'] / meta['study_step_float32_median_ms']:.2f}× study step "
+            "(paid every k steps only)",
+        ),
+        (
+            "run wall (s)",
+            f"{meta['run_wall_s']:.1f}",
+            f"{meta['run_wall_s'] / steps:.2f}× its {meta['run_n_steps']} training steps ({steps:.1f} s) "
+            "(goal ≤ 1.5×); "
+            "train() + warm test evaluation",
+        ),
+        (
+            "train() epoch loops (s)",
+            f"{meta['run_train_s']:.1f}",
+            f"{meta['run_train_s'] / steps:.2f}× the steps alone",
+        ),
     ]
     return out
 
@@ -247,17 +303,25 @@ def write(rows: list[dict], meta: dict, data: str, quick: bool) -> None:
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(out / f"{stem}.csv", buf.getvalue())
-    lines = [f"# Run profile ({data}, default profile{', --quick' if quick else ''})", "",
-             f"{dt.datetime.now().isoformat(timespec='seconds')}; {platform.machine()}, {os.cpu_count()} CPUs, "
-             f"torch {torch.__version__} (CPU capability {meta['cpu_capability']}, AMX-BF16 "
-             f"{'present' if meta['amx'] else 'absent'}), one torch thread, one BLAS thread; load average (1/5/15 min) before "
-             f"{meta['load_before']}, after {meta['load_after']}. Steps per epoch {meta['steps_per_epoch']}, "
-             f"Σ tokens per batch {meta['tokens_per_batch']:.0f}. Produced by `benchmarks/bench_run_profile.py`.", "",
-             "| quantity | value | against |", "|---|---|---|"]
+    lines = [
+        f"# Run profile ({data}, default profile{', --quick' if quick else ''})",
+        "",
+        f"{dt.datetime.now().isoformat(timespec='seconds')}; {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__} (CPU capability {meta['cpu_capability']}, AMX-BF16 "
+        f"{'present' if meta['amx'] else 'absent'}), one torch thread, one BLAS thread; "
+        "load average (1/5/15 min) before "
+        f"{meta['load_before']}, after {meta['load_after']}. Steps per epoch {meta['steps_per_epoch']}, "
+        f"Σ tokens per batch {meta['tokens_per_batch']:.0f}. Produced by `benchmarks/bench_run_profile.py`.",
+        "",
+        "| quantity | value | against |",
+        "|---|---|---|",
+    ]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in summary(meta)]
     lines += ["", "| phase | total s | count | ms per unit | unit | note |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['phase']} | {r['total_s']} | {r['count']} | {r['per_unit_ms']} | {r['unit']} | {r['note']} |"
-              for r in rows]
+    lines += [
+        f"| {r['phase']} | {r['total_s']} | {r['count']} | {r['per_unit_ms']} | {r['unit']} | {r['note']} |"
+        for r in rows
+    ]
     atomic_write_text(out / f"{stem}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 

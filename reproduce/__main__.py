@@ -6,6 +6,7 @@ the claims ledger, write it into README.md (profiles other than smoke, and only 
 and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
 (the others still finish), 2 a bad argument or setting (reported before any work).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,9 +73,12 @@ def _comma_list(allowed: tuple[str, ...], what: str):
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in allowed]
         if bad or not items:
-            raise argparse.ArgumentTypeError(f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
-                                             f"choose from {', '.join(allowed)} (comma-separated)")
+            raise argparse.ArgumentTypeError(
+                f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
+                f"choose from {', '.join(allowed)} (comma-separated)"
+            )
         return list(dict.fromkeys(items))
+
     return parse
 
 
@@ -90,28 +94,56 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description=__doc__, epilog=EPILOG, formatter_class=_Formatter)
-    ap.add_argument("--profile", default="default", choices=list(PROFILES),
-                    help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = what "
-                         "a 2-core CPU runs in about an hour, paper = the papers' sizes (for GPUs)")
-    ap.add_argument("--data", default="auto",
-                    help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
-                         f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)")
-    ap.add_argument("--papers", default=argparse.SUPPRESS, type=_comma_list(PAPERS, "paper"),
-                    help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
-                         "'data' is the data card and trains nothing) (default: all)")
-    ap.add_argument("--executor", default="local", choices=list(EXECUTORS),
-                    help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
-                         "instance, or the cluster of RAY_ADDRESS)")
-    ap.add_argument("--workers", type=_positive_int, default=min(2, os.cpu_count() or 1),
-                    help="parallel training processes (local) or CPUs of a local Ray instance")
-    ap.add_argument("--skip-notebooks", action="store_true",
-                    help="train the runs only; execute no notebook (the ledger then marks claims stale)")
-    ap.add_argument("--rerun-notebooks", action="store_true",
-                    help="execute every notebook even if its inputs are unchanged since its last run")
+    ap.add_argument(
+        "--profile",
+        default="default",
+        choices=list(PROFILES),
+        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = what "
+        "a 2-core CPU runs in about an hour, paper = the papers' sizes (for GPUs)",
+    )
+    ap.add_argument(
+        "--data",
+        default="auto",
+        help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
+        f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)",
+    )
+    ap.add_argument(
+        "--papers",
+        default=argparse.SUPPRESS,
+        type=_comma_list(PAPERS, "paper"),
+        help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
+        "'data' is the data card and trains nothing) (default: all)",
+    )
+    ap.add_argument(
+        "--executor",
+        default="local",
+        choices=list(EXECUTORS),
+        help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
+        "instance, or the cluster of RAY_ADDRESS)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=min(2, os.cpu_count() or 1),
+        help="parallel training processes (local) or CPUs of a local Ray instance",
+    )
+    ap.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="train the runs only; execute no notebook (the ledger then marks claims stale)",
+    )
+    ap.add_argument(
+        "--rerun-notebooks",
+        action="store_true",
+        help="execute every notebook even if its inputs are unchanged since its last run",
+    )
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
-    ap.add_argument("--verify-cache", action="store_true",
-                    help="check the checksum of every cached training and evaluation entry, list the bad ones "
-                         "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing")
+    ap.add_argument(
+        "--verify-cache",
+        action="store_true",
+        help="check the checksum of every cached training and evaluation entry, list the bad ones "
+        "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
+    )
     return ap
 
 
@@ -142,18 +174,21 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
         if not env:
             raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
         try:
-            paths.flickr8k_dir()                  # a typo is caught here, before the data module's imports
+            paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
             from coherent_itr.data import flickr8k
+
             root = flickr8k.check_release()
-            with warnings.catch_warnings():       # skipped captions are reported when the data set loads
+            with warnings.catch_warnings():  # skipped captions are reported when the data set loads
                 warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
-                flickr8k.flickr8k_index(root)     # every caption line, split list and image file, in seconds
+                flickr8k.flickr8k_index(root)  # every caption line, split list and image file, in seconds
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
         missing = flickr8k.missing_judgements(root)
-        why["flickr8k"] = (f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})"
-                           + (f"; without {', '.join(p.name for p in missing)}: the metrics needing human "
-                              "judgements are left out" if missing else ""))
+        why["flickr8k"] = f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})" + (
+            f"; without {', '.join(p.name for p in missing)}: the metrics needing human judgements are left out"
+            if missing
+            else ""
+        )
     elif args.data_sets is None:
         why["flickr8k"] = f"flickr8k: not run (${paths.FLICKR8K_ENV} is not set)"
     return wanted, [why[d] for d in ("synthetic", "flickr8k") if d in why]
@@ -176,7 +211,7 @@ def validate(args) -> list[str]:
 @dataclass
 class DataSetPlan:
     data: str
-    profile: object          # reproduce.profiles.Profile with its data set applied
+    profile: object  # reproduce.profiles.Profile with its data set applied
     configs: list
     todo: list
     papers: list | None = None
@@ -192,11 +227,11 @@ class DataSetPlan:
 
 @dataclass
 class Outcome:
-    failed_runs: list = field(default_factory=list)          # RunFailure
-    failed_notebooks: list = field(default_factory=list)     # (data, notebook, traceback)
+    failed_runs: list = field(default_factory=list)  # RunFailure
+    failed_notebooks: list = field(default_factory=list)  # (data, notebook, traceback)
     timings: dict = field(default_factory=dict)
-    runs_to_do: int = 0       # runs to train in this invocation, all data sets
-    runs_done: int = 0        # of which finished (trained or failed)
+    runs_to_do: int = 0  # runs to train in this invocation, all data sets
+    runs_done: int = 0  # of which finished (trained or failed)
     runs_trained: int = 0
 
 
@@ -205,6 +240,7 @@ def plan_data_set(args, data: str, cache) -> DataSetPlan:
     only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
     from . import experiments, tuning
     from .study import profile_for
+
     profile = profile_for(args.profile, data)
     papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
     if papers == []:
@@ -218,14 +254,18 @@ def plan_data_set(args, data: str, cache) -> DataSetPlan:
 
 def announce(args, plans: list[DataSetPlan]) -> None:
     from . import notebooks
+
     print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
         what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
-        print(f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train or evaluate "
-              f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
-              + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
-              + f"; results in {p.results_dir.relative_to(ROOT)}/", flush=True)
+        print(
+            f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train or evaluate "
+            f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
+            + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
+            + f"; results in {p.results_dir.relative_to(ROOT)}/",
+            flush=True,
+        )
     total = sum(len(p.todo) for p in plans)
     print(f"reproduce: {total} run(s) to train in all; cache {paths.cache_dir()}", flush=True)
 
@@ -243,6 +283,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     from . import tuning
     from .executors import make_executor
     from .prepare import prepare
+
     d = plan.data
     progress = not args.no_progress
     executor = make_executor(args.executor, args.workers, progress)
@@ -255,8 +296,13 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             prepared = True
 
     def train(todo) -> None:
-        bar = tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", unit="run",
-                   disable=not progress)
+        bar = tqdm(
+            total=out.runs_to_do,
+            initial=out.runs_done,
+            desc=f"training runs (now {d})",
+            unit="run",
+            disable=not progress,
+        )
         try:
             failures = executor.run(todo, cache, bar=bar)
         finally:
@@ -269,19 +315,24 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
 
     t = time.perf_counter()
     if plan.tuned:
-        class _Phase:                    # the tuning phase through the same bar and failure list
+
+        class _Phase:  # the tuning phase through the same bar and failure list
             def run(self, todo, cache_):
                 prepare_once(todo)
                 n = len(out.failed_runs)
                 train(todo)
                 return out.failed_runs[n:]
+
         final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase())
         out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
         todo = [c for c in final if not cache.has(c)]
         out.runs_to_do += len(todo)
-        plan.todo = [*plan.todo, *todo]          # the notebooks re-execute when anything trained
-        print(f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
-              f"{len(todo)} to train", flush=True)
+        plan.todo = [*plan.todo, *todo]  # the notebooks re-execute when anything trained
+        print(
+            f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
+            f"{len(todo)} to train",
+            flush=True,
+        )
     else:
         todo = plan.todo
     prepare_once(todo)
@@ -296,10 +347,17 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
 
 def notebooks_data_set(args, plan: DataSetPlan, trained_until: float, t_start: float, out: Outcome) -> None:
     from . import notebooks
+
     t = time.perf_counter()
     fresh_after = t_start if args.rerun_notebooks else (trained_until if plan.todo else None)
-    fails = notebooks.execute(plan.profile.name, plan.data, plan.results_dir, only=notebooks.for_papers(args.papers),
-                              progress=not args.no_progress, fresh_after=fresh_after)
+    fails = notebooks.execute(
+        plan.profile.name,
+        plan.data,
+        plan.results_dir,
+        only=notebooks.for_papers(args.papers),
+        progress=not args.no_progress,
+        fresh_after=fresh_after,
+    )
     out.timings[f"{plan.data}_notebooks_s"] = time.perf_counter() - t
     for name, tb in fails:
         print(f"notebook failed: {name} [{plan.data}]\n{tb}", file=sys.stderr)
@@ -313,10 +371,12 @@ def collapsed_arms(args, sets: list[str]) -> dict:
 
     from . import claim_rows
     from .study import Study
+
     out: dict = {}
     for d in sets:
-        out.update(claim_rows.collapsed_arms(Study(args.profile, d, cache=RunCache(), progress=False),
-                                             papers=args.papers))
+        out.update(
+            claim_rows.collapsed_arms(Study(args.profile, d, cache=RunCache(), progress=False), papers=args.papers)
+        )
     return out
 
 
@@ -324,6 +384,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (only when all is well), manifest; the exit status."""
     from . import ledger_io, notebooks
     from .study import profile_for
+
     base = ROOT / profile_for(args.profile, "synthetic").results_dir
     dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
     stale = notebooks.stale_claims(args.profile, dirs)
@@ -333,31 +394,52 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
     if args.profile != "smoke":
         if failed or stale:
-            print(f"reproduce: README.md NOT updated ({'failures' if failed else 'stale claims'}, see above)",
-                  flush=True)
+            print(
+                f"reproduce: README.md NOT updated ({'failures' if failed else 'stale claims'}, see above)", flush=True
+            )
         else:
             ledger_io.update_readme(table, args.profile)
             print("reproduce: README.md claims-ledger table rewritten", flush=True)
-    failures = {"runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
-                "notebooks": [{"data": d, "notebook": n, "error": tb.strip().splitlines()[-1] if tb.strip() else ""}
-                              for d, n, tb in out.failed_notebooks],
-                "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()}}
-    ledger_io.write_manifest(base, args.profile, sets, time.perf_counter() - t0, out.timings,
-                             n_workers=args.workers, runs_trained=out.runs_trained, failures=failures)
-    print(f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
-          f"{out.runs_trained} run(s) trained; ledger in {base.relative_to(ROOT)}/claims.md"
-          + (f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s) (see above)"
-             if failed else "") + (f"; {len(stale)} stale claim file(s)" if stale else ""), flush=True)
+    failures = {
+        "runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
+        "notebooks": [
+            {"data": d, "notebook": n, "error": tb.strip().splitlines()[-1] if tb.strip() else ""}
+            for d, n, tb in out.failed_notebooks
+        ],
+        "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()},
+    }
+    ledger_io.write_manifest(
+        base,
+        args.profile,
+        sets,
+        time.perf_counter() - t0,
+        out.timings,
+        n_workers=args.workers,
+        runs_trained=out.runs_trained,
+        failures=failures,
+    )
+    print(
+        f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
+        f"{out.runs_trained} run(s) trained; ledger in {base.relative_to(ROOT)}/claims.md"
+        + (
+            f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s) (see above)"
+            if failed
+            else ""
+        )
+        + (f"; {len(stale)} stale claim file(s)" if stale else ""),
+        flush=True,
+    )
     return 1 if failed else 0
 
 
 def run(args, sets: list[str]) -> int:
     from coherent_itr.runs import RunCache, check_writable
+
     t0, t_start = time.perf_counter(), time.time()
     cache = RunCache()
     plans = [plan_data_set(args, d, cache) for d in sets]
     announce(args, plans)
-    try:                              # room for the runs known now (the final runs of a tuned plan come later)
+    try:  # room for the runs known now (the final runs of a tuned plan come later)
         check_writable(n_runs=sum(len(p.todo) for p in plans))
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -370,9 +452,15 @@ def run(args, sets: list[str]) -> int:
             notebooks_data_set(args, plan, trained_until, t_start, out)
         out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t
     for plan in plans:
-        print(f"reproduce [{plan.profile.name}/{plan.data}]: " + ", ".join(
-            f"{k.removeprefix(plan.data + '_')} {v:.0f} s" for k, v in out.timings.items()
-            if k.startswith(plan.data + "_")), flush=True)
+        print(
+            f"reproduce [{plan.profile.name}/{plan.data}]: "
+            + ", ".join(
+                f"{k.removeprefix(plan.data + '_')} {v:.0f} s"
+                for k, v in out.timings.items()
+                if k.startswith(plan.data + "_")
+            ),
+            flush=True,
+        )
     return finish(args, sets, out, t0)
 
 
@@ -381,7 +469,7 @@ def _sigterm_as_interrupt(signum, frame):
 
 
 def main(argv=None) -> int:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)   # `kill` stops the worker processes too
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # `kill` stops the worker processes too
     args = parse_args(argv)
     try:
         sets = validate(args)
@@ -395,12 +483,19 @@ def main(argv=None) -> int:
 
 def verify(args) -> int:
     from coherent_itr.runs import verify_cache
+
     problems = verify_cache()
     for p in problems:
         print(f"reproduce: BAD CACHE ENTRY {p}", flush=True)
-    print(f"reproduce: cache {paths.cache_dir()} verified: "
-          + (f"{len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'} (redone by the next run)"
-             if problems else "every entry intact"), flush=True)
+    print(
+        f"reproduce: cache {paths.cache_dir()} verified: "
+        + (
+            f"{len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'} (redone by the next run)"
+            if problems
+            else "every entry intact"
+        ),
+        flush=True,
+    )
     return 1 if problems else 0
 
 

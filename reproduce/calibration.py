@@ -21,6 +21,7 @@ empty level 1) for the notebook.
 among the references, φ(positive) ≥ 2, so many margins exceed the code's clamp at 1;
 :func:`margin_distribution` measures it on real batches.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -30,23 +31,28 @@ import pandas as pd
 
 # scope of interest (CVSE++ Sec. V-B) on the COCO 1K test: 5,000 candidates, 5 GT → level shares
 COCO1K_CANDIDATES, COCO1K_GT = 5000, 5
-SCOPE_SHARES = ((100 - COCO1K_GT) / (COCO1K_CANDIDATES - COCO1K_GT),
-                (200 - COCO1K_GT) / (COCO1K_CANDIDATES - COCO1K_GT))
-PAPER_THETAS = (0.40, 0.35)   # Ladder paper Sec. IV-A (θ₁, Sentence-BERT) and Sec. V-B (θ₂)
+SCOPE_SHARES = (
+    (100 - COCO1K_GT) / (COCO1K_CANDIDATES - COCO1K_GT),
+    (200 - COCO1K_GT) / (COCO1K_CANDIDATES - COCO1K_GT),
+)
+PAPER_THETAS = (0.40, 0.35)  # Ladder paper Sec. IV-A (θ₁, Sentence-BERT) and Sec. V-B (θ₂)
 
 
-def training_batches(n_images: int, captions_per_image: int, batch_size: int = 128, n_batches: int = 50,
-                     seed: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def training_batches(
+    n_images: int, captions_per_image: int, batch_size: int = 128, n_batches: int = 50, seed: int = 0
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(image_idx, caption_idx) of ``n_batches`` random batches drawn as the training loop draws them with
     ``sampling="captions"`` (a random permutation of every caption, cut into batches)."""
     if n_images < 1 or captions_per_image < 1 or batch_size < 2 or n_batches < 1:
-        raise ValueError(f"training_batches: need n_images, captions_per_image, n_batches ≥ 1 and batch_size ≥ 2, "
-                         f"got {n_images}, {captions_per_image}, {n_batches}, {batch_size}")
+        raise ValueError(
+            f"training_batches: need n_images, captions_per_image, n_batches ≥ 1 and batch_size ≥ 2, "
+            f"got {n_images}, {captions_per_image}, {n_batches}, {batch_size}"
+        )
     rng = np.random.default_rng(seed)
     order = rng.permutation(n_images * captions_per_image)
     n = min(n_batches, len(order) // batch_size)
     for b in range(n):
-        cap = order[b * batch_size:(b + 1) * batch_size]
+        cap = order[b * batch_size : (b + 1) * batch_size]
         yield cap // captions_per_image, cap
 
 
@@ -88,8 +94,13 @@ def theta_table(matrices: list[np.ndarray], thetas) -> pd.DataFrame:
     rows = []
     for t in thetas:
         empty = np.concatenate([~((m >= t) & ~np.eye(m.shape[0], dtype=bool)).any(axis=1) for m in mats])
-        rows.append({"theta": float(t), "share_pairs_at_or_above": float((values >= t).mean()),
-                     "share_rows_empty_level1": float(empty.mean())})
+        rows.append(
+            {
+                "theta": float(t),
+                "share_pairs_at_or_above": float((values >= t).mean()),
+                "share_rows_empty_level1": float(empty.mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -114,9 +125,16 @@ def margin_distribution(phi_matrices: Iterable[np.ndarray], tau: float) -> dict:
     if not alphas:
         raise ValueError("margin_distribution: no matrices given")
     a = np.concatenate(alphas)
-    return {"tau": float(tau), "n": int(a.size), "median": float(np.median(a)), "mean": float(a.mean()),
-            "q25": float(np.quantile(a, 0.25)), "q75": float(np.quantile(a, 0.75)),
-            "share_above_1": float((a > 1).mean()), "share_below_0": float((a < 0).mean())}
+    return {
+        "tau": float(tau),
+        "n": int(a.size),
+        "median": float(np.median(a)),
+        "mean": float(a.mean()),
+        "q25": float(np.quantile(a, 0.25)),
+        "q75": float(np.quantile(a, 0.75)),
+        "share_above_1": float((a > 1).mean()),
+        "share_below_0": float((a < 0).mean()),
+    }
 
 
 def _captions_only_train(data: str, n_images: int | None = 1500, seed: int = 0):
@@ -126,35 +144,53 @@ def _captions_only_train(data: str, n_images: int | None = 1500, seed: int = 0):
     batch is 4 / 7,499 vs 4 / 29,999 likely — both negligible), at a quarter of the Sentence-BERT cost."""
     from coherent_itr.data.base import CaptionedImages
     from coherent_itr.data.flickr8k import flickr8k_index
+
     names, caps = flickr8k_index()["train"]
     cpi = len(caps) // len(names)
-    keep = np.arange(len(names)) if n_images is None else \
-        np.sort(np.random.default_rng(seed).choice(len(names), min(n_images, len(names)), replace=False))
-    return CaptionedImages(f"{data}/train (captions only, {len(keep)} images)", np.zeros((len(keep), 1), np.float32),
-                           [caps[i * cpi + k] for i in keep for k in range(cpi)], [names[i] for i in keep],
-                           captions_per_image=cpi)
+    keep = (
+        np.arange(len(names))
+        if n_images is None
+        else np.sort(np.random.default_rng(seed).choice(len(names), min(n_images, len(names)), replace=False))
+    )
+    return CaptionedImages(
+        f"{data}/train (captions only, {len(keep)} images)",
+        np.zeros((len(keep), 1), np.float32),
+        [caps[i * cpi + k] for i in keep for k in range(cpi)],
+        [names[i] for i in keep],
+        captions_per_image=cpi,
+    )
 
 
-def measure(data: str = "synthetic", data_scale: str = "default", n_batches: int = 50, batch_size: int = 128,
-            seed: int = 0) -> dict:
+def measure(
+    data: str = "synthetic", data_scale: str = "default", n_batches: int = 50, batch_size: int = 128, seed: int = 0
+) -> dict:
     """θ calibration (Sentence-BERT, paired cosine) and SAM margins (CIDEr-D, candidate included) on
     ``n_batches`` random training batches of ``data``; what the ladder / SAM notebooks show."""
     from coherent_itr import data as data_mod
+
     tr = _captions_only_train(data) if data == "flickr8k" else data_mod.load_splits(data, scale=data_scale).train
     sb = data_mod.relevance_provider("sbert", tr, mode="paired", scale="cosine")
-    rel = relevance_batches(sb, tr.n_images, tr.captions_per_image, batch_size=batch_size, n_batches=n_batches,
-                            seed=seed)
+    rel = relevance_batches(
+        sb, tr.n_images, tr.captions_per_image, batch_size=batch_size, n_batches=n_batches, seed=seed
+    )
     thetas = calibrated_thetas(rel)
     table = theta_table(rel, sorted({*PAPER_THETAS, *thetas}))
     ci = data_mod.relevance_provider("cider", tr, include_candidate=True)
-    phi = relevance_batches(ci, tr.n_images, tr.captions_per_image, batch_size=batch_size, n_batches=n_batches,
-                            seed=seed)
-    return {"data": data, "thetas": thetas, "shares": SCOPE_SHARES, "theta_table": table,
-            "sam_margins": {t: margin_distribution(phi, t) for t in (3.0, 5.0, 10.0)}}
+    phi = relevance_batches(
+        ci, tr.n_images, tr.captions_per_image, batch_size=batch_size, n_batches=n_batches, seed=seed
+    )
+    return {
+        "data": data,
+        "thetas": thetas,
+        "shares": SCOPE_SHARES,
+        "theta_table": table,
+        "sam_margins": {t: margin_distribution(phi, t) for t in (3.0, 5.0, 10.0)},
+    }
 
 
 if __name__ == "__main__":
     import sys
+
     d = sys.argv[1] if len(sys.argv) > 1 else "synthetic"
     r = measure(d)
     print(d, "calibrated thetas", r["thetas"])

@@ -11,6 +11,7 @@ test queries (``query_var``, ``n_boot``), which the ledger adds to the seed vari
 (:mod:`reproduce.ledger`). A row written this way is the claim's primary row in
 :func:`reproduce.ledger_io.collect` (``role == "primary"``), whatever other rows match.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,8 +36,9 @@ def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
     return pd.concat(parts, axis=1).dropna().mean(axis=1)
 
 
-def primary_row(cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None,
-                n_boot: int = N_BOOT) -> dict:
+def primary_row(
+    cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None, n_boot: int = N_BOOT
+) -> dict:
     """The claim's primary row on ``dataset`` from ``Study.results(paper)`` (one row per arm and seed).
 
     ``per_query`` — ``{arm name: [per_query_recall(...) per seed, in seed order]}`` for both arms of an
@@ -44,28 +46,52 @@ def primary_row(cid: str, dataset: str, results: pd.DataFrame, per_query: dict |
     c = registry.claim(cid)
     p = c.primary
     if p.measure != "arms":
-        raise ValueError(f"{cid}: its primary contrast is measured in the notebook ({p.statement!r}), "
-                         "not as a difference of two arms")
+        raise ValueError(
+            f"{cid}: its primary contrast is measured in the notebook ({p.statement!r}), "
+            "not as a difference of two arms"
+        )
     metric = p.metric_for(dataset)
     a, b = _metric_per_seed(results, p.arm_a, metric), _metric_per_seed(results, p.arm_b, metric)
     seeds = sorted(set(a.index) & set(b.index))
     effects = [float(a[s] - b[s]) for s in seeds]
     query_var, boot = 0.0, 0
-    if (per_query and metric == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple)
-            and p.arm_a in per_query and p.arm_b in per_query):
+    if (
+        per_query
+        and metric == "rsum"
+        and not isinstance(p.arm_a, tuple)
+        and not isinstance(p.arm_b, tuple)
+        and p.arm_a in per_query
+        and p.arm_b in per_query
+    ):
         est = paired_bootstrap(per_query[p.arm_a], per_query[p.arm_b], n_boot=n_boot)
         if not np.allclose(est.effect, np.mean(effects), atol=1e-6 * max(1.0, abs(est.effect))):
-            raise ValueError(f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
-                             f"records ({np.mean(effects):.4f}); the per-query data are not those of these runs")
+            raise ValueError(
+                f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
+                f"records ({np.mean(effects):.4f}); the per-query data are not those of these runs"
+            )
         query_var, boot = est.query_var, n_boot
     v, m, lo, hi = verdict(p.kind, effects, p.tolerance)
     leg = p.legacy_for(dataset)
-    row = {"id": cid, "paper": c.paper, "source": c.source, "statement": p.statement,
-           "metric": leg.get("metric") or p.metric_label(dataset), "dataset": dataset,
-           "arms": leg.get("arms") or p.arms_label(), "n_seeds": len(effects), "effect": m, "ci_low": lo,
-           "ci_high": hi, "tolerance": p.tolerance, "kind": p.kind, "verdict": v, "notebook": c.notebook,
-           "note": "", "seed_effects": ";".join(repr(float(x)) for x in effects)}
-    if leg.get("sign") == -1:       # the legacy text is stated the other way round: keep the registry's arms
+    row = {
+        "id": cid,
+        "paper": c.paper,
+        "source": c.source,
+        "statement": p.statement,
+        "metric": leg.get("metric") or p.metric_label(dataset),
+        "dataset": dataset,
+        "arms": leg.get("arms") or p.arms_label(),
+        "n_seeds": len(effects),
+        "effect": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "tolerance": p.tolerance,
+        "kind": p.kind,
+        "verdict": v,
+        "notebook": c.notebook,
+        "note": "",
+        "seed_effects": ";".join(repr(float(x)) for x in effects),
+    }
+    if leg.get("sign") == -1:  # the legacy text is stated the other way round: keep the registry's arms
         row["arms"] = p.arms_label()
         row["metric"] = p.metric_label(dataset)
     missing = set(NOTEBOOK_COLUMNS) - set(row)
@@ -94,7 +120,7 @@ def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
     (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
     only (``papers``: only those papers' contrasts). Pass the result to :func:`reproduce.ledger_io.collect`."""
     if is_collapsed is None:
-        from coherent_itr.health import is_collapsed   # written by the "engine" helper (contract in the brief)
+        from coherent_itr.health import is_collapsed  # written by the "engine" helper (contract in the brief)
     out = {}
     for c in registry.CLAIMS.values():
         p = c.primary
@@ -104,7 +130,7 @@ def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
         for arm in study.arms(p.paper):
             if arm.name not in names or (study.data, arm.name) in out:
                 continue
-            for cfg in study.configs(arm):          # the tuned configs when the profile tunes
+            for cfg in study.configs(arm):  # the tuned configs when the profile tunes
                 res = study.cache.load(cfg)
                 if res is None:
                     continue
@@ -142,4 +168,5 @@ def same_config(profile):
     def equal(paper, a, b):
         arms = {x.name: x for x in experiments.arms(paper, profile)}
         return [c.key() for c in arms[a].configs(profile)] == [c.key() for c in arms[b].configs(profile)]
+
     return equal

@@ -9,6 +9,7 @@ Local worker processes die with the driver whatever kills it, SIGKILL included: 
 Linux kernel for a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) and, on every
 platform, a watcher thread ends the worker once its parent process is gone.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
 
-PARENT_POLL_S = 1.0   # how often a worker checks that the driver is still alive (fallback to prctl)
+PARENT_POLL_S = 1.0  # how often a worker checks that the driver is still alive (fallback to prctl)
 
 
 @dataclass
@@ -41,7 +42,7 @@ class RunFailure:
 
 def _watch_parent(parent_pid: int) -> None:
     while True:
-        if os.getppid() != parent_pid:   # reparented: the driver is gone
+        if os.getppid() != parent_pid:  # reparented: the driver is gone
             os._exit(1)
         time.sleep(PARENT_POLL_S)
 
@@ -55,6 +56,7 @@ def die_with_parent(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         try:
             import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
             PR_SET_PDEATHSIG = 1
             libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
@@ -69,6 +71,7 @@ def _run_one(config_dict: dict, cache_root: str, threads: int) -> RunFailure | N
     raising."""
     from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
+
     try:
         RunCache(cache_root, threads=threads).get_or_train(Config.from_dict(config_dict), progress=False)
         return None
@@ -101,8 +104,10 @@ class LocalExecutor:
         else:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
-            pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                       initializer=die_with_parent, initargs=(os.getpid(),))
+
+            pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
+            )
             try:
                 futs = [pool.submit(_run_one, cd, root, cache.threads) for cd in todo]
                 for fut in as_completed(futs):
@@ -135,10 +140,10 @@ class RayExecutor:
 
     def run(self, configs: list[Config], cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
         import ray
+
         started = False
         if not ray.is_initialized():
-            kw = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus,
-                                                                       include_dashboard=False)
+            kw = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus, include_dashboard=False)
             ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
             started = True
         try:
@@ -167,7 +172,7 @@ class RayExecutor:
 def make_executor(name: str, workers: int = 1, progress: bool = True):
     if name == "local":
         return LocalExecutor(workers=workers, progress=progress)
-    if name == "ray":   # a running cluster when $RAY_ADDRESS is set (its nodes say how many CPUs), else a local Ray
+    if name == "ray":  # a running cluster when $RAY_ADDRESS is set (its nodes say how many CPUs), else a local Ray
         address = os.environ.get("RAY_ADDRESS") or None
         return RayExecutor(address=address, num_cpus=None if address or workers == 1 else workers, progress=progress)
     raise ValueError(f"unknown executor {name!r}; choose 'local' or 'ray'")

@@ -15,9 +15,9 @@ Pseudo labels per family follow the papers: Sentence-BERT cosine in [−1, 1] of
 caption for BCLS and the ladder; its (1 + s)/2 mapping for the listwise loss; CIDEr-D against the
 anchor image's 5 references (candidate included, as the SAM code) for SAM.
 """
+
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 from coherent_itr import losses
@@ -31,13 +31,33 @@ SBERT_UNIT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale"
 CIDER = dict(relevance="cider", relevance_params={"include_candidate": True})
 GAMMA = 60.0  # Unified paper: γ = 50–60; its sweeps (Fig. 5a) use 60
 # groups of arms that sweep a parameter around a paper's default (a profile may give them fewer seeds)
-SWEEP_GROUPS = frozenset({"alpha", "beta", "beta2", "levels", "lminmax", "grid", "grid_authors", "tau", "margin",
-                          "gamma", "theta_cal_beta2", "theta_cal_levels"})
+SWEEP_GROUPS = frozenset(
+    {
+        "alpha",
+        "beta",
+        "beta2",
+        "levels",
+        "lminmax",
+        "grid",
+        "grid_authors",
+        "tau",
+        "margin",
+        "gamma",
+        "theta_cal_beta2",
+        "theta_cal_levels",
+    }
+)
 # each paper's MAIN comparison (issue 14 item 3): the arms tuned on the validation split. SAM's is the
 # full-data pair of its fraction table (Table 3); its 10% / 25% arms use the tuning of the 100% arm.
-MAIN_GROUPS = {"overview": ("x1",), "bcls": ("table8",), "ladder": ("table1",), "sam": ("fraction",),
-               "listwise": ("table5",), "unified": ("table1",)}
-SAM_PAPER = {"tau": 3.0, "sampling": "SN", "keep_triplet": True}   # SAM Table 4 default, the paper's SN
+MAIN_GROUPS = {
+    "overview": ("x1",),
+    "bcls": ("table8",),
+    "ladder": ("table1",),
+    "sam": ("fraction",),
+    "listwise": ("table5",),
+    "unified": ("table1",),
+}
+SAM_PAPER = {"tau": 3.0, "sampling": "SN", "keep_triplet": True}  # SAM Table 4 default, the paper's SN
 SAM_AUTHORS = {"tau": 3.0, "sampling": "SN", "keep_triplet": True}  # same settings, the code's semantics
 
 
@@ -46,6 +66,7 @@ class Arm:
     """A named set of Config overrides. ``family``: the *name* of the main-comparison arm of the same
     paper whose tuned lr / warm-up this arm uses (None: resolved by :func:`reproduce.tuning.family_of` —
     a main arm is its own family, a sweep arm takes the main arm with the same loss)."""
+
     paper: str
     group: str
     name: str
@@ -58,10 +79,9 @@ class Arm:
         its own ``seed`` parameter (SAM's random sampler) gets the run's seed, so seeds differ in its
         sampling too."""
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
-        cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides,
-               "seed": seed}
-        frac = self.overrides.get("train_fraction", 1.0)      # the arm's own fraction (not a profile's subset)
-        if frac < 1.0 and "epochs" not in self.overrides:      # S1: as many updates as the full-data arm
+        cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides, "seed": seed}
+        frac = self.overrides.get("train_fraction", 1.0)  # the arm's own fraction (not a profile's subset)
+        if frac < 1.0 and "epochs" not in self.overrides:  # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
         if "seed" in losses.parameters(cfg["loss"]):
             cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": seed}
@@ -115,11 +135,9 @@ def bcls_arms(profile: Profile) -> list[Arm]:
     ]
     # B5 is a peak claim: ≥ 4 of the 5 values (Fig. 5a,b); the default α=0.2, β=0.1 is the BCLS arm itself
     for a in profile.thin((0.0, 0.1, 0.2, 0.3, 0.4), keep=(0.2,)):
-        arms.append(_arm(p, "alpha", f"α={a:g}", "bcls", {"kendall_params": {"alpha": a}} if a != 0.2 else {},
-                         **SBERT))
+        arms.append(_arm(p, "alpha", f"α={a:g}", "bcls", {"kendall_params": {"alpha": a}} if a != 0.2 else {}, **SBERT))
     for b in profile.thin((0.05, 0.1, 0.2, 0.4), keep=(0.1,)):
-        arms.append(_arm(p, "beta", f"β={b:g}", "bcls", {"kendall_params": {"beta": b}} if b != 0.1 else {},
-                         **SBERT))
+        arms.append(_arm(p, "beta", f"β={b:g}", "bcls", {"kendall_params": {"beta": b}} if b != 0.1 else {}, **SBERT))
     arms.append(_arm(p, "beta", "w/o SW-HS (full Kendall)", "bcls", {"kendall": "kendall"}, **SBERT))
     return arms
 
@@ -136,19 +154,43 @@ def ladder_arms(profile: Profile) -> list[Arm]:
     for b2 in (0.0, 0.25, 0.5):
         beta = {} if b2 == 0.25 else {"beta": [1.0, b2]}
         arms.append(_arm(p, "beta2", f"manual β₂={b2:g}", "ladder", beta, **SBERT, family="Ladder (manual)"))
-        arms.append(_arm(p, "beta2", f"auto(2,2) β₂={b2:g}", "adaptive_ladder",
-                         {"l_min": 2, "l_max": 2, **beta}, **SBERT, family="Ladder (adaptive)"))
+        arms.append(
+            _arm(
+                p,
+                "beta2",
+                f"auto(2,2) β₂={b2:g}",
+                "adaptive_ladder",
+                {"l_min": 2, "l_max": 2, **beta},
+                **SBERT,
+                family="Ladder (adaptive)",
+            )
+        )
     arms += [
         _arm(p, "levels", "L=1", "triplet", family="VSE++"),
         _arm(p, "levels", "L=2", "ladder", {"thresholds": [0.40]}, **SBERT, family="Ladder (manual)"),
-        _arm(p, "levels", "L=3", "ladder", {"thresholds": [0.40, 0.35], "alpha": [0.2, 0.01, 0.01],
-                                            "beta": [1.0, 0.25, 0.125]}, **SBERT, family="Ladder (manual)"),
+        _arm(
+            p,
+            "levels",
+            "L=3",
+            "ladder",
+            {"thresholds": [0.40, 0.35], "alpha": [0.2, 0.01, 0.01], "beta": [1.0, 0.25, 0.125]},
+            **SBERT,
+            family="Ladder (manual)",
+        ),
     ]
     # Table VIII/IX order; thinned: its ends (1,1) and (2,5), the paper default (2,4) and (2,2)
-    for lo, hi in profile.thin(((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5)),
-                               keep=((2, 2), (2, 4))):
-        arms.append(_arm(p, "lminmax", f"({lo},{hi})", "adaptive_ladder", {"l_min": lo, "l_max": hi}, **SBERT,
-                         family="Ladder (adaptive)"))
+    for lo, hi in profile.thin(((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3), (2, 4), (2, 5)), keep=((2, 2), (2, 4))):
+        arms.append(
+            _arm(
+                p,
+                "lminmax",
+                f"({lo},{hi})",
+                "adaptive_ladder",
+                {"l_min": lo, "l_max": hi},
+                **SBERT,
+                family="Ladder (adaptive)",
+            )
+        )
     arms += ladder_calibrated_arms(profile)
     return arms
 
@@ -163,12 +205,29 @@ def ladder_calibrated_arms(profile: Profile) -> list[Arm]:
     p, t1, t2 = "ladder", float(theta[0]), float(theta[1])
     main = f"Ladder (manual, θ={t1:.3f} calibrated)"
     arms = [_arm(p, "table1", main, "ladder", {"thresholds": [t1]}, **SBERT)]
-    for b2 in (0.0, 0.5):   # β₂ = 0.25 is the main calibrated arm
-        arms.append(_arm(p, "theta_cal_beta2", f"manual β₂={b2:g} (θ calibrated)", "ladder",
-                         {"thresholds": [t1], "beta": [1.0, b2]}, **SBERT, family=main))
-    arms.append(_arm(p, "theta_cal_levels", "L=3 (θ calibrated)", "ladder",
-                     {"thresholds": [t1, t2], "alpha": [0.2, 0.01, 0.01], "beta": [1.0, 0.25, 0.125]}, **SBERT,
-                     family=main))
+    for b2 in (0.0, 0.5):  # β₂ = 0.25 is the main calibrated arm
+        arms.append(
+            _arm(
+                p,
+                "theta_cal_beta2",
+                f"manual β₂={b2:g} (θ calibrated)",
+                "ladder",
+                {"thresholds": [t1], "beta": [1.0, b2]},
+                **SBERT,
+                family=main,
+            )
+        )
+    arms.append(
+        _arm(
+            p,
+            "theta_cal_levels",
+            "L=3 (θ calibrated)",
+            "ladder",
+            {"thresholds": [t1, t2], "alpha": [0.2, 0.01, 0.01], "beta": [1.0, 0.25, 0.125]},
+            **SBERT,
+            family=main,
+        )
+    )
     return arms
 
 
@@ -180,22 +239,66 @@ def sam_arms(profile: Profile) -> list[Arm]:
     arms = []
     for frac in (0.1, 0.25, 1.0):
         kw = {"train_fraction": frac} if frac < 1.0 else {}
-        arms.append(_arm(p, "fraction", f"{frac:.0%} data, Triplet-HN", "triplet", **kw,
-                         **({} if frac == 1.0 else {"family": "100% data, Triplet-HN"})))
-        arms.append(_arm(p, "fraction", f"{frac:.0%} data, + SAM", "sam", SAM_PAPER, **kw, **CIDER,
-                         **({} if frac == 1.0 else {"family": "100% data, + SAM"})))
-        arms.append(_arm(p, "fraction", f"{frac:.0%} data, + SAM (authors' code)", "sam_authors", SAM_AUTHORS,
-                         **kw, **CIDER, **({} if frac == 1.0 else {"family": "100% data, + SAM (authors' code)"})))
+        arms.append(
+            _arm(
+                p,
+                "fraction",
+                f"{frac:.0%} data, Triplet-HN",
+                "triplet",
+                **kw,
+                **({} if frac == 1.0 else {"family": "100% data, Triplet-HN"}),
+            )
+        )
+        arms.append(
+            _arm(
+                p,
+                "fraction",
+                f"{frac:.0%} data, + SAM",
+                "sam",
+                SAM_PAPER,
+                **kw,
+                **CIDER,
+                **({} if frac == 1.0 else {"family": "100% data, + SAM"}),
+            )
+        )
+        arms.append(
+            _arm(
+                p,
+                "fraction",
+                f"{frac:.0%} data, + SAM (authors' code)",
+                "sam_authors",
+                SAM_AUTHORS,
+                **kw,
+                **CIDER,
+                **({} if frac == 1.0 else {"family": "100% data, + SAM (authors' code)"}),
+            )
+        )
     # S3 is no trend claim: the τ grid keeps its ends and the paper default (τ = 3, 10)
     for tau in profile.thin((3.0, 5.0, 10.0), keep=(3.0,), min_points=2):
         for sampling in ("RS", "HN", "SN"):
             for keep in (True, False):
-                arms.append(_arm(p, "grid", f"τ={tau:g} {sampling} keep={keep}", "sam",
-                                 {"tau": tau, "sampling": sampling, "keep_triplet": keep}, **CIDER,
-                                 family="100% data, + SAM"))
-                arms.append(_arm(p, "grid_authors", f"authors τ={tau:g} {sampling} keep={keep}", "sam_authors",
-                                 {"tau": tau, "sampling": sampling, "keep_triplet": keep}, **CIDER,
-                                 family="100% data, + SAM (authors' code)"))
+                arms.append(
+                    _arm(
+                        p,
+                        "grid",
+                        f"τ={tau:g} {sampling} keep={keep}",
+                        "sam",
+                        {"tau": tau, "sampling": sampling, "keep_triplet": keep},
+                        **CIDER,
+                        family="100% data, + SAM",
+                    )
+                )
+                arms.append(
+                    _arm(
+                        p,
+                        "grid_authors",
+                        f"authors τ={tau:g} {sampling} keep={keep}",
+                        "sam_authors",
+                        {"tau": tau, "sampling": sampling, "keep_triplet": keep},
+                        **CIDER,
+                        family="100% data, + SAM (authors' code)",
+                    )
+                )
     return arms
 
 
@@ -207,8 +310,17 @@ def listwise_arms(profile: Profile) -> list[Arm]:
         _arm(p, "table5", "Triplet + S-NDCG", "listwise", **SBERT_UNIT),
     ]
     for tau in profile.thin((1e-1, 1e-2, 1e-3, 1e-4), keep=(1e-2,)):
-        arms.append(_arm(p, "tau", f"τ={tau:g}", "listwise", {"sndcg_params": {"tau": tau}}, **SBERT_UNIT,
-                         family="Triplet + S-NDCG"))
+        arms.append(
+            _arm(
+                p,
+                "tau",
+                f"τ={tau:g}",
+                "listwise",
+                {"sndcg_params": {"tau": tau}},
+                **SBERT_UNIT,
+                family="Triplet + S-NDCG",
+            )
+        )
     return arms
 
 

@@ -14,11 +14,13 @@ metric without a pattern here fails ``tests/test_labels.py`` instead of showing 
     ('6000', '459.1')
 
 :func:`readable` renames a DataFrame's columns by the map and formats its numbers for Markdown
-(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``), :func:`markdown` prints that; :func:`glossary` spells out the
+(``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``), :func:`markdown` prints that;
+:func:`glossary` spells out the
 abbreviations once per notebook; :func:`raw_metric_keys_in` lists the raw keys a notebook's
 outputs still show; :func:`key` builds a metric key (``key("cs", "i2t", "true", k=100)``) and
 refuses one the record does not have, so a typo is an error rather than a dropped column.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +46,12 @@ YARDSTICKS = {
 }
 # Human sources (agreement keys ``{src}_{stat}_{pairs}``) and what the agreement is computed of.
 HUMAN_SOURCES = {"expert": "expert scores", "crowd": "CrowdFlower votes"}
-AGREEMENT_OF = {"sbert": "Sentence-BERT relevance", "cider": "CIDEr-D relevance", "binary": "binary ground truth",
-                "true": "true relevance"}
+AGREEMENT_OF = {
+    "sbert": "Sentence-BERT relevance",
+    "cider": "CIDEr-D relevance",
+    "binary": "binary ground truth",
+    "true": "true relevance",
+}
 PAIRS = {"all": "all judged pairs", "nongt": "judged non-GT pairs"}
 
 # Number kinds understood by fmt_number (and what each prints).
@@ -87,45 +93,126 @@ def _k(m, default="whole list") -> str:
 # (pattern, builder(match) -> dict of MetricInfo fields). Order matters only for overlapping patterns.
 _PATTERNS: list[tuple[str, object]] = [
     (r"rsum", lambda m: dict(name="RSUM (sum of R@1,5,10 both directions, %)", kind="rsum", higher_is_better=True)),
-    (rf"{_D}_r(?P<k>\d+)", lambda m: dict(name=f"R@{m['k']} {DIRECTIONS[m['d']]}", unit="%", kind="percent",
-                                          higher_is_better=True)),
-    (rf"{_D}_medr", lambda m: dict(name=f"median rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank",
-                                   higher_is_better=False)),
-    (rf"{_D}_meanr", lambda m: dict(name=f"mean rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank",
-                                    higher_is_better=False)),
-    (r"i2t_map", lambda m: dict(name="mAP image→text (its 5 captions as positives)", unit="0…1", kind="unit",
-                                higher_is_better=True)),
-    (rf"cs(?P<k>\d+)_{_D}_{_R}", lambda m: dict(name=f"CS@{m['k']} {DIRECTIONS[m['d']]}",
-                                                yardstick=YARDSTICKS[m["r"]], unit="τ-b, −1…1",
-                                                kind="correlation", higher_is_better=True)),
-    (rf"tau_{_D}_{_R}", lambda m: dict(name=f"Kendall τ over all candidates, {DIRECTIONS[m['d']]}",
-                                       yardstick=YARDSTICKS[m["r"]], unit="−1…1", kind="correlation",
-                                       higher_is_better=True)),
-    (rf"ndcg(?P<k>\d*)_{_D}_{_R}", lambda m: dict(
-        name=(f"NDCG@{m['k']}" if m["k"] else "NDCG (whole list)") + f" {DIRECTIONS[m['d']]}",
-        yardstick=YARDSTICKS[m["r"]], unit="0…1", kind="unit", higher_is_better=True)),
-    (rf"ncs(?P<k>\d+)(?P<ngt>ngt)?_{_D}_{_R}", lambda m: dict(
-        name=f"NCS@{m['k']} {DIRECTIONS[m['d']]}" + (", ground truth removed" if m["ngt"] else ""),
-        yardstick=YARDSTICKS[m["r"]], unit="%", kind="percent", higher_is_better=True)),
-    (rf"nsum(?P<ngt>ngt)?_{_R}", lambda m: dict(
-        name="Nsum" + (", ground truth removed," if m["ngt"] else "") + " (sum of NCS@1,5,10 both directions, %)",
-        yardstick=YARDSTICKS[m["r"]], kind="rsum", higher_is_better=True)),
-    (rf"sr(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}", lambda m: dict(
-        name=f"Semantic Recall@{m['k']} (|G̃|={m['m']}) {DIRECTIONS[m['d']]}", yardstick=YARDSTICKS[m["r"]],
-        unit="%", kind="percent", higher_is_better=True)),
-    (rf"srhit(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}", lambda m: dict(
-        name=f"hit rate of G̃ (|G̃|={m['m']}) in the top {m['k']}, {DIRECTIONS[m['d']]}",
-        yardstick=YARDSTICKS[m["r"]], unit="%", kind="percent", higher_is_better=True)),
-    (rf"(?P<what>mapr|rprec|r1|ap)_{_D}_{_R}", lambda m: dict(
-        name={"mapr": "mAP@R", "rprec": "R-Precision", "r1": "R@1", "ap": "AP"}[m["what"]]
-        + f" {DIRECTIONS[m['d']]}", yardstick="positives: " + YARDSTICKS[m["r"]], unit="%", kind="percent",
-        higher_is_better=True)),
-    (rf"{_SRC}_{_OF}(?P<stat>pearson|kendall)_(?P<pairs>all|nongt)", lambda m: dict(
-        name=("Pearson r" if m["stat"] == "pearson" else "Kendall τ-b") + " of "
-        + (AGREEMENT_OF[m["of"]] if m["of"] else "the model's similarity") + " with " + HUMAN_SOURCES[m["src"]],
-        yardstick=PAIRS[m["pairs"]], unit="−1…1", kind="correlation", higher_is_better=True)),
-    (rf"{_SRC}_{_OF}n_(?P<pairs>all|nongt)", lambda m: dict(
-        name=f"number of {PAIRS[m['pairs']]} ({HUMAN_SOURCES[m['src']]})", kind="count")),
+    (
+        rf"{_D}_r(?P<k>\d+)",
+        lambda m: dict(name=f"R@{m['k']} {DIRECTIONS[m['d']]}", unit="%", kind="percent", higher_is_better=True),
+    ),
+    (
+        rf"{_D}_medr",
+        lambda m: dict(
+            name=f"median rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank", higher_is_better=False
+        ),
+    ),
+    (
+        rf"{_D}_meanr",
+        lambda m: dict(
+            name=f"mean rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank", higher_is_better=False
+        ),
+    ),
+    (
+        r"i2t_map",
+        lambda m: dict(
+            name="mAP image→text (its 5 captions as positives)", unit="0…1", kind="unit", higher_is_better=True
+        ),
+    ),
+    (
+        rf"cs(?P<k>\d+)_{_D}_{_R}",
+        lambda m: dict(
+            name=f"CS@{m['k']} {DIRECTIONS[m['d']]}",
+            yardstick=YARDSTICKS[m["r"]],
+            unit="τ-b, −1…1",
+            kind="correlation",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"tau_{_D}_{_R}",
+        lambda m: dict(
+            name=f"Kendall τ over all candidates, {DIRECTIONS[m['d']]}",
+            yardstick=YARDSTICKS[m["r"]],
+            unit="−1…1",
+            kind="correlation",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"ndcg(?P<k>\d*)_{_D}_{_R}",
+        lambda m: dict(
+            name=(f"NDCG@{m['k']}" if m["k"] else "NDCG (whole list)") + f" {DIRECTIONS[m['d']]}",
+            yardstick=YARDSTICKS[m["r"]],
+            unit="0…1",
+            kind="unit",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"ncs(?P<k>\d+)(?P<ngt>ngt)?_{_D}_{_R}",
+        lambda m: dict(
+            name=f"NCS@{m['k']} {DIRECTIONS[m['d']]}" + (", ground truth removed" if m["ngt"] else ""),
+            yardstick=YARDSTICKS[m["r"]],
+            unit="%",
+            kind="percent",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"nsum(?P<ngt>ngt)?_{_R}",
+        lambda m: dict(
+            name="Nsum" + (", ground truth removed," if m["ngt"] else "") + " (sum of NCS@1,5,10 both directions, %)",
+            yardstick=YARDSTICKS[m["r"]],
+            kind="rsum",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"sr(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}",
+        lambda m: dict(
+            name=f"Semantic Recall@{m['k']} (|G̃|={m['m']}) {DIRECTIONS[m['d']]}",
+            yardstick=YARDSTICKS[m["r"]],
+            unit="%",
+            kind="percent",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"srhit(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}",
+        lambda m: dict(
+            name=f"hit rate of G̃ (|G̃|={m['m']}) in the top {m['k']}, {DIRECTIONS[m['d']]}",
+            yardstick=YARDSTICKS[m["r"]],
+            unit="%",
+            kind="percent",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"(?P<what>mapr|rprec|r1|ap)_{_D}_{_R}",
+        lambda m: dict(
+            name={"mapr": "mAP@R", "rprec": "R-Precision", "r1": "R@1", "ap": "AP"}[m["what"]]
+            + f" {DIRECTIONS[m['d']]}",
+            yardstick="positives: " + YARDSTICKS[m["r"]],
+            unit="%",
+            kind="percent",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"{_SRC}_{_OF}(?P<stat>pearson|kendall)_(?P<pairs>all|nongt)",
+        lambda m: dict(
+            name=("Pearson r" if m["stat"] == "pearson" else "Kendall τ-b")
+            + " of "
+            + (AGREEMENT_OF[m["of"]] if m["of"] else "the model's similarity")
+            + " with "
+            + HUMAN_SOURCES[m["src"]],
+            yardstick=PAIRS[m["pairs"]],
+            unit="−1…1",
+            kind="correlation",
+            higher_is_better=True,
+        ),
+    ),
+    (
+        rf"{_SRC}_{_OF}n_(?P<pairs>all|nongt)",
+        lambda m: dict(name=f"number of {PAIRS[m['pairs']]} ({HUMAN_SOURCES[m['src']]})", kind="count"),
+    ),
     (r"n_folds", lambda m: dict(name="number of 1K-image test folds averaged", kind="count")),
 ]
 _COMPILED = [(re.compile(p + r"\Z"), b) for p, b in _PATTERNS]
@@ -142,18 +229,21 @@ STUDY_COLUMNS = {
     "epochs_run": MetricInfo("epochs_run", "epochs run", "int"),
     "epoch": MetricInfo("epoch", "epoch", "int"),
     "lr": MetricInfo("lr", "learning rate", "ratio"),
-    "train_loss": MetricInfo("train_loss", "training loss (mean over the epoch's batches)", "ratio",
-                             higher_is_better=False),
+    "train_loss": MetricInfo(
+        "train_loss", "training loss (mean over the epoch's batches)", "ratio", higher_is_better=False
+    ),
     "epoch_time_s": MetricInfo("epoch_time_s", "training time of the epoch", "seconds", unit="s"),
     "time_total_s": MetricInfo("time_total_s", "run time, total", "seconds", unit="s"),
     "time_train_s": MetricInfo("time_train_s", "training time", "seconds", unit="s"),
     "time_train_s_per_epoch": MetricInfo("time_train_s_per_epoch", "training time per epoch", "seconds", unit="s"),
     "time_test_encode_s": MetricInfo("time_test_encode_s", "test encoding time", "seconds", unit="s"),
     "time_test_eval_s": MetricInfo("time_test_eval_s", "test evaluation time", "seconds", unit="s"),
-    "val_pos_sim": MetricInfo("val_pos_sim", "validation: mean similarity of the positive pairs", "correlation",
-                              unit="cosine"),
-    "val_hardneg_sim": MetricInfo("val_hardneg_sim", "validation: mean similarity of the hardest negative",
-                                  "correlation", unit="cosine"),
+    "val_pos_sim": MetricInfo(
+        "val_pos_sim", "validation: mean similarity of the positive pairs", "correlation", unit="cosine"
+    ),
+    "val_hardneg_sim": MetricInfo(
+        "val_hardneg_sim", "validation: mean similarity of the hardest negative", "correlation", unit="cosine"
+    ),
 }
 
 
@@ -169,8 +259,7 @@ def info(key: str) -> MetricInfo:
         return MetricInfo(key, f"std over seeds of {base.name}", base.kind, base.yardstick, base.unit)
     if key.startswith("val_") and key[4:] and key[4:] not in STUDY_COLUMNS:
         base = info(key[4:])
-        return MetricInfo(key, f"validation {base.name}", base.kind, base.yardstick, base.unit,
-                          base.higher_is_better)
+        return MetricInfo(key, f"validation {base.name}", base.kind, base.yardstick, base.unit, base.higher_is_better)
     for rx, build in _COMPILED:
         m = rx.match(key)
         if m:
@@ -179,14 +268,30 @@ def info(key: str) -> MetricInfo:
 
 
 _FAMILY_KEY = {
-    "r": "{d}_r{k}", "medr": "{d}_medr", "meanr": "{d}_meanr", "cs": "cs{k}_{d}_{y}", "tau": "tau_{d}_{y}",
-    "ndcg": "ndcg{k}_{d}_{y}", "ncs": "ncs{k}{ngt}_{d}_{y}", "nsum": "nsum{ngt}_{y}", "sr": "sr{k}m{m}_{d}_{y}",
-    "srhit": "srhit{k}m{m}_{d}_{y}", "mapr": "mapr_{d}_{y}", "rprec": "rprec_{d}_{y}", "r1": "r1_{d}_{y}",
+    "r": "{d}_r{k}",
+    "medr": "{d}_medr",
+    "meanr": "{d}_meanr",
+    "cs": "cs{k}_{d}_{y}",
+    "tau": "tau_{d}_{y}",
+    "ndcg": "ndcg{k}_{d}_{y}",
+    "ncs": "ncs{k}{ngt}_{d}_{y}",
+    "nsum": "nsum{ngt}_{y}",
+    "sr": "sr{k}m{m}_{d}_{y}",
+    "srhit": "srhit{k}m{m}_{d}_{y}",
+    "mapr": "mapr_{d}_{y}",
+    "rprec": "rprec_{d}_{y}",
+    "r1": "r1_{d}_{y}",
 }
 
 
-def key(family: str, d: str | None = None, yardstick: str | None = None, k: int | None = None,
-        m: int | None = None, ngt: bool = False) -> str:
+def key(
+    family: str,
+    d: str | None = None,
+    yardstick: str | None = None,
+    k: int | None = None,
+    m: int | None = None,
+    ngt: bool = False,
+) -> str:
     """Build a metric key instead of writing an f-string, e.g. ``key("cs", "i2t", "true", k=100)`` →
     ``"cs100_i2t_true"``; a family, direction or yardstick that the record does not have is an error
     here, not a silently missing column."""
@@ -194,9 +299,11 @@ def key(family: str, d: str | None = None, yardstick: str | None = None, k: int 
         raise KeyError(f"unknown metric family {family!r}; families: {sorted(_FAMILY_KEY)}")
     out = _FAMILY_KEY[family].format(d=d, y=yardstick, k="" if k is None else k, m=m, ngt="ngt" if ngt else "")
     if not has_label(out):
-        raise KeyError(f"key({family!r}, d={d!r}, yardstick={yardstick!r}, k={k!r}, m={m!r}, ngt={ngt}) gives "
-                       f"{out!r}, which is not a metric of the record (directions {list(DIRECTIONS)}, yardsticks "
-                       f"{list(YARDSTICKS)})")
+        raise KeyError(
+            f"key({family!r}, d={d!r}, yardstick={yardstick!r}, k={k!r}, m={m!r}, ngt={ngt}) gives "
+            f"{out!r}, which is not a metric of the record (directions {list(DIRECTIONS)}, yardsticks "
+            f"{list(YARDSTICKS)})"
+        )
     return out
 
 
@@ -230,26 +337,26 @@ SAMPLING = {"RS": "random negative (RS)", "HN": "hardest negative (HN)", "SN": "
 # Spelled out once per notebook by glossary(); sources in parentheses.
 ABBREVIATIONS = {
     "VSE++": "visual-semantic embedding with hard negatives (Faghri et al. 2018): the shared backbone and its "
-             "loss, Triplet-HN",
+    "loss, Triplet-HN",
     "Triplet-HN": "triplet ranking loss with the hardest negative in the batch (max of hinges, margin 0.2), "
-                  "summed over the batch (VSE++)",
+    "summed over the batch (VSE++)",
     "Triplet (all negatives)": "the triplet hinge summed over every negative of the batch instead of the hardest",
     "Triplet (mean)": "Triplet-HN averaged over the batch instead of summed — the pairwise term of the listwise "
-                      "paper (its code averages it)",
+    "paper (its code averages it)",
     "Triplet-SN": "triplet loss with soft negative mining: a log-sum-exp (scale γ) over all negatives replaces the "
-                  "max (BCLS Eqs. 14–15)",
+    "max (BCLS Eqs. 14–15)",
     "SW-HS": "sliding-window sampling and hard-sample mining of the Kendall loss (BCLS Eqs. 17–20)",
     "BCLS": "binary and continuous label supervision: Triplet-SN + Kendall SW-HS (Li et al.)",
     "Ladder": "ladder loss with relevance levels (CVSE++, Wang et al.); adaptive: levels from K-Means + "
-              "silhouette between L_MIN and L_MAX",
+    "silhouette between L_MIN and L_MAX",
     "SAM": "semantic adaptive margin: a margin from CIDEr-D with temperature τ (Biten et al. Eq. 7)",
     "RS / HN / SN": "SAM's negative sampling (Sec. 5.4): random negative (RS), hardest = most similar negative "
-                    "(HN), soft = least similar negative (SN); keep = the VSE++ triplet is kept beside SAM",
+    "(HN), soft = least similar negative (SN); keep = the VSE++ triplet is kept beside SAM",
     "S-NDCG": "Smooth-NDCG, a differentiable NDCG with temperature τ (listwise paper)",
     "VLC": "InfoNCE / vision-language contrastive loss, the Unified loss with m = 0",
     "Unified": "the Unified loss with margin m and scale γ (Li et al.): Triplet-HN as γ → ∞, VLC at m = 0",
     "R@K, RSUM": "binary Recall@K (% of queries with the ground truth in the top K); RSUM sums R@1,5,10 of both "
-                 "directions (max 600)",
+    "directions (max 600)",
     "CS@K": "Coherent Score: Kendall τ-b between the model's top-K ranking and the relevance (ladder Eq. 13)",
     "τ": "Kendall τ over all candidates (BCLS Eq. 2)",
     "NDCG@K": "normalised discounted cumulative gain, gains 2^r − 1",
@@ -264,8 +371,7 @@ def arm_label(arm: str) -> str:
     """The display name of an arm: abbreviations of SAM grid arms spelled out, others unchanged."""
     m = re.fullmatch(r"τ=(?P<tau>[\d.]+) (?P<s>RS|HN|SN) keep=(?P<keep>True|False)", arm)
     if m:
-        return (f"SAM τ={m['tau']}, {SAMPLING[m['s']]}, "
-                + ("triplet kept" if m["keep"] == "True" else "SAM only"))
+        return f"SAM τ={m['tau']}, {SAMPLING[m['s']]}, " + ("triplet kept" if m["keep"] == "True" else "SAM only")
     return arm
 
 
@@ -309,7 +415,7 @@ def fmt_number(value, kind: str = "ratio") -> str:
         return f"{v:.{_DECIMALS[kind]}f}"
     if v == 0:
         return "0"
-    digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))   # 4 significant digits, positional
+    digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))  # 4 significant digits, positional
     s = f"{v:.{digits}f}"
     return s.rstrip("0").rstrip(".") if "." in s else s
 
@@ -333,12 +439,17 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
         if c.endswith("_std") and c[:-4] in df.columns:
             continue
         kind = _column_kind(c, df[col])
-        vals = [fmt_number(v, kind) if kind != "text" else ("–" if v is None or (isinstance(v, float) and
-                                                                                  math.isnan(v)) else v)
-                for v in df[col]]
+        vals = [
+            fmt_number(v, kind)
+            if kind != "text"
+            else ("–" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+            for v in df[col]
+        ]
         if f"{c}_std" in df.columns:
-            vals = [v if (s is None or (isinstance(s, float) and math.isnan(s))) else f"{v} ± {fmt_number(s, kind)}"
-                    for v, s in zip(vals, df[f"{c}_std"])]
+            vals = [
+                v if (s is None or (isinstance(s, float) and math.isnan(s))) else f"{v} ± {fmt_number(s, kind)}"
+                for v, s in zip(vals, df[f"{c}_std"])
+            ]
         if c == "arm" and arms:
             vals = [arm_label(v) if isinstance(v, str) else v for v in vals]
         out[label(c) if has_label(c) else c] = vals
@@ -390,6 +501,21 @@ def raw_metric_keys_in(notebook_path) -> list[str]:
     return sorted(found)
 
 
-__all__ = ["ABBREVIATIONS", "DIRECTIONS", "MetricInfo", "YARDSTICKS", "arm_label", "fmt_number", "glossary",
-           "has_label", "info", "is_metric_key", "key", "kind_of", "label", "markdown", "raw_metric_keys_in",
-           "readable"]
+__all__ = [
+    "ABBREVIATIONS",
+    "DIRECTIONS",
+    "MetricInfo",
+    "YARDSTICKS",
+    "arm_label",
+    "fmt_number",
+    "glossary",
+    "has_label",
+    "info",
+    "is_metric_key",
+    "key",
+    "kind_of",
+    "label",
+    "markdown",
+    "raw_metric_keys_in",
+    "readable",
+]

@@ -47,6 +47,7 @@ Multiplicity
 
 Verdicts — see :data:`LEGEND` (rendered into ``results/claims.md``).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,10 +56,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-FRACTION = 0.5      # practical threshold: this fraction of |paper effect|
-NOISE_K = 2.0       # noise floor: this many single-seed paired-difference sds
-ALPHA = 0.05        # family-wise error rate per data set (Holm)
-N_BOOT = 1000       # bootstrap resamples of the test queries
+FRACTION = 0.5  # practical threshold: this fraction of |paper effect|
+NOISE_K = 2.0  # noise floor: this many single-seed paired-difference sds
+ALPHA = 0.05  # family-wise error rate per data set (Holm)
+N_BOOT = 1000  # bootstrap resamples of the test queries
 
 VERDICTS = ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable")
 KINDS = ("direction", "equivalence", "identity")
@@ -66,22 +67,24 @@ ROLES = ("primary", "secondary", "exploratory")
 
 LEGEND = {
     "reproduced": "direction claim: the adjusted interval excludes 0 (Holm p_adj < 0.05) and the effect is "
-                  "at least the practical threshold T in the claimed direction; equivalence claim: the "
-                  "adjusted interval lies inside ±T; identity: the largest deviation is within the tolerance.",
+    "at least the practical threshold T in the claimed direction; equivalence claim: the "
+    "adjusted interval lies inside ±T; identity: the largest deviation is within the tolerance.",
     "not reproduced": "direction claim: the adjusted interval excludes 0 and the effect is at least T in the "
-                      "OPPOSITE direction; equivalence claim: the adjusted interval lies entirely outside ±T; "
-                      "identity: a deviation exceeds the tolerance.",
+    "OPPOSITE direction; equivalence claim: the adjusted interval lies entirely outside ±T; "
+    "identity: a deviation exceeds the tolerance.",
     "no effect": "direction claim: the adjusted interval lies inside ±T — whatever the true effect is, it is "
-                 "smaller than the practical threshold.",
+    "smaller than the practical threshold.",
     "inconclusive": "none of the above: the interval is too wide to decide, the effect is significant but "
-                    "below T while the interval still reaches beyond ±T, fewer than 2 seeds give no interval, "
-                    "or the contrast was not computed in this run (the reason column says which).",
+    "below T while the interval still reaches beyond ±T, fewer than 2 seeds give no interval, "
+    "or the contrast was not computed in this run (the reason column says which).",
     "not testable": "an arm of the contrast is collapsed (coherent_itr.health.is_collapsed): the comparison "
-                    "would measure a training failure, not the method; never reproduced or not reproduced.",
+    "would measure a training failure, not the method; never reproduced or not reproduced.",
 }
-THRESHOLD_RULE = (f"T = max(noise floor, {FRACTION:g} × |paper effect|); noise floor = {NOISE_K:g} × the pooled "
-                  "sd of a single-seed paired difference between arms identical in expectation (same metric, "
-                  "same data set); Holm over the primary rows of a data set at α = 0.05.")
+THRESHOLD_RULE = (
+    f"T = max(noise floor, {FRACTION:g} × |paper effect|); noise floor = {NOISE_K:g} × the pooled "
+    "sd of a single-seed paired difference between arms identical in expectation (same metric, "
+    "same data set); Holm over the primary rows of a data set at α = 0.05."
+)
 
 
 # --- intervals and p-values --------------------------------------------------------------------
@@ -130,7 +133,7 @@ class Estimate:
             return math.nan
         if self.se == 0:
             return 0.0 if abs(self.effect) < bound else 1.0
-        lo = stats.t.sf((self.effect + bound) / self.se, self.df)   # H0: θ ≤ −bound
+        lo = stats.t.sf((self.effect + bound) / self.se, self.df)  # H0: θ ≤ −bound
         hi = stats.t.cdf((self.effect - bound) / self.se, self.df)  # H0: θ ≥ +bound
         return float(max(lo, hi))
 
@@ -167,6 +170,7 @@ def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[
     L2-normalised embeddings; pessimistic ties): the column means are ``i2t_r1 …`` and their sum
     over both directions is RSUM (checked in the tests against ``retrieval_metrics``)."""
     from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
+
     sim = np.asarray(img_emb, dtype=np.float64) @ np.asarray(cap_emb, dtype=np.float64).T
     ks = np.asarray(ks)
     ri, rt = i2t_ranks(sim, image_of_caption), t2i_ranks(sim, image_of_caption)
@@ -194,16 +198,18 @@ def query_bootstrap_var(diff_i2t, diff_t2i=None, n_boot: int = N_BOOT, seed: int
     return float(total.var(ddof=1))
 
 
-def paired_bootstrap(per_query_a: list[dict], per_query_b: list[dict], n_boot: int = N_BOOT,
-                     seed: int = 0) -> Estimate:
+def paired_bootstrap(per_query_a: list[dict], per_query_b: list[dict], n_boot: int = N_BOOT, seed: int = 0) -> Estimate:
     """RSUM effect A − B from per-seed :func:`per_query_recall` outputs of two arms (paired by seed,
     same test set): seed variation + a paired bootstrap over test queries (module doc)."""
     if len(per_query_a) != len(per_query_b) or not per_query_a:
-        raise ValueError(f"paired_bootstrap needs the same seeds for both arms, got {len(per_query_a)} "
-                         f"and {len(per_query_b)}")
+        raise ValueError(
+            f"paired_bootstrap needs the same seeds for both arms, got {len(per_query_a)} and {len(per_query_b)}"
+        )
     effects = [rsum_of(a) - rsum_of(b) for a, b in zip(per_query_a, per_query_b)]
-    d = {k: np.mean([a[k].sum(axis=1) - b[k].sum(axis=1) for a, b in zip(per_query_a, per_query_b)], axis=0)
-         for k in ("i2t", "t2i")}
+    d = {
+        k: np.mean([a[k].sum(axis=1) - b[k].sum(axis=1) for a, b in zip(per_query_a, per_query_b)], axis=0)
+        for k in ("i2t", "t2i")
+    }
     return estimate(effects, query_bootstrap_var(d["i2t"], d["t2i"], n_boot, seed))
 
 
@@ -222,7 +228,7 @@ def pooled_sd(contrast_effects=(), null_pair_diffs=()) -> tuple[float, int]:
     for d in null_pair_diffs:
         d = np.asarray(d, dtype=float)
         d = d[np.isfinite(d)]
-        ss += float((d ** 2).sum())
+        ss += float((d**2).sum())
         df += d.size
     return (math.sqrt(ss / df) if df else math.nan), df
 
@@ -233,8 +239,9 @@ def noise_floor(contrast_effects=(), null_pair_diffs=()) -> float:
     return NOISE_K * sd
 
 
-def threshold(noise: float, paper_effect: float | None = None, tolerance: float | None = None,
-              kind: str = "direction") -> float:
+def threshold(
+    noise: float, paper_effect: float | None = None, tolerance: float | None = None, kind: str = "direction"
+) -> float:
     """The practical threshold T of the module doc (missing parts count as 0)."""
     floor = noise if noise is not None and np.isfinite(noise) else 0.0
     if kind == "equivalence":
@@ -254,9 +261,16 @@ def adjusted_level(p_unadj: float, p_adj: float, m: int = 1) -> float:
     return 1 - ALPHA * min(1.0, p_unadj / p_adj)
 
 
-def decide(kind: str, est: Estimate, thr: float, p_adj: float | None = None, level: float | None = None,
-           collapsed: bool = False, collapse_reason: str = "", tolerance: float | None = None,
-           ) -> tuple[str, str, float, float]:
+def decide(
+    kind: str,
+    est: Estimate,
+    thr: float,
+    p_adj: float | None = None,
+    level: float | None = None,
+    collapsed: bool = False,
+    collapse_reason: str = "",
+    tolerance: float | None = None,
+) -> tuple[str, str, float, float]:
     """(verdict, reason, ci_low, ci_high) of one row under the rule (module doc, :data:`LEGEND`).
 
     ``p_adj`` — Holm-adjusted p (None: the row is not in a family, its unadjusted p is used);
@@ -281,7 +295,7 @@ def decide(kind: str, est: Estimate, thr: float, p_adj: float | None = None, lev
     if level is None:
         level = adjusted_level(p_raw, p)
     if kind == "equivalence":
-        lo, hi = est.interval(1 - 2 * (1 - level))   # TOST at α ↔ the (1 − 2α) interval inside ±T
+        lo, hi = est.interval(1 - 2 * (1 - level))  # TOST at α ↔ the (1 − 2α) interval inside ±T
         if p < ALPHA:
             return "reproduced", f"interval inside ±{thr:.3g}", lo, hi
         if lo >= thr or hi <= -thr:
@@ -304,6 +318,7 @@ def decide(kind: str, est: Estimate, thr: float, p_adj: float | None = None, lev
 def holm(p_values) -> np.ndarray:
     """Holm-adjusted p-values (``statsmodels``); NaN entries stay NaN and are not counted."""
     from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, math.nan)
     ok = np.isfinite(p)
@@ -343,9 +358,26 @@ def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, fl
     return "inconclusive", m, lo, hi
 
 
-NOTEBOOK_COLUMNS = ["id", "paper", "source", "statement", "metric", "dataset", "arms", "n_seeds", "effect",
-                    "ci_low", "ci_high", "tolerance", "kind", "verdict", "notebook", "note", "seed_effects"]
-LEDGER_COLUMNS = NOTEBOOK_COLUMNS   # the notebooks' claim files (``write_claims``)
+NOTEBOOK_COLUMNS = [
+    "id",
+    "paper",
+    "source",
+    "statement",
+    "metric",
+    "dataset",
+    "arms",
+    "n_seeds",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "tolerance",
+    "kind",
+    "verdict",
+    "notebook",
+    "note",
+    "seed_effects",
+]
+LEDGER_COLUMNS = NOTEBOOK_COLUMNS  # the notebooks' claim files (``write_claims``)
 
 
 @dataclass
@@ -365,7 +397,7 @@ class ClaimResult:
     tolerance: float | None = None
     notebook: str = ""
     note: str = ""
-    role: str = ""      # "exploratory" for a row added after seeing results; the registry decides primary
+    role: str = ""  # "exploratory" for a row added after seeing results; the registry decides primary
 
     def row(self) -> dict:
         v, m, lo, hi = verdict(self.kind, self.effects, self.tolerance)
@@ -373,5 +405,12 @@ class ClaimResult:
         eff = d.pop("effects")
         if not d["role"]:
             d.pop("role")
-        return {**d, "n_seeds": len(self.effects), "effect": m, "ci_low": lo, "ci_high": hi, "verdict": v,
-                "seed_effects": ";".join(repr(float(x)) for x in eff)}
+        return {
+            **d,
+            "n_seeds": len(self.effects),
+            "effect": m,
+            "ci_low": lo,
+            "ci_high": hi,
+            "verdict": v,
+            "seed_effects": ";".join(repr(float(x)) for x in eff),
+        }

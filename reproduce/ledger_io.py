@@ -10,6 +10,7 @@ claim id has exactly one primary row per data set: a claim no notebook row tests
 ``inconclusive`` with the reason, never silently dropped. :func:`update_readme` writes the README
 table from the same rows (primary rows only).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -29,19 +30,60 @@ import math
 import numpy as np
 
 from . import claims as registry
-from .ledger import (LEGEND, NOTEBOOK_COLUMNS, THRESHOLD_RULE, Estimate, adjusted_level, decide,
-                     estimate, estimate_from_interval, holm, pooled_sd, threshold, NOISE_K)
+from .ledger import (
+    LEGEND,
+    NOTEBOOK_COLUMNS,
+    THRESHOLD_RULE,
+    Estimate,
+    adjusted_level,
+    decide,
+    estimate,
+    estimate_from_interval,
+    holm,
+    pooled_sd,
+    threshold,
+    NOISE_K,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM_IDS = {}
 for _c in registry.CLAIMS.values():
     CLAIM_IDS.setdefault(_c.paper, []).append(_c.id)
 BEGIN, END = "<!-- claims-ledger:begin -->", "<!-- claims-ledger:end -->"
-COLUMNS = ["id", "paper", "role", "dataset", "statement", "metric", "unit", "direction", "arms", "n_seeds", "n_boot",
-           "effect", "ci_low", "ci_high", "p_unadj", "p_adj", "threshold", "noise_floor", "paper_effect", "ratio",
-           "verdict", "reason", "notebook",
-           # extras: the unadjusted 95% interval, the claim's kind/tolerance, where the paper's number comes from
-           "ci95_low", "ci95_high", "kind", "tolerance", "source", "paper_source", "note", "health_evaluated"]
+COLUMNS = [
+    "id",
+    "paper",
+    "role",
+    "dataset",
+    "statement",
+    "metric",
+    "unit",
+    "direction",
+    "arms",
+    "n_seeds",
+    "n_boot",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_unadj",
+    "p_adj",
+    "threshold",
+    "noise_floor",
+    "paper_effect",
+    "ratio",
+    "verdict",
+    "reason",
+    "notebook",
+    # extras: the unadjusted 95% interval, the claim's kind/tolerance, where the paper's number comes from
+    "ci95_low",
+    "ci95_high",
+    "kind",
+    "tolerance",
+    "source",
+    "paper_source",
+    "note",
+    "health_evaluated",
+]
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
@@ -82,8 +124,9 @@ def _seed_effects(row: dict) -> list[float] | None:
     try:
         return [float(x) for x in s.split(";")]
     except ValueError as e:
-        raise ValueError(f"claim {row.get('id')} ({row.get('dataset')}): seed_effects {s!r} is not a ';'-separated "
-                         f"list of numbers") from e
+        raise ValueError(
+            f"claim {row.get('id')} ({row.get('dataset')}): seed_effects {s!r} is not a ';'-separated list of numbers"
+        ) from e
 
 
 def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None]:
@@ -122,8 +165,10 @@ def _read_notebook_rows(results_dir: Path, stale: dict | None = None) -> list[di
     for p in claim_files(results_dir):
         df = pd.read_csv(p)
         if p.resolve() in stale:
-            df["note"] = [f"STALE ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
-                          for n in df.get("note", [None] * len(df))]
+            df["note"] = [
+                f"STALE ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
+                for n in df.get("note", [None] * len(df))
+            ]
         if "id" not in df.columns:
             raise ValueError(f"{p}: a claim file needs an 'id' column, found {list(df.columns)}")
         for r in df.to_dict("records"):
@@ -146,7 +191,7 @@ def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool
         return True, str(row.get("collapse_reason") or "collapsed arm")
     if collapsed and c is not None and c.primary.measure == "arms":
         for arm in (c.primary.arm_a, c.primary.arm_b):
-            for a in (arm if isinstance(arm, tuple) else (arm,)):
+            for a in arm if isinstance(arm, tuple) else (arm,):
                 if (dataset, a) in collapsed:
                     return True, f"{a}: {collapsed[(dataset, a)]}"
     return False, ""
@@ -156,8 +201,9 @@ def _direction(kind: str) -> str:
     return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
 
 
-def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None,
-                 null_pair_diffs: dict | None = None) -> pd.DataFrame:
+def build_ledger(
+    nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None, null_pair_diffs: dict | None = None
+) -> pd.DataFrame:
     """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
 
     ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``;
@@ -170,59 +216,102 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
     for r in nb_rows:
         cid, data = r.get("id"), r.get("dataset")
         c = registry.CLAIMS.get(cid)
-        if (cid, data) in declared:      # a row computed by claim id (reproduce.claim_rows) is THE primary
+        if (cid, data) in declared:  # a row computed by claim id (reproduce.claim_rows) is THE primary
             is_primary = str(r.get("role", "")) == "primary"
             if is_primary and (c is None or r.get("statement") != c.primary.statement):
-                raise ValueError(f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
-                                 f"primary contrast ({r.get('statement')!r}); write it with "
-                                 f"reproduce.claim_rows.primary_row")
+                raise ValueError(
+                    f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
+                    f"primary contrast ({r.get('statement')!r}); write it with "
+                    f"reproduce.claim_rows.primary_row"
+                )
         else:
             is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
         if is_primary:
             if (cid, data) in primaries:
-                raise ValueError(f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
-                                 f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
-                                 f"legacy matcher in reproduce/claims.py specific")
+                raise ValueError(
+                    f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
+                    f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
+                    f"legacy matcher in reproduce/claims.py specific"
+                )
             primaries[(cid, data)] = r.get("statement")
-        sign = (int(c.primary.legacy_for(data).get("sign") or 1)
-                if is_primary and str(r.get("role", "")) != "primary" else 1)
+        sign = (
+            int(c.primary.legacy_for(data).get("sign") or 1)
+            if is_primary and str(r.get("role", "")) != "primary"
+            else 1
+        )
         est, eff = row_estimate(r, sign)
-        kind = str(r.get("kind")) if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity") else "direction"
+        kind = (
+            str(r.get("kind"))
+            if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity")
+            else "direction"
+        )
         prim = c.primary if is_primary else None
         is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
-        out.append({
-            "id": cid, "paper": r.get("paper") if isinstance(r.get("paper"), str) else (c.paper if c else ""),
-            "role": "primary" if is_primary else ("exploratory" if str(r.get("role", "")) == "exploratory" else "secondary"),
-            "dataset": data if isinstance(data, str) else "",
-            "statement": prim.statement if prim else r.get("statement"),
-            "metric": prim.metric_label(data) if prim else r.get("metric"),
-            "unit": prim.unit if prim else "",
-            "kind": prim.kind if prim else kind,
-            "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
-            "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
-            "n_seeds": est.n, "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
-            "_est": est, "_eff": eff,
-            "_mkey": (str(prim.metric_for(data)) if prim and prim.measure == "arms" else
-                      (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)),
-            "_collapsed": is_col, "_why": why,
-            "notebook": r.get("notebook") if isinstance(r.get("notebook"), str) else (c.notebook if c else ""),
-            "source": r.get("source") if isinstance(r.get("source"), str) else (c.source if c else ""),
-            "note": r.get("note") if isinstance(r.get("note"), str) else "",
-        })
+        out.append(
+            {
+                "id": cid,
+                "paper": r.get("paper") if isinstance(r.get("paper"), str) else (c.paper if c else ""),
+                "role": "primary"
+                if is_primary
+                else ("exploratory" if str(r.get("role", "")) == "exploratory" else "secondary"),
+                "dataset": data if isinstance(data, str) else "",
+                "statement": prim.statement if prim else r.get("statement"),
+                "metric": prim.metric_label(data) if prim else r.get("metric"),
+                "unit": prim.unit if prim else "",
+                "kind": prim.kind if prim else kind,
+                "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
+                "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
+                "n_seeds": est.n,
+                "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
+                "_est": est,
+                "_eff": eff,
+                "_mkey": (
+                    str(prim.metric_for(data))
+                    if prim and prim.measure == "arms"
+                    else (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)
+                ),
+                "_collapsed": is_col,
+                "_why": why,
+                "notebook": r.get("notebook") if isinstance(r.get("notebook"), str) else (c.notebook if c else ""),
+                "source": r.get("source") if isinstance(r.get("source"), str) else (c.source if c else ""),
+                "note": r.get("note") if isinstance(r.get("note"), str) else "",
+            }
+        )
     tested_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows}
     for c in registry.CLAIMS.values():
         for data in datasets:
             if (c.id, data) in primaries:
                 continue
             ran = (c.notebook, data) in tested_files
-            out.append({"id": c.id, "paper": c.paper, "role": "primary", "dataset": data,
-                        "statement": c.primary.statement, "metric": c.primary.metric_label(data),
-                        "unit": c.primary.unit, "kind": c.primary.kind, "tolerance": c.primary.tolerance,
-                        "arms": c.primary.arms_label(), "n_seeds": 0, "n_boot": 0,
-                        "_est": Estimate(math.nan, math.nan, math.nan, 0), "_eff": None, "_mkey": None,
-                        "_collapsed": False, "_why": "", "notebook": c.notebook, "source": c.source, "note": "",
-                        "_missing": ("its notebook's claim file has no row for the primary contrast yet" if ran else
-                                     f"not tested in this run: {c.notebook} was not executed for {data}")})
+            out.append(
+                {
+                    "id": c.id,
+                    "paper": c.paper,
+                    "role": "primary",
+                    "dataset": data,
+                    "statement": c.primary.statement,
+                    "metric": c.primary.metric_label(data),
+                    "unit": c.primary.unit,
+                    "kind": c.primary.kind,
+                    "tolerance": c.primary.tolerance,
+                    "arms": c.primary.arms_label(),
+                    "n_seeds": 0,
+                    "n_boot": 0,
+                    "_est": Estimate(math.nan, math.nan, math.nan, 0),
+                    "_eff": None,
+                    "_mkey": None,
+                    "_collapsed": False,
+                    "_why": "",
+                    "notebook": c.notebook,
+                    "source": c.source,
+                    "note": "",
+                    "_missing": (
+                        "its notebook's claim file has no row for the primary contrast yet"
+                        if ran
+                        else f"not tested in this run: {c.notebook} was not executed for {data}"
+                    ),
+                }
+            )
     # noise floor per (data set, metric key): contrasts' per-seed sds + declared null pairs
     floors = {}
     groups: dict = {}
@@ -239,9 +328,12 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         prim = o["role"] == "primary"
         pe = _f(effects.loc[o["id"], "paper_effect"]) if prim and o["id"] in effects.index else math.nan
         o["paper_effect"] = pe
-        o["paper_source"] = (f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
-                             f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
-                             if prim and o["id"] in effects.index else "")
+        o["paper_source"] = (
+            f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
+            f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
+            if prim and o["id"] in effects.index
+            else ""
+        )
         nf = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0))[0] if o["_mkey"] else math.nan
         o["noise_floor"] = nf
         o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
@@ -258,8 +350,15 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         o["ci95_low"], o["ci95_high"] = est.interval(0.95)
         o["p_adj"] = math.nan
     for data in datasets:
-        fam = [o for o in out if o["role"] == "primary" and o["dataset"] == data and not o["_collapsed"]
-               and o["kind"] != "identity" and np.isfinite(o["p_unadj"])]
+        fam = [
+            o
+            for o in out
+            if o["role"] == "primary"
+            and o["dataset"] == data
+            and not o["_collapsed"]
+            and o["kind"] != "identity"
+            and np.isfinite(o["p_unadj"])
+        ]
         adj = holm([o["p_unadj"] for o in fam])
         for o, p in zip(fam, adj):
             o["p_adj"] = float(p)
@@ -274,19 +373,31 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         kind = o["kind"]
         tol = o["tolerance"] if kind == "identity" else None
         if kind == "identity" and (tol is None or not np.isfinite(tol)):
-            o.update(verdict="inconclusive", reason="identity row without a tolerance", ci_low=math.nan,
-                     ci_high=math.nan)
+            o.update(
+                verdict="inconclusive", reason="identity row without a tolerance", ci_low=math.nan, ci_high=math.nan
+            )
             continue
         if kind == "equivalence" and not o["threshold"] > 0:
-            o.update(verdict="inconclusive", reason="equivalence row without a tolerance", ci_low=math.nan,
-                     ci_high=math.nan)
+            o.update(
+                verdict="inconclusive", reason="equivalence row without a tolerance", ci_low=math.nan, ci_high=math.nan
+            )
             continue
-        v, why, lo, hi = decide(kind, est, o["threshold"], p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
-                                level=o.get("_level"), collapsed=o["_collapsed"], collapse_reason=o["_why"],
-                                tolerance=tol)
+        v, why, lo, hi = decide(
+            kind,
+            est,
+            o["threshold"],
+            p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
+            level=o.get("_level"),
+            collapsed=o["_collapsed"],
+            collapse_reason=o["_why"],
+            tolerance=tol,
+        )
         if kind in ("direction", "equivalence") and est.n >= 2:
-            why += ("; seed-only interval (per-query bootstrap needs the notebook to compute the row by claim id)"
-                    if o["n_boot"] == 0 else "")
+            why += (
+                "; seed-only interval (per-query bootstrap needs the notebook to compute the row by claim id)"
+                if o["n_boot"] == 0
+                else ""
+            )
             if o["role"] != "primary":
                 why += "; unadjusted 95% interval (not a primary row)"
             if not np.isfinite(o["noise_floor"]):
@@ -297,8 +408,11 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
     df = pd.DataFrame(out)
     order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
     role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
-    df = df.assign(_o=df["id"].map(order).fillna(len(order)), _r=df["role"].map(role_order),
-                   _d=df["dataset"].map({d: i for i, d in enumerate(datasets)}))
+    df = df.assign(
+        _o=df["id"].map(order).fillna(len(order)),
+        _r=df["role"].map(role_order),
+        _d=df["dataset"].map({d: i for i, d in enumerate(datasets)}),
+    )
     df = df.sort_values(["_r", "_o", "_d"], kind="stable")
     return df.reindex(columns=COLUMNS).reset_index(drop=True)
 
@@ -312,8 +426,12 @@ def _pseudo_effects(est: Estimate) -> list[float]:
     return list(est.effect + sd * z)
 
 
-def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, null_pair_diffs: dict | None = None,
-            stale: dict | None = None) -> pd.DataFrame:
+def collect(
+    results_dir: str | os.PathLike,
+    collapsed: dict | None = None,
+    null_pair_diffs: dict | None = None,
+    stale: dict | None = None,
+) -> pd.DataFrame:
     """Gather every notebook's claim rows into ``claims.csv`` / ``claims.md`` under the one rule.
 
     Exactly one primary row per claim id and data set (a placeholder ``inconclusive`` row says why
@@ -340,7 +458,7 @@ def fmt_num(x, digits: int = 3) -> str:
         return "—"
     if v == 0:
         return "0"
-    if abs(v) >= 10 ** digits:
+    if abs(v) >= 10**digits:
         return f"{v:.0f}"
     return np.format_float_positional(v, precision=digits, unique=True, fractional=False, trim="-")
 
@@ -365,48 +483,80 @@ def noise_floor_markdown(df: pd.DataFrame) -> str:
         return ""
     key = nf["metric"].map(lambda m: metric_key(m) or m)
     t = nf.assign(_k=key).drop_duplicates(["dataset", "_k"]).sort_values(["dataset", "_k"])
-    lines = ["## Noise floors", "", f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
-             "(same metric, same data set; from every contrast's seed spread and the declared null pairs).", "",
-             "| data | metric | noise floor |", "|---|---|---|"]
+    lines = [
+        "## Noise floors",
+        "",
+        f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
+        "(same metric, same data set; from every contrast's seed spread and the declared null pairs).",
+        "",
+        "| data | metric | noise floor |",
+        "|---|---|---|",
+    ]
     lines += [f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} |" for r in t.to_dict("records")]
     return "\n".join(lines) + "\n\n"
 
 
 def legend_markdown() -> str:
-    lines = ["## Legend", "", f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
-             "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
-             "p_adj < 0.05); secondary rows show an unadjusted 95% interval and never decide a claim.", ""]
+    lines = [
+        "## Legend",
+        "",
+        f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
+        "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
+        "p_adj < 0.05); secondary rows show an unadjusted 95% interval and never decide a claim.",
+        "",
+    ]
     lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
     return "\n".join(lines) + "\n"
 
 
-NO_HEALTH = ("**Training health was not evaluated for this ledger** (no collapse information reached it): "
-             "a verdict whose arm collapsed (issue 14: e.g. Triplet-HN on Flickr8k, ladder and SAM on the synthetic "
-             "world) reads as a method effect here but would be `not testable` — read such rows as provisional.")
+NO_HEALTH = (
+    "**Training health was not evaluated for this ledger** (no collapse information reached it): "
+    "a verdict whose arm collapsed (issue 14: e.g. Triplet-HN on Flickr8k, ladder and SAM on the synthetic "
+    "world) reads as a method effect here but would be `not testable` — read such rows as provisional."
+)
 
 
 def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
-    out = ["# Claims ledger", "",
-           "One primary row decides a claim per data set; every column and the unadjusted values are in "
-           "`claims.csv`. Legend at the end.", *([] if health_known else ["", NO_HEALTH]), "", "## Primary rows", "",
-           "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
-           "ratio | verdict |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "# Claims ledger",
+        "",
+        "One primary row decides a claim per data set; every column and the unadjusted values are in "
+        "`claims.csv`. Legend at the end.",
+        *([] if health_known else ["", NO_HEALTH]),
+        "",
+        "## Primary rows",
+        "",
+        "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
+        "ratio | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in df[df["role"] == "primary"].to_dict("records"):
-        pe = (f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(':')[0]})"
-              if np.isfinite(_f(r["paper_effect"])) else "— (no number in the paper's text)")
-        out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
-                   f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
-                   f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | **{r['verdict']}** |")
+        pe = (
+            f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(':')[0]})"
+            if np.isfinite(_f(r["paper_effect"]))
+            else "— (no number in the paper's text)"
+        )
+        out.append(
+            f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
+            f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | **{r['verdict']}** |"
+        )
     for role in ("secondary", "exploratory"):
         sub = df[df["role"] == role]
         if not len(sub):
             continue
-        out += ["", f"## {role.capitalize()} rows", "",
-                "| id | statement | data | metric | arms | effect [95% interval] | threshold | verdict |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## {role.capitalize()} rows",
+            "",
+            "| id | statement | data | metric | arms | effect [95% interval] | threshold | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in sub.to_dict("records"):
-            out.append(f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
-                       f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |")
+            out.append(
+                f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
+                f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |"
+            )
     return "\n".join(out) + "\n\n" + noise_floor_markdown(df) + legend_markdown()
 
 
@@ -429,11 +579,16 @@ def summary_markdown(df: pd.DataFrame) -> str:
     """The README table: primary rows only, one line per claim, with the tally per data set."""
     t = primary_table(df)
     datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and not c.endswith("_effect")]
-    head = "| id | paper | primary contrast | " + " | ".join(f"{d}: effect [interval] → verdict" for d in datasets) + " |"
+    head = (
+        "| id | paper | primary contrast | " + " | ".join(f"{d}: effect [interval] → verdict" for d in datasets) + " |"
+    )
     rows = [head, "|" + "---|" * (3 + len(datasets))]
     for r in t.to_dict("records"):
-        rows.append(f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
-                    + " | ".join(f"{_cell(r[d + '_effect'])} → **{r[d]}**" for d in datasets) + " |")
+        rows.append(
+            f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
+            + " | ".join(f"{_cell(r[d + '_effect'])} → **{r[d]}**" for d in datasets)
+            + " |"
+        )
     tallies = []
     for d in datasets:
         n = t[d].value_counts()
@@ -484,20 +639,30 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
         return
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     datasets = list(dict.fromkeys(df.loc[df["role"] == "primary", "dataset"])) if len(df) else []
-    block = (f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
-             f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
-             f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
-             f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}). Secondary rows, the papers' "
-             f"effects, ratios, noise floors and the legend are in [results/claims.md](results/claims.md)._\n\n"
-             + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
-             + summary_markdown(df) + END)
+    block = (
+        f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
+        f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
+        f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
+        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}). Secondary rows, the papers' "
+        f"effects, ratios, noise floors and the legend are in [results/claims.md](results/claims.md)._\n\n"
+        + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
+        + summary_markdown(df)
+        + END
+    )
     text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
     atomic_write_text(readme, text)
 
 
-def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[str], runtime_s: float,
-                   timings: dict | None = None, n_workers: int | None = None, runs_trained: int = 0,
-                   failures: dict | None = None) -> None:
+def write_manifest(
+    results_dir: str | os.PathLike,
+    profile: str,
+    datasets: list[str],
+    runtime_s: float,
+    timings: dict | None = None,
+    n_workers: int | None = None,
+    runs_trained: int = 0,
+    failures: dict | None = None,
+) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
     how long each phase of this invocation took (seconds; cached runs cost nothing).
 
@@ -507,6 +672,7 @@ def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[
 
     ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``)."""
     import torch
+
     path = Path(results_dir) / "manifest.json"
     man = {
         "library_source_hash": source_hash(),
@@ -518,8 +684,13 @@ def write_manifest(results_dir: str | os.PathLike, profile: str, datasets: list[
         "failures": failures or {},
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": torch.__version__, "cuda": torch.cuda.is_available()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(),
+        },
     }
     last = None
     if runs_trained > 0:

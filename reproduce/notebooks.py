@@ -19,6 +19,7 @@ finds the first one's fresh stamp and skips it.
 :func:`stale_claims` tells which claim files no current, successful execution vouches for, so the
 ledger marks them instead of passing off an earlier run's verdicts as this one's.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -30,15 +31,23 @@ import traceback
 from pathlib import Path
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-KERNEL = "coherent-itr"   # installed into .venv by `make` (ipykernel install --sys-prefix)
+KERNEL = "coherent-itr"  # installed into .venv by `make` (ipykernel install --sys-prefix)
 # --papers value → the notebook it selects ("data" is the data card; it trains nothing)
-PAPER_NOTEBOOKS = {"overview": "00", "bcls": "01", "ladder": "02", "sam": "03", "listwise": "04",
-                   "unified": "05", "data": "06"}
+PAPER_NOTEBOOKS = {
+    "overview": "00",
+    "bcls": "01",
+    "ladder": "02",
+    "sam": "03",
+    "listwise": "04",
+    "unified": "05",
+    "data": "06",
+}
 
 
 def kernel_name() -> str:
     """The project's kernel when installed, else the running environment's ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
+
     return KERNEL if KERNEL in KernelSpecManager().find_kernel_specs() else "python3"
 
 
@@ -57,6 +66,7 @@ def for_papers(papers: list[str] | None) -> list[str] | None:
 def inputs_hash(nb: Path, profile: str, data: str) -> str:
     """Hash of everything an executed notebook depends on (see the module docstring)."""
     from coherent_itr.runs import source_hash
+
     h = hashlib.sha256()
     for f in [nb, *sorted(Path(__file__).resolve().parent.glob("*.py"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -98,40 +108,65 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
     import papermill as pm
 
     from coherent_itr.io import atomic_write_json
+
     out, stamp = results_dir / "notebooks" / nb.name, stamp_path(results_dir, nb)
     key = inputs_hash(nb, profile, data)
     old = read_stamp(stamp)
-    if (old and old.get("status") == "ok" and old.get("inputs") == key and out.exists()
-            and (fresh_after is None or float(old.get("started") or 0) >= fresh_after)):
-        print(f"notebook {nb.name} [{data}]: inputs unchanged since its execution at {_when(old.get('started'))}, "
-              "not executed again", flush=True)
+    if (
+        old
+        and old.get("status") == "ok"
+        and old.get("inputs") == key
+        and out.exists()
+        and (fresh_after is None or float(old.get("started") or 0) >= fresh_after)
+    ):
+        print(
+            f"notebook {nb.name} [{data}]: inputs unchanged since its execution at {_when(old.get('started'))}, "
+            "not executed again",
+            flush=True,
+        )
         return None
     stamp.unlink(missing_ok=True)
     before, started = _claim_mtimes(results_dir), time.time()
     try:
         bar = {"desc": f"notebook {nb.stem} [{data}]", "unit": "cell", "leave": False} if progress else False
-        pm.execute_notebook(str(nb), str(out), parameters={"profile": profile, "data": data},
-                            kernel_name=kernel_name(), cwd=str(NOTEBOOK_DIR), progress_bar=bar, log_output=False)
+        pm.execute_notebook(
+            str(nb),
+            str(out),
+            parameters={"profile": profile, "data": data},
+            kernel_name=kernel_name(),
+            cwd=str(NOTEBOOK_DIR),
+            progress_bar=bar,
+            log_output=False,
+        )
     except Exception:  # noqa: BLE001 — reported, and the driver exits non-zero
         old = old or {}
-        last_ok = old if old.get("status") == "ok" else old.get("previous")   # what the claim files come from
+        last_ok = old if old.get("status") == "ok" else old.get("previous")  # what the claim files come from
         atomic_write_json(stamp, {"inputs": key, "status": "failed", "started": started, "previous": last_ok})
         return traceback.format_exc(limit=3)
     after = _claim_mtimes(results_dir)
     claims = sorted(p for p, m in after.items() if before.get(p) != m)
-    atomic_write_json(stamp, {"inputs": key, "status": "ok", "started": started, "finished": time.time(),
-                              "claims": claims})
+    atomic_write_json(
+        stamp, {"inputs": key, "status": "ok", "started": started, "finished": time.time(), "claims": claims}
+    )
     print(f"notebook {nb.name} [{data}]: executed in {time.time() - started:.0f} s", flush=True)
     return None
 
 
-def execute(profile: str, data: str, results_dir: str | Path, only: list[str] | None = None,
-            progress: bool = True, force: bool = False, fresh_after: float | None = None) -> list[tuple[str, str]]:
+def execute(
+    profile: str,
+    data: str,
+    results_dir: str | Path,
+    only: list[str] | None = None,
+    progress: bool = True,
+    force: bool = False,
+    fresh_after: float | None = None,
+) -> list[tuple[str, str]]:
     """Run every notebook whose inputs changed, or whose last execution started before ``fresh_after``
     (a ``time.time()``; ``force``: every notebook); return ``[(notebook, traceback), ...]`` of the failures.
 
     Each notebook runs under its file lock, so a concurrent driver waits rather than executing it too."""
     from filelock import FileLock, Timeout
+
     results_dir = Path(results_dir)
     (results_dir / "notebooks").mkdir(parents=True, exist_ok=True)
     if force:
@@ -173,17 +208,24 @@ def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path
                 if ok and current:
                     vouched.add(p)
                 elif not ok:
-                    described[p] = (f"{nb.name} [{data}] failed in its execution of {_when(st.get('started'))}; "
-                                    f"this file is from its execution of {_when(src.get('started'))} "
-                                    f"(stamp {stamp_path(rd, nb)})")
+                    described[p] = (
+                        f"{nb.name} [{data}] failed in its execution of {_when(st.get('started'))}; "
+                        f"this file is from its execution of {_when(src.get('started'))} "
+                        f"(stamp {stamp_path(rd, nb)})"
+                    )
                 else:
-                    described[p] = (f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
-                                    f"(stamp {stamp_path(rd, nb)}: inputs {st.get('inputs')}, now "
-                                    f"{inputs_hash(nb, profile, data)})")
+                    described[p] = (
+                        f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
+                        f"(stamp {stamp_path(rd, nb)}: inputs {st.get('inputs')}, now "
+                        f"{inputs_hash(nb, profile, data)})"
+                    )
     out = {}
     for rd in results_dirs.values():
         for p in sorted(Path(rd).glob("*/claims_*.csv")):
             if p not in vouched:
-                out[p] = described.get(p, "no stamp in " + str(Path(rd) / "notebooks") + " names it as written "
-                                          "by a successful execution with the current inputs")
+                out[p] = described.get(
+                    p,
+                    "no stamp in " + str(Path(rd) / "notebooks") + " names it as written "
+                    "by a successful execution with the current inputs",
+                )
     return out

@@ -8,6 +8,7 @@ so a bad fraction stops the driver before any training), and embeds every captio
 with Sentence-BERT in one call (cached by caption set; a run's subset is then read from that
 file). Training runs find both on disk.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,7 +34,9 @@ def prepare(configs: Iterable[Config], progress: bool = True) -> float:
         for c in group:
             c.check_train_size(splits.train.n_images, splits.train.captions_per_image)
         captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
-        print(f"prepare [{label}]: Sentence-BERT embeddings of {len(captions):,} captions (cached by caption set)",
-              flush=True)
+        print(
+            f"prepare [{label}]: Sentence-BERT embeddings of {len(captions):,} captions (cached by caption set)",
+            flush=True,
+        )
         embed_captions(captions, progress=progress)
     return time.perf_counter() - t0

@@ -60,18 +60,20 @@ Trade-offs already taken, stated rather than hidden:
 * **S1 at equal updates**: 10 % / 25 % of the data train ⌈E / f⌉ epochs with patience ⌈P / f⌉,
   capped at ``reduced_data_epoch_cap`` (40 synthetic, 30 Flickr8k — i.e. not capped at E = 4 / 3).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-HN_WARMUP_FIELD = "warmup_epochs"   # Config field of the interface contract (engine helper)
+HN_WARMUP_FIELD = "warmup_epochs"  # Config field of the interface contract (engine helper)
 
 
 @dataclass(frozen=True)
 class TuningGrid:
     """The search every main-comparison arm gets (Reality Check): ``lr`` × ``warmup_epochs`` (the
     latter only for losses built on hardest negatives), on the validation split with ``seed``."""
+
     lr: tuple[float, ...] = (2e-4, 6e-4, 2e-3)
     warmup_epochs: tuple[int, ...] = (0, 1)
     seed: int = 0
@@ -96,16 +98,16 @@ class Profile:
     data: str
     data_scale: str
     seeds: tuple[int, ...]
-    model: dict = field(default_factory=dict)      # Config overrides: sizes, epoch cap, patience, lr schedule
+    model: dict = field(default_factory=dict)  # Config overrides: sizes, epoch cap, patience, lr schedule
     results_dir: str = "results"
-    thin_sweeps: bool = False                      # keep a sweep's ends, the paper default and ≥ min_sweep_points
-    min_sweep_points: int = 4                      # thinned sweeps keep at least this many values (issue 14 item 7)
-    sweep_seeds: tuple[int, ...] | None = None     # seeds of the sweep arms (None: ``seeds``)
-    seed0_groups: frozenset = frozenset()          # sweep groups run with seed 0 only (cost trade-off, see above)
-    tuning: TuningGrid | None = None               # None: no tuning, every arm uses ``model["lr"]`` (old behaviour)
-    reduced_data_epoch_cap: int = 0                # S1: a fraction f of the data trains ⌈E/f⌉ epochs, capped here
+    thin_sweeps: bool = False  # keep a sweep's ends, the paper default and ≥ min_sweep_points
+    min_sweep_points: int = 4  # thinned sweeps keep at least this many values (issue 14 item 7)
+    sweep_seeds: tuple[int, ...] | None = None  # seeds of the sweep arms (None: ``seeds``)
+    seed0_groups: frozenset = frozenset()  # sweep groups run with seed 0 only (cost trade-off, see above)
+    tuning: TuningGrid | None = None  # None: no tuning, every arm uses ``model["lr"]`` (old behaviour)
+    reduced_data_epoch_cap: int = 0  # S1: a fraction f of the data trains ⌈E/f⌉ epochs, capped here
     ladder_theta: tuple[float, float] | None = None  # (θ₁, θ₂) calibrated to the relevance model (calibration.py)
-    flickr8k: dict = field(default_factory=dict)   # field overrides when the profile runs on Flickr8k
+    flickr8k: dict = field(default_factory=dict)  # field overrides when the profile runs on Flickr8k
 
     def thin(self, values, keep=(), min_points: int | None = None) -> list:
         """A sweep's values under this profile: all of them, or (thinned) its two ends, ``keep`` (the
@@ -132,13 +134,23 @@ class Profile:
 
 # grad_diag_every: the Unified paper's Fig. 4 quantities (tangent gradients, hardest-negative cosine) are
 # sampled every k training steps for every run (≈ 5% extra on a sampled step: results/benchmarks/run_profile.md)
-_SMALL = dict(embed_dim=64, word_dim=64, text_hidden=64, epochs=2, batch_size=64, lr=2e-3, lr_decay_epoch=1,
-              sampling="captions", grad_diag_every=5)
+_SMALL = dict(
+    embed_dim=64,
+    word_dim=64,
+    text_hidden=64,
+    epochs=2,
+    batch_size=64,
+    lr=2e-3,
+    lr_decay_epoch=1,
+    sampling="captions",
+    grad_diag_every=5,
+)
 _GRU128 = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, sampling="captions", grad_diag_every=10)
 # sweeps that no trend/peak claim rests on; on Flickr8k they run with seed 0 only (see the module docstring)
-FLICKR8K_SEED0_GROUPS = frozenset({"margin", "lminmax", "grid", "grid_authors", "fraction_reduced",
-                                   "theta_cal_beta2", "theta_cal_levels"})
-SYNTHETIC_SEED0_GROUPS = frozenset({"grid_authors"})   # S3 for the authors' variant: seed 0 (cost, see above)
+FLICKR8K_SEED0_GROUPS = frozenset(
+    {"margin", "lminmax", "grid", "grid_authors", "fraction_reduced", "theta_cal_beta2", "theta_cal_levels"}
+)
+SYNTHETIC_SEED0_GROUPS = frozenset({"grid_authors"})  # S3 for the authors' variant: seed 0 (cost, see above)
 
 # Ladder (θ₁, θ₂) at the CVSE++ scope-of-interest quantiles (top 1.9 % / 3.9 % of the off-diagonal
 # Sentence-BERT (MiniLM) paired cosines of 50 random training batches of 128; reproduce/calibration.py, which
@@ -157,24 +169,56 @@ LADDER_THETA = {"synthetic": LADDER_THETA_MEASURED["synthetic"], "flickr8k": Non
 # above replaced it. Older measurements (VSE++ test RSUM 287 / 396 / 418 / 463 after 3 (decayed) / 3 / 4 / 5
 # epochs at 2e-3 on the synthetic world) are in the README's "Profiles" section.
 PROFILES = {
-    "smoke": Profile("smoke", data="synthetic", data_scale="smoke", seeds=(0,), results_dir="results/smoke",
-                     thin_sweeps=True, tuning=TuningGrid(lr=(2e-3,), warmup_epochs=(0,)),
-                     reduced_data_epoch_cap=4,
-                     model=dict(_SMALL, early_stop_patience=0),
-                     flickr8k=dict(model=dict(_SMALL, early_stop_patience=0, train_fraction=0.1))),
-    "default": Profile("default", data="synthetic", data_scale="default", seeds=(0, 1, 2), thin_sweeps=True,
-                       tuning=TuningGrid(), reduced_data_epoch_cap=40, ladder_theta=LADDER_THETA["synthetic"],
-                       seed0_groups=SYNTHETIC_SEED0_GROUPS,
-                       model=dict(_GRU128, epochs=4, early_stop_patience=1, lr=2e-3, lr_decay_epoch=4),
-                       flickr8k=dict(seed0_groups=FLICKR8K_SEED0_GROUPS, reduced_data_epoch_cap=30,
-                                     ladder_theta=LADDER_THETA["flickr8k"],
-                                     model=dict(_GRU128, epochs=3, early_stop_patience=1, lr=2e-3,
-                                                lr_decay_epoch=3))),     # lr decay never reached: constant lr
-    "paper": Profile("paper", data="flickr8k", data_scale="default", seeds=(0, 1, 2), tuning=TuningGrid(),
-                     reduced_data_epoch_cap=300,
-                     model=dict(embed_dim=1024, word_dim=300, text_hidden=1024, epochs=30, batch_size=128,
-                                lr=2e-4, lr_decay_epoch=15, sampling="captions", early_stop_patience=5,
-                                grad_diag_every=50)),
+    "smoke": Profile(
+        "smoke",
+        data="synthetic",
+        data_scale="smoke",
+        seeds=(0,),
+        results_dir="results/smoke",
+        thin_sweeps=True,
+        tuning=TuningGrid(lr=(2e-3,), warmup_epochs=(0,)),
+        reduced_data_epoch_cap=4,
+        model=dict(_SMALL, early_stop_patience=0),
+        flickr8k=dict(model=dict(_SMALL, early_stop_patience=0, train_fraction=0.1)),
+    ),
+    "default": Profile(
+        "default",
+        data="synthetic",
+        data_scale="default",
+        seeds=(0, 1, 2),
+        thin_sweeps=True,
+        tuning=TuningGrid(),
+        reduced_data_epoch_cap=40,
+        ladder_theta=LADDER_THETA["synthetic"],
+        seed0_groups=SYNTHETIC_SEED0_GROUPS,
+        model=dict(_GRU128, epochs=4, early_stop_patience=1, lr=2e-3, lr_decay_epoch=4),
+        flickr8k=dict(
+            seed0_groups=FLICKR8K_SEED0_GROUPS,
+            reduced_data_epoch_cap=30,
+            ladder_theta=LADDER_THETA["flickr8k"],
+            model=dict(_GRU128, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
+        ),
+    ),  # lr decay never reached: constant lr
+    "paper": Profile(
+        "paper",
+        data="flickr8k",
+        data_scale="default",
+        seeds=(0, 1, 2),
+        tuning=TuningGrid(),
+        reduced_data_epoch_cap=300,
+        model=dict(
+            embed_dim=1024,
+            word_dim=300,
+            text_hidden=1024,
+            epochs=30,
+            batch_size=128,
+            lr=2e-4,
+            lr_decay_epoch=15,
+            sampling="captions",
+            early_stop_patience=5,
+            grad_diag_every=50,
+        ),
+    ),
 }
 
 
@@ -195,7 +239,7 @@ COSTS = {
     "synthetic": dict(fixed_s=6.5, epoch_s=3.33, val_s=0.5, prepare_s=55.0, notebooks_s=91.0),
     "flickr8k": dict(fixed_s=10.6, epoch_s=8.77, val_s=1.5, prepare_s=553.0, notebooks_s=121.0),
 }
-ASSUMED_STEP_SPEEDUP = 1.3   # engine helper's goal is 1.5–2× faster steps; the plan does not count on more
+ASSUMED_STEP_SPEEDUP = 1.3  # engine helper's goal is 1.5–2× faster steps; the plan does not count on more
 
 
 def run_seconds(config, data: str, epochs_run: int | None = None, speedup: float = ASSUMED_STEP_SPEEDUP) -> float:
@@ -206,8 +250,9 @@ def run_seconds(config, data: str, epochs_run: int | None = None, speedup: float
     return c["fixed_s"] + e * per_epoch / speedup
 
 
-def estimate_cost(profile: "Profile | str", data: str, workers: int = 2, papers=None,
-                  speedup: float = ASSUMED_STEP_SPEEDUP) -> dict:
+def estimate_cost(
+    profile: "Profile | str", data: str, workers: int = 2, papers=None, speedup: float = ASSUMED_STEP_SPEEDUP
+) -> dict:
     """Runs and time of the profile's whole protocol on ``data`` ("synthetic" or "flickr8k"), every run at
     its epoch cap (an upper bound; early stopping lowers it). Counts the tuning runs (seed 0, the grid of
     every main arm) and the final runs (every arm × its seeds at the tuned setting) as *distinct* runs —
@@ -215,6 +260,7 @@ def estimate_cost(profile: "Profile | str", data: str, workers: int = 2, papers=
     before tuning; their cost is the same for any lr / warm-up, so the default setting stands in."""
     from . import experiments, tuning
     from .study import profile_for
+
     if data not in COSTS:
         raise ValueError(f"data must be one of {sorted(COSTS)}, got {data!r}")
     prof = profile_for(profile, data)
@@ -227,23 +273,40 @@ def estimate_cost(profile: "Profile | str", data: str, workers: int = 2, papers=
     train_wall = (tune_s + final_s) / workers
     c = COSTS[data]
     total = train_wall + c["prepare_s"] + c["notebooks_s"]
-    return {"profile": prof.name, "data": data, "epoch_cap": prof.model.get("epochs"),
-            "tuning_runs": len(tune), "final_runs": len(final), "runs": len(tune) + len(final),
-            "worker_hours": (tune_s + final_s) / 3600, "train_wall_min": train_wall / 60,
-            "total_min": total / 60, "workers": workers, "speedup": speedup}
+    return {
+        "profile": prof.name,
+        "data": data,
+        "epoch_cap": prof.model.get("epochs"),
+        "tuning_runs": len(tune),
+        "final_runs": len(final),
+        "runs": len(tune) + len(final),
+        "worker_hours": (tune_s + final_s) / 3600,
+        "train_wall_min": train_wall / 60,
+        "total_min": total / 60,
+        "workers": workers,
+        "speedup": speedup,
+    }
 
 
 def cost_table(profile: str = "default", workers: int = 2) -> str:
     rows = [estimate_cost(profile, d, workers) for d in COSTS]
-    lines = ["| data | cap E | tuning runs | final runs | runs | worker-h | train wall (min) | + prep + notebooks (min) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data | cap E | tuning runs | final runs | runs | worker-h | train wall (min) | + prep + notebooks (min) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['data']} | {r['epoch_cap']} | {r['tuning_runs']} | {r['final_runs']} | {r['runs']} | "
-                     f"{r['worker_hours']:.2f} | {r['train_wall_min']:.1f} | {r['total_min']:.1f} |")
-    lines.append(f"| both | | | | {sum(r['runs'] for r in rows)} | {sum(r['worker_hours'] for r in rows):.2f} | "
-                 f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |")
-    return "\n".join(lines) + (f"\n\n{workers} workers, per-epoch cost ÷ {ASSUMED_STEP_SPEEDUP} (assumed engine "
-                               "speed-up), every run at its epoch cap (early stopping lowers it).\n")
+        lines.append(
+            f"| {r['data']} | {r['epoch_cap']} | {r['tuning_runs']} | {r['final_runs']} | {r['runs']} | "
+            f"{r['worker_hours']:.2f} | {r['train_wall_min']:.1f} | {r['total_min']:.1f} |"
+        )
+    lines.append(
+        f"| both | | | | {sum(r['runs'] for r in rows)} | {sum(r['worker_hours'] for r in rows):.2f} | "
+        f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
+    )
+    return "\n".join(lines) + (
+        f"\n\n{workers} workers, per-epoch cost ÷ {ASSUMED_STEP_SPEEDUP} (assumed engine "
+        "speed-up), every run at its epoch cap (early stopping lowers it).\n"
+    )
 
 
 def epochs_for_fraction(profile: Profile, fraction: float) -> tuple[int, int]:
@@ -262,4 +325,5 @@ def epochs_for_fraction(profile: Profile, fraction: float) -> tuple[int, int]:
 
 if __name__ == "__main__":
     import sys
+
     print(cost_table(sys.argv[1] if len(sys.argv) > 1 else "default"))

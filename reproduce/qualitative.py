@@ -17,6 +17,7 @@ test split they were computed on:
 Ranking: candidates in descending similarity, ties broken by the lower candidate index (a stable
 sort), for both the tables and the rule.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,7 +31,7 @@ import pandas as pd
 
 from .labels import YARDSTICKS
 
-QUERIES = ("image", "caption")   # image: image→text (rank captions); caption: text→image (rank images)
+QUERIES = ("image", "caption")  # image: image→text (rank captions); caption: text→image (rank images)
 CMAP = "viridis"
 
 
@@ -116,8 +117,9 @@ def _relevance_columns(relevance) -> dict[str, np.ndarray]:
     return dict(relevance)
 
 
-def top_k_table(sims: dict, split, query_idx: int, k: int = 5, query: str = "image", relevance=None,
-                human=None) -> pd.DataFrame:
+def top_k_table(
+    sims: dict, split, query_idx: int, k: int = 5, query: str = "image", relevance=None, human=None
+) -> pd.DataFrame:
     """The top-``k`` of each arm for one query, one row per (arm, rank).
 
     Columns: ``arm``, ``rank`` (1-based), ``image_idx``, ``caption_idx`` (the ranked candidate with the
@@ -134,15 +136,24 @@ def top_k_table(sims: dict, split, query_idx: int, k: int = 5, query: str = "ima
     rows = []
     for arm, sim in sims.items():
         if sim.shape != (split.n_images, split.n_captions):
-            raise ValueError(f"arm {arm!r}: similarity shape {sim.shape} does not match the split "
-                             f"({split.n_images} images × {split.n_captions} captions)")
-        top = top_k_indices(sim[query_idx:query_idx + 1] if query == "image" else sim[:, query_idx:query_idx + 1],
-                            k, query)[0]
+            raise ValueError(
+                f"arm {arm!r}: similarity shape {sim.shape} does not match the split "
+                f"({split.n_images} images × {split.n_captions} captions)"
+            )
+        top = top_k_indices(
+            sim[query_idx : query_idx + 1] if query == "image" else sim[:, query_idx : query_idx + 1], k, query
+        )[0]
         for r, c in enumerate(top, start=1):
             i, j = (query_idx, int(c)) if query == "image" else (int(c), query_idx)
-            row = {"arm": arm, "rank": r, "image_idx": i, "caption_idx": j,
-                   "text": split.captions[j] if query == "image" else split.image_ids[i],
-                   "gt": bool(img_of[j] == i), "similarity": float(sim[i, j])}
+            row = {
+                "arm": arm,
+                "rank": r,
+                "image_idx": i,
+                "caption_idx": j,
+                "text": split.captions[j] if query == "image" else split.image_ids[i],
+                "gt": bool(img_of[j] == i),
+                "similarity": float(sim[i, j]),
+            }
             row.update({name: float(m[i, j]) for name, m in rels.items()})
             row["expert"] = float(exp.get((i, j), np.nan))
             rows.append(row)
@@ -153,8 +164,9 @@ def query_text(split, query_idx: int, query: str = "image") -> str:
     return split.image_ids[query_idx] if query == "image" else split.captions[query_idx]
 
 
-def disagreement_table(sims: dict, split, arm_a: str, arm_b: str, k: int = 5, query: str = "image",
-                       n: int = 10) -> pd.DataFrame:
+def disagreement_table(
+    sims: dict, split, arm_a: str, arm_b: str, k: int = 5, query: str = "image", n: int = 10
+) -> pd.DataFrame:
     """The ``n`` queries where ``arm_a`` and ``arm_b`` disagree most (:func:`disagreement_rank`),
     with the query's text (image id or caption)."""
     d = disagreement_rank(sims[arm_a], sims[arm_b], k, query).head(n)
@@ -178,12 +190,24 @@ _SHORT = {"sbert": "SBERT", "true": "r*", "cider": "CIDEr"}
 
 
 def _rel_name(name: str) -> str:
-    return {"sbert": "Sentence-BERT relevance ((1 + cos)/2 to the image's captions, 0…1)",
-            "true": "true relevance r* (0…1, seen by no loss)"}.get(name, YARDSTICKS.get(name, name))
+    return {
+        "sbert": "Sentence-BERT relevance ((1 + cos)/2 to the image's captions, 0…1)",
+        "true": "true relevance r* (0…1, seen by no loss)",
+    }.get(name, YARDSTICKS.get(name, name))
 
 
-def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None, colour_by: str | None = None,
-                       human=None, images_dir=None, rule: str = "", wrap: int = 44):
+def figure_qualitative(
+    sims: dict,
+    split,
+    image_idx,
+    k: int = 5,
+    relevance=None,
+    colour_by: str | None = None,
+    human=None,
+    images_dir=None,
+    rule: str = "",
+    wrap: int = 44,
+):
     """Per test image (rows): the photo (or its id when there is none) and the top-``k`` captions of
     each arm (columns), each caption's marker coloured by its relevance ``colour_by`` (default: the
     first of ``relevance``), with the value, the expert score when judged (``E 3.3``) and ★ for a
@@ -204,8 +228,15 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
     cmap = plt.get_cmap(CMAP)
     n_rows, n_cols = len(image_idx), 1 + len(arms)
     fig = plt.figure(figsize=(3.0 + 4.6 * len(arms), 2.9 * n_rows + 1.5))
-    gs = fig.add_gridspec(n_rows + 1, n_cols, width_ratios=[0.9] + [1.6] * len(arms),
-                          height_ratios=[1.0] * n_rows + [0.09], hspace=0.25, wspace=0.05, bottom=0.11)
+    gs = fig.add_gridspec(
+        n_rows + 1,
+        n_cols,
+        width_ratios=[0.9] + [1.6] * len(arms),
+        height_ratios=[1.0] * n_rows + [0.09],
+        hspace=0.25,
+        wspace=0.05,
+        bottom=0.11,
+    )
     have_expert = human is not None
     for r, qi in enumerate(image_idx):
         ax = fig.add_subplot(gs[r, 0])
@@ -213,16 +244,25 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
         p = image_path(split, qi, images_dir)
         if p is not None:
             from PIL import Image
+
             with Image.open(p) as im:
                 im = im.convert("RGB")
                 im.thumbnail((400, 400))
                 ax.imshow(np.asarray(im))
             ax.set_title(f"test image {qi}\n{split.image_ids[qi]}", fontsize=7)
         else:
-            refs = "\n".join(textwrap.fill(f"• {split.captions[c]}", 34)
-                              for c in np.flatnonzero(split.image_of_caption == qi)[:3])
-            ax.text(0.5, 0.5, f"test image {qi}\n{split.image_ids[qi]}\n(no photo; its captions:)\n{refs}",
-                    ha="center", va="center", fontsize=7, transform=ax.transAxes)
+            refs = "\n".join(
+                textwrap.fill(f"• {split.captions[c]}", 34) for c in np.flatnonzero(split.image_of_caption == qi)[:3]
+            )
+            ax.text(
+                0.5,
+                0.5,
+                f"test image {qi}\n{split.image_ids[qi]}\n(no photo; its captions:)\n{refs}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                transform=ax.transAxes,
+            )
         tab = top_k_table(sims, split, qi, k, "image", rels, human)
         for c, arm in enumerate(arms, start=1):
             ax = fig.add_subplot(gs[r, c])
@@ -236,25 +276,45 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
             for _, row in sub.iterrows():
                 y = 1.0 - (row["rank"] - 0.5) * h
                 v = row[colour_by]
-                ax.add_patch(Rectangle((0.0, y - 0.32 * h), 0.05, 0.64 * h, color=cmap(norm(v)),
-                                       transform=ax.transAxes, clip_on=False))
-                meta = " · ".join(f"{_SHORT.get(n, n)} {row[n]:.2f}" for n in rels) + (
-                    f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"]) else "") + (
-                    " ★" if row["gt"] else "")
+                ax.add_patch(
+                    Rectangle(
+                        (0.0, y - 0.32 * h), 0.05, 0.64 * h, color=cmap(norm(v)), transform=ax.transAxes, clip_on=False
+                    )
+                )
+                meta = (
+                    " · ".join(f"{_SHORT.get(n, n)} {row[n]:.2f}" for n in rels)
+                    + (f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"]) else "")
+                    + (" ★" if row["gt"] else "")
+                )
                 txt = textwrap.fill(f"{int(row['rank'])}. {row['text']}", wrap)
-                ax.text(0.07, y, f"{txt}\n   [{meta}]", va="center", ha="left", fontsize=7,
-                        transform=ax.transAxes, linespacing=1.1)
+                ax.text(
+                    0.07,
+                    y,
+                    f"{txt}\n   [{meta}]",
+                    va="center",
+                    ha="left",
+                    fontsize=7,
+                    transform=ax.transAxes,
+                    linespacing=1.1,
+                )
     cax = fig.add_subplot(gs[n_rows, 1:])
     sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
     cb = fig.colorbar(sm, cax=cax, orientation="horizontal")
     cb.set_label(f"marker colour: {_rel_name(colour_by)}", fontsize=8)
     cb.ax.tick_params(labelsize=7)
-    explain = (f"Top-{k} captions retrieved for each test image (image→text) under each arm. "
-               + (rule + " " if rule else "")
-               + "[…]: " + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
-               + (" · E: mean expert score of the pair (1 = does not describe the image … 4 = describes it), "
-                  "shown when the pair was judged" if have_expert else "")
-               + " · ★: a caption written for this image (ground truth).")
+    explain = (
+        f"Top-{k} captions retrieved for each test image (image→text) under each arm. "
+        + (rule + " " if rule else "")
+        + "[…]: "
+        + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
+        + (
+            " · E: mean expert score of the pair (1 = does not describe the image … 4 = describes it), "
+            "shown when the pair was judged"
+            if have_expert
+            else ""
+        )
+        + " · ★: a caption written for this image (ground truth)."
+    )
     fig.text(0.5, 0.06, textwrap.fill(explain, 150), ha="center", va="top", fontsize=8)
     return fig
 
@@ -265,27 +325,42 @@ def figure_qualitative(sims: dict, split, image_idx, k: int = 5, relevance=None,
 def _colour_hex(v: float, lo: float) -> str:
     import matplotlib.pyplot as plt
     from matplotlib import colors as mcolors
+
     x = (v - lo) / (1.0 - lo)
     return mcolors.to_hex(plt.get_cmap(CMAP)(min(max(x, 0.0), 1.0)))
 
 
 def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict, split=None, images_dir=None) -> str:
-    head = ["#", "caption" if query == "image" else "image", "GT", "similarity"] + \
-        [_SHORT.get(n, n) for n in rel_names] + ["expert"]
-    out = ["<table style='border-collapse:collapse;font-size:12px'><tr>"
-           + "".join(f"<th style='padding:2px 6px;text-align:left'>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    head = (
+        ["#", "caption" if query == "image" else "image", "GT", "similarity"]
+        + [_SHORT.get(n, n) for n in rel_names]
+        + ["expert"]
+    )
+    out = [
+        "<table style='border-collapse:collapse;font-size:12px'><tr>"
+        + "".join(f"<th style='padding:2px 6px;text-align:left'>{html.escape(h)}</th>" for h in head)
+        + "</tr>"
+    ]
     for _, row in tab.iterrows():
         thumb = _photo_html(image_path(split, int(row["image_idx"]), images_dir), 90) if query == "caption" else ""
-        cells = [str(int(row["rank"])), thumb + html.escape(str(row["text"])), "★" if row["gt"] else "",
-                 f"{row['similarity']:.3f}"]
+        cells = [
+            str(int(row["rank"])),
+            thumb + html.escape(str(row["text"])),
+            "★" if row["gt"] else "",
+            f"{row['similarity']:.3f}",
+        ]
         rc = []
         for n in rel_names:
             v = row[n]
             fg = "white" if (v - lows[n]) / (1 - lows[n]) < 0.6 else "black"
             rc.append(f"<td style='padding:2px 6px;background:{_colour_hex(v, lows[n])};color:{fg}'>{v:.2f}</td>")
         ex = "" if not np.isfinite(row["expert"]) else f"{row['expert']:.2f}"
-        out.append("<tr>" + "".join(f"<td style='padding:2px 6px'>{c}</td>" for c in cells) + "".join(rc)
-                   + f"<td style='padding:2px 6px'>{ex}</td></tr>")
+        out.append(
+            "<tr>"
+            + "".join(f"<td style='padding:2px 6px'>{c}</td>" for c in cells)
+            + "".join(rc)
+            + f"<td style='padding:2px 6px'>{ex}</td></tr>"
+        )
     return "".join(out) + "</table>"
 
 
@@ -293,6 +368,7 @@ def _photo_html(path: Path | None, size: int = 220) -> str:
     if path is None:
         return ""
     from PIL import Image
+
     with Image.open(path) as im:
         im = im.convert("RGB")
         im.thumbnail((size, size))
@@ -301,8 +377,18 @@ def _photo_html(path: Path | None, size: int = 220) -> str:
     return f"<img src='data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()}'/>"
 
 
-def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "image", query_idx: int = 0,
-                      k: int = 5, relevance=None, human=None, images_dir=None) -> str:
+def render_query_html(
+    sims: dict,
+    split,
+    arm_a: str,
+    arm_b: str,
+    query: str = "image",
+    query_idx: int = 0,
+    k: int = 5,
+    relevance=None,
+    human=None,
+    images_dir=None,
+) -> str:
     """HTML: the query (photo or caption) and the two arms' top-``k`` side by side (for a caption query
     with a thumbnail of each candidate photo when there are photos), relevance cells coloured (darker =
     less relevant), expert scores where judged, ★ ground truth."""
@@ -313,19 +399,29 @@ def render_query_html(sims: dict, split, arm_a: str, arm_b: str, query: str = "i
     lows = {n: 0.0 if m.min() >= 0 else -1.0 for n, m in rels.items()}
     tab = top_k_table({arm_a: sims[arm_a], arm_b: sims[arm_b]}, split, query_idx, k, query, rels, human)
     if query == "image":
-        q = (f"<b>image query {query_idx}</b> ({html.escape(str(split.image_ids[query_idx]))})<br>"
-             + _photo_html(image_path(split, query_idx, images_dir)))
+        q = f"<b>image query {query_idx}</b> ({html.escape(str(split.image_ids[query_idx]))})<br>" + _photo_html(
+            image_path(split, query_idx, images_dir)
+        )
     else:
-        q = (f"<b>caption query {query_idx}</b> (of image {split.image_of_caption[query_idx]}): "
-             f"“{html.escape(split.captions[query_idx])}”")
-    overlap = len(set(tab[tab.arm == arm_a].caption_idx if query == "image" else tab[tab.arm == arm_a].image_idx)
-                  & set(tab[tab.arm == arm_b].caption_idx if query == "image" else tab[tab.arm == arm_b].image_idx))
-    cols = "".join(f"<div style='margin-right:16px'><b>{html.escape(a)}</b>"
-                   f"{_table_html(tab[tab.arm == a], list(rels), query, lows, split, images_dir)}</div>" for a in (arm_a, arm_b))
-    note = (f"{overlap} of the top {k} in common. Relevance: "
-            + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
-            + ("; expert: mean of 3 expert scores, 1–4, blank when not judged" if human is not None else "")
-            + "; ★ ground truth.")
+        q = (
+            f"<b>caption query {query_idx}</b> (of image {split.image_of_caption[query_idx]}): "
+            f"“{html.escape(split.captions[query_idx])}”"
+        )
+    overlap = len(
+        set(tab[tab.arm == arm_a].caption_idx if query == "image" else tab[tab.arm == arm_a].image_idx)
+        & set(tab[tab.arm == arm_b].caption_idx if query == "image" else tab[tab.arm == arm_b].image_idx)
+    )
+    cols = "".join(
+        f"<div style='margin-right:16px'><b>{html.escape(a)}</b>"
+        f"{_table_html(tab[tab.arm == a], list(rels), query, lows, split, images_dir)}</div>"
+        for a in (arm_a, arm_b)
+    )
+    note = (
+        f"{overlap} of the top {k} in common. Relevance: "
+        + ", ".join(f"{_SHORT.get(n, n)} = {_rel_name(n)}" for n in rels)
+        + ("; expert: mean of 3 expert scores, 1–4, blank when not judged" if human is not None else "")
+        + "; ★ ground truth."
+    )
     return f"<div>{q}<div style='display:flex;margin-top:6px'>{cols}</div><small>{html.escape(note)}</small></div>"
 
 
@@ -333,6 +429,7 @@ def explorer(sims: dict, split, relevance=None, human=None, images_dir=None, k: 
     """An ipywidgets browser: pick two arms, an image or caption query (or one of the ``n_list`` queries
     where the arms disagree most), and see both rankings side by side (:func:`render_query_html`)."""
     import ipywidgets as w
+
     arms = list(sims)
     if len(arms) < 2:
         raise ValueError(f"the explorer compares two arms; got {arms}")
@@ -345,15 +442,19 @@ def explorer(sims: dict, split, relevance=None, human=None, images_dir=None, k: 
 
     def refresh_list(*_):
         d = disagreement_table(sims, split, arm_a.value, arm_b.value, k, kind.value, n_list)
-        worst.options = [(f"{q}: {t[:60]} ({c} common)", int(q)) for q, t, c in
-                         zip(d["query"], d[kind.value], d[f"common in top {k}"])]
-        listing.value = (f"<b>{kind.value} queries where the two arms share fewest of their top {k}</b>"
-                         + d.to_html(index=False))
+        worst.options = [
+            (f"{q}: {t[:60]} ({c} common)", int(q))
+            for q, t, c in zip(d["query"], d[kind.value], d[f"common in top {k}"])
+        ]
+        listing.value = f"<b>{kind.value} queries where the two arms share fewest of their top {k}</b>" + d.to_html(
+            index=False
+        )
         idx.max = (split.n_images if kind.value == "image" else split.n_captions) - 1
 
     def refresh_view(*_):
-        view.value = render_query_html(sims, split, arm_a.value, arm_b.value, kind.value, idx.value, k, relevance,
-                                       human, images_dir)
+        view.value = render_query_html(
+            sims, split, arm_a.value, arm_b.value, kind.value, idx.value, k, relevance, human, images_dir
+        )
 
     def pick(change):
         if change["new"] is not None:
@@ -400,24 +501,28 @@ def study_views(study, paper: str, arms: list[str], seed: int | None = None) -> 
     in [0, 1], plus the synthetic world's true relevance when known), ``human`` (the expert judgements,
     when the data set has them) and ``images_dir`` (the Flickr8k photos, when configured)."""
     from coherent_itr import evaluation, paths
+
     split = study.splits().test
     sims = similarities(arm_embeddings(study, paper, arms, seed))
     for arm, sim in sims.items():
         if sim.shape != (split.n_images, split.n_captions):
-            raise ValueError(f"arm {arm!r}: test embeddings give a {sim.shape} similarity, the {split.name} split "
-                             f"has {split.n_images} images × {split.n_captions} captions")
+            raise ValueError(
+                f"arm {arm!r}: test embeddings give a {sim.shape} similarity, the {split.name} split "
+                f"has {split.n_images} images × {split.n_captions} captions"
+            )
     rel, true, human = evaluation.yardsticks(split)
     relevance = {"sbert": rel["sbert"], **({"true": true} if true is not None else {})}
     images_dir = None
     if split.name.startswith("flickr8k"):
         root = paths.flickr8k_dir(required=False)
         images_dir = None if root is None else root / "images"
-    return dict(sims=sims, split=split, relevance=relevance, human=(human or {}).get("expert"),
-                images_dir=images_dir)
+    return dict(sims=sims, split=split, relevance=relevance, human=(human or {}).get("expert"), images_dir=images_dir)
 
 
-RULE = ("Images: the {n} test images whose top-{k} captions under the two arms have the fewest captions in "
-        "common (ties: lower image index).")
+RULE = (
+    "Images: the {n} test images whose top-{k} captions under the two arms have the fewest captions in "
+    "common (ties: lower image index)."
+)
 
 
 def figure_disagreement(views: dict, n: int = 3, k: int = 5, **kw):
@@ -426,11 +531,33 @@ def figure_disagreement(views: dict, n: int = 3, k: int = 5, **kw):
     stated in the caption. Returns ``(figure, picked image indices)``."""
     arms = list(views["sims"])
     pick = disagreement_rank(views["sims"][arms[0]], views["sims"][arms[1]], k, "image").head(n)["query"].tolist()
-    fig = figure_qualitative(views["sims"], views["split"], pick, k=k, relevance=views["relevance"],
-                             human=views["human"], images_dir=views["images_dir"], rule=RULE.format(n=n, k=k), **kw)
+    fig = figure_qualitative(
+        views["sims"],
+        views["split"],
+        pick,
+        k=k,
+        relevance=views["relevance"],
+        human=views["human"],
+        images_dir=views["images_dir"],
+        rule=RULE.format(n=n, k=k),
+        **kw,
+    )
     return fig, pick
 
 
-__all__ = ["arm_embeddings", "disagreement_rank", "disagreement_table", "explorer", "expert_scores",
-           "figure_disagreement", "figure_qualitative", "image_path", "render_query_html", "similarities",
-           "similarity", "study_views", "top_k_indices", "top_k_table"]
+__all__ = [
+    "arm_embeddings",
+    "disagreement_rank",
+    "disagreement_table",
+    "explorer",
+    "expert_scores",
+    "figure_disagreement",
+    "figure_qualitative",
+    "image_path",
+    "render_query_html",
+    "similarities",
+    "similarity",
+    "study_views",
+    "top_k_indices",
+    "top_k_table",
+]

@@ -3,6 +3,7 @@
 Compute (training, evaluation) lives in the library and the run cache; this module only reads
 results and draws, so editing a figure never retrains anything.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,15 +32,19 @@ def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.
     out = {}
     for m in metrics:
         sd = summary_df.get(f"{m}_std")
-        out[m] = [f"{v:.{digits}f}" + ("" if s is None or pd.isna(s) else f" ± {s:.{digits}f}")
-                  for v, s in zip(summary_df[m], sd if sd is not None else [None] * len(summary_df))]
+        out[m] = [
+            f"{v:.{digits}f}" + ("" if s is None or pd.isna(s) else f" ± {s:.{digits}f}")
+            for v, s in zip(summary_df[m], sd if sd is not None else [None] * len(summary_df))
+        ]
     return pd.DataFrame(out, index=summary_df.index)
 
 
 def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     """A copy of ``df`` whose float cells are rounded to ``digits`` significant digits (for Markdown)."""
+
     def sig(x):
         return float(f"{x:.{digits}g}") if isinstance(x, (float, np.floating)) and np.isfinite(x) else x
+
     out = df.copy()
     for c in out.columns:
         if pd.api.types.is_float_dtype(out[c]) or out[c].dtype == object:
@@ -47,13 +52,18 @@ def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     return out
 
 
-def save_table(df: pd.DataFrame, results_dir, paper: str, name: str, caption: str = "",
-               pretty_df: pd.DataFrame | None = None) -> Path:
+def save_table(
+    df: pd.DataFrame, results_dir, paper: str, name: str, caption: str = "", pretty_df: pd.DataFrame | None = None
+) -> Path:
     """``<results>/<paper>/<name>.csv`` (numbers, full precision) and ``.md`` (caption + readable
     table: ``pretty_df`` as given, else ``df`` with floats rounded to 4 significant digits)."""
     out = Path(results_dir) / paper
     atomic_write_text(out / f"{name}.csv", df.to_csv())
-    md = (f"{caption}\n\n" if caption else "") + (pretty_df if pretty_df is not None else readable(df)).to_markdown() + "\n"
+    md = (
+        (f"{caption}\n\n" if caption else "")
+        + (pretty_df if pretty_df is not None else readable(df)).to_markdown()
+        + "\n"
+    )
     atomic_write_text(out / f"{name}.md", md)
     return out / f"{name}.csv"
 
@@ -71,6 +81,7 @@ def save_figure(fig, results_dir, paper: str, name: str) -> Path:
 def setup_plotting():
     """Seaborn's readable defaults for every figure of the study."""
     import seaborn as sns
+
     sns.set_theme(context="notebook", style="whitegrid")
     return sns
 
@@ -79,6 +90,7 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
     """One panel per ``(column, axis label)`` in ``ys``: mean over seeds per epoch with a 95% band."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
     ncols = ncols or len(ys)
     nrows = int(np.ceil(len(ys) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
@@ -87,7 +99,7 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
         ax.legend(fontsize=7, title=None)
-    for ax in list(axes.flat)[len(ys):]:
+    for ax in list(axes.flat)[len(ys) :]:
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
@@ -95,11 +107,19 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
     return fig
 
 
-def sweep_plot(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], xlabel: str, logx: bool = False,
-               title: str = "", marks: dict | None = None):
+def sweep_plot(
+    df: pd.DataFrame,
+    x: str,
+    ys: list[tuple[str, str]],
+    xlabel: str,
+    logx: bool = False,
+    title: str = "",
+    marks: dict | None = None,
+):
     """Metric vs a swept value: mean over seeds with 95% interval bars; optional vertical marks."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
     fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
         sns.pointplot(data=df, x=x, y=col, errorbar=("ci", 95), native_scale=True, ax=ax, capsize=0.1)

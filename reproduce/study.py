@@ -13,6 +13,7 @@ arm resolves to its *tuned* configs transparently: the arm's family's chosen lr 
 (missing tuning runs are trained on the spot too). ``st.tuning_table(paper)`` is the notebook's tuning
 table. Without tuning in the profile, arms run at the profile's lr as before.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,23 +29,28 @@ from .profiles import Profile, get_profile
 ROOT = Path(__file__).resolve().parent.parent
 
 
-
 def profile_for(profile: str | Profile, data: str) -> Profile:
     """The profile with its data source set to ``data`` ("synthetic" or "flickr8k")."""
     p = get_profile(profile) if isinstance(profile, str) else profile
     if data == p.data:
         return p
     if data == "flickr8k":
-        return dataclasses.replace(p, data="flickr8k", data_scale="default",
-                                   results_dir=f"{p.results_dir}/flickr8k", **p.flickr8k)
+        return dataclasses.replace(
+            p, data="flickr8k", data_scale="default", results_dir=f"{p.results_dir}/flickr8k", **p.flickr8k
+        )
     if data == "synthetic":
         return dataclasses.replace(p, data="synthetic")
     raise ValueError(f"data must be 'synthetic' or 'flickr8k', got {data!r}")
 
 
 class Study:
-    def __init__(self, profile: str | Profile = "default", data: str = "synthetic", cache: RunCache | None = None,
-                 progress: bool = True) -> None:
+    def __init__(
+        self,
+        profile: str | Profile = "default",
+        data: str = "synthetic",
+        cache: RunCache | None = None,
+        progress: bool = True,
+    ) -> None:
         self.profile = profile_for(profile, data)
         self.data = data
         self.cache = cache or RunCache()
@@ -59,6 +65,7 @@ class Study:
     def splits(self):
         """The profile's train/dev/test splits (for data cards and batch-level analyses)."""
         from coherent_itr import data as data_mod
+
         p = self.profile
         return data_mod.load_splits(p.data, scale=p.data_scale, seed=0)
 
@@ -72,16 +79,18 @@ class Study:
             return arm.configs(self.profile)
         if arm.paper not in self._families:
             self._families[arm.paper] = tuning.families(self.profile, [arm.paper], self.cache, train_missing=True)
-        return tuning.arm_configs(arm, experiments.arms(arm.paper, self.profile), self.profile,
-                                  self._families[arm.paper])
+        return tuning.arm_configs(
+            arm, experiments.arms(arm.paper, self.profile), self.profile, self._families[arm.paper]
+        )
 
     def tuning_table(self, paper: str) -> pd.DataFrame:
         """The paper's tuning table: every main arm × grid setting, validation RSUM, collapsed, chosen."""
-        self.configs(self.arms(paper)[0])            # trains missing tuning runs (as results() would)
+        self.configs(self.arms(paper)[0])  # trains missing tuning runs (as results() would)
         return tuning.tuning_table(self.profile, paper, self.cache)
 
     def _runs(self, paper: str, group: str | None):
         from tqdm.auto import tqdm
+
         todo = [(a, c) for a in self.arms(paper, group) for c in self.configs(a)]
         missing = sum(not self.cache.has(c) for _, c in todo)
         bar = tqdm(todo, desc=f"{paper}: {missing} run(s) to train", disable=not (self.progress and missing))
@@ -92,10 +101,23 @@ class Study:
         """One row per (arm, seed): ``paper, group, arm, seed, loss`` + test metrics + timing."""
         rows = []
         for arm, cfg, res in self._runs(paper, group):
-            rows.append({"paper": arm.paper, "group": arm.group, "arm": arm.name, "seed": cfg.seed,
-                         "loss": cfg.loss, "lr": cfg.lr, "warmup_epochs": getattr(cfg, "warmup_epochs", 0), **res.test, **{f"time_{k}": v for k, v in res.record["timing"].items()},
-                         "best_epoch": res.record["best_epoch"], "epochs_run": res.record.get("epochs_run"),
-                         **_collapse_columns(res.record), "run_key": res.record.get("run_key")})
+            rows.append(
+                {
+                    "paper": arm.paper,
+                    "group": arm.group,
+                    "arm": arm.name,
+                    "seed": cfg.seed,
+                    "loss": cfg.loss,
+                    "lr": cfg.lr,
+                    "warmup_epochs": getattr(cfg, "warmup_epochs", 0),
+                    **res.test,
+                    **{f"time_{k}": v for k, v in res.record["timing"].items()},
+                    "best_epoch": res.record["best_epoch"],
+                    "epochs_run": res.record.get("epochs_run"),
+                    **_collapse_columns(res.record),
+                    "run_key": res.record.get("run_key"),
+                }
+            )
         return pd.DataFrame(rows)
 
     def histories(self, paper: str, group: str | None = None) -> pd.DataFrame:

@@ -25,6 +25,7 @@ The protocol, exactly:
 Two phases: :func:`tuning_configs` (train first) → :func:`tuned_plan` (the final configs, from the
 cached tuning runs). :func:`run_protocol` does both through an executor for the driver.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,9 @@ def uses_hard_negatives(loss: str, params: dict) -> bool:
     if loss == "listwise":
         return bool((p.get("triplet_params") or {}).get("max_violation", True))
     if loss == "bcls":
-        return p.get("triplet", "triplet_sn") == "triplet" and \
-            bool((p.get("triplet_params") or {}).get("max_violation", True))
+        return p.get("triplet", "triplet_sn") == "triplet" and bool(
+            (p.get("triplet_params") or {}).get("max_violation", True)
+        )
     return False
 
 
@@ -83,14 +85,18 @@ def family_of(arm: experiments.Arm, paper_arms: list[experiments.Arm]) -> experi
     if arm.family is not None:
         hit = [a for a in mains if a.name == arm.family]
         if len(hit) != 1:
-            raise ValueError(f"arm {arm.paper}/{arm.name!r}: family {arm.family!r} is not one main arm of "
-                             f"{arm.paper} (main arms: {[a.name for a in mains]})")
+            raise ValueError(
+                f"arm {arm.paper}/{arm.name!r}: family {arm.family!r} is not one main arm of "
+                f"{arm.paper} (main arms: {[a.name for a in mains]})"
+            )
         return hit[0]
     loss = arm.overrides["loss"]
     hit = [a for a in mains if a.overrides["loss"] == loss]
     if len(hit) != 1:
-        raise ValueError(f"arm {arm.paper}/{arm.name!r} (loss {loss!r}): cannot infer its tuning family — "
-                         f"{len(hit)} main arms of {arm.paper} use that loss; set Arm.family")
+        raise ValueError(
+            f"arm {arm.paper}/{arm.name!r} (loss {loss!r}): cannot infer its tuning family — "
+            f"{len(hit)} main arms of {arm.paper} use that loss; set Arm.family"
+        )
     return hit[0]
 
 
@@ -101,8 +107,16 @@ def family_table(profile: Profile, papers=None) -> pd.DataFrame:
         arms = experiments.arms(paper, profile)
         for a in arms:
             f = family_of(a, arms)
-            rows.append({"paper": paper, "group": a.group, "arm": a.name, "main": experiments.is_main(a),
-                         "family": f.name, "fixed": ",".join(k for k in SETTING_FIELDS if k in a.overrides)})
+            rows.append(
+                {
+                    "paper": paper,
+                    "group": a.group,
+                    "arm": a.name,
+                    "main": experiments.is_main(a),
+                    "family": f.name,
+                    "fixed": ",".join(k for k in SETTING_FIELDS if k in a.overrides),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -145,7 +159,7 @@ def _validation_view(record) -> dict:
 def _default_is_collapsed(view: dict) -> tuple[bool | None, str]:
     try:
         from coherent_itr.health import is_collapsed
-    except ImportError:   # the engine helper's health module is not in this library yet
+    except ImportError:  # the engine helper's health module is not in this library yet
         return None, "health check unavailable"
     return is_collapsed(view)
 
@@ -157,21 +171,37 @@ def trial_from_record(record, is_collapsed=None) -> dict:
     cfg, hist, best = view["config"], view["history"], view["best_epoch"]
     at = [h for h in hist if h.get("epoch") == best]
     if len(at) != 1:
-        raise ValueError(f"run record (loss {cfg.get('loss')}, lr {cfg.get('lr')}): best_epoch={best} is not "
-                         f"one epoch of its history (epochs {[h.get('epoch') for h in hist]})")
+        raise ValueError(
+            f"run record (loss {cfg.get('loss')}, lr {cfg.get('lr')}): best_epoch={best} is not "
+            f"one epoch of its history (epochs {[h.get('epoch') for h in hist]})"
+        )
     rsum = float(at[0]["val_rsum"])
     collapsed, reason = (is_collapsed or _default_is_collapsed)(view)
     if not math.isfinite(rsum):
         collapsed, reason = True, "non-finite validation RSUM"
-    return {"lr": float(cfg["lr"]), HN_WARMUP_FIELD: int(cfg.get(HN_WARMUP_FIELD, 0) or 0), "val_rsum": rsum,
-            "best_epoch": int(best), "epochs_run": int(view.get("epochs_run", len(hist))),
-            "collapsed": collapsed, "collapse_reason": reason, "status": "ok"}
+    return {
+        "lr": float(cfg["lr"]),
+        HN_WARMUP_FIELD: int(cfg.get(HN_WARMUP_FIELD, 0) or 0),
+        "val_rsum": rsum,
+        "best_epoch": int(best),
+        "epochs_run": int(view.get("epochs_run", len(hist))),
+        "collapsed": collapsed,
+        "collapse_reason": reason,
+        "status": "ok",
+    }
 
 
 def failed_trial(setting: dict, status: str) -> dict:
-    return {"lr": float(setting["lr"]), HN_WARMUP_FIELD: int(setting.get(HN_WARMUP_FIELD, 0)),
-            "val_rsum": float("nan"), "best_epoch": None, "epochs_run": None, "collapsed": True,
-            "collapse_reason": status, "status": status}
+    return {
+        "lr": float(setting["lr"]),
+        HN_WARMUP_FIELD: int(setting.get(HN_WARMUP_FIELD, 0)),
+        "val_rsum": float("nan"),
+        "best_epoch": None,
+        "epochs_run": None,
+        "collapsed": True,
+        "collapse_reason": status,
+        "status": status,
+    }
 
 
 def _rank(t: dict) -> tuple:
@@ -191,8 +221,8 @@ def select(trials: list[dict]) -> dict:
 @dataclass
 class Family:
     key: str
-    arm: experiments.Arm                 # the first main arm with this tuning problem
-    members: list[str]                   # "paper/arm" of every main arm sharing it
+    arm: experiments.Arm  # the first main arm with this tuning problem
+    members: list[str]  # "paper/arm" of every main arm sharing it
     trials: list[dict]
     chosen: dict | None
 
@@ -202,8 +232,9 @@ def _load_record(cache, cfg):
     return None if res is None else res.record
 
 
-def families(profile: Profile, papers=None, cache=None, failed_keys=(), train_missing: bool = False,
-             is_collapsed=None) -> dict[str, Family]:
+def families(
+    profile: Profile, papers=None, cache=None, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> dict[str, Family]:
     """Every tuning problem of ``papers`` with its trials (from ``cache``) and its choice. A run missing
     from the cache is an error (:class:`TuningIncomplete`) unless its key is in ``failed_keys`` (it failed:
     a trial that is never chosen over a healthy one) or ``train_missing`` (trained on the spot)."""
@@ -230,9 +261,11 @@ def families(profile: Profile, papers=None, cache=None, failed_keys=(), train_mi
                     trials.append(failed_trial(s, "missing"))
             out[k] = Family(k, arm, [f"{paper}/{arm.name}"], trials, None)
     if missing:
-        raise TuningIncomplete(f"{len(missing)} tuning run(s) are not in the cache, e.g. "
-                               f"{missing[0].loss} lr={missing[0].lr} (key {missing[0].key()}); "
-                               "train reproduce.tuning.tuning_configs(profile) first")
+        raise TuningIncomplete(
+            f"{len(missing)} tuning run(s) are not in the cache, e.g. "
+            f"{missing[0].loss} lr={missing[0].lr} (key {missing[0].key()}); "
+            "train reproduce.tuning.tuning_configs(profile) first"
+        )
     for f in out.values():
         f.chosen = select(f.trials)
     return out
@@ -293,11 +326,22 @@ def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
         if not members:
             continue
         for t in f.trials:
-            rows.append({"arm": members[0].split("/", 1)[1], "also": "; ".join(members[1:]) or "",
-                         "loss": f.arm.overrides["loss"], "lr": t["lr"], HN_WARMUP_FIELD: t[HN_WARMUP_FIELD],
-                         "val_rsum": t["val_rsum"], "best_epoch": t["best_epoch"], "epochs_run": t["epochs_run"],
-                         "collapsed": t["collapsed"], "collapse_reason": t["collapse_reason"],
-                         "status": t["status"], "chosen": t is f.chosen})
+            rows.append(
+                {
+                    "arm": members[0].split("/", 1)[1],
+                    "also": "; ".join(members[1:]) or "",
+                    "loss": f.arm.overrides["loss"],
+                    "lr": t["lr"],
+                    HN_WARMUP_FIELD: t[HN_WARMUP_FIELD],
+                    "val_rsum": t["val_rsum"],
+                    "best_epoch": t["best_epoch"],
+                    "epochs_run": t["epochs_run"],
+                    "collapsed": t["collapsed"],
+                    "collapse_reason": t["collapse_reason"],
+                    "status": t["status"],
+                    "chosen": t is f.chosen,
+                }
+            )
     return rows
 
 
@@ -319,17 +363,22 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "tuning_summary.csv", index=False)
     g = profile.tuning
-    head = (f"# Tuning summary — profile {profile.name}, data {profile.data}\n\n"
-            + (f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
-               f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
-               "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up.\n\n" if g else
-               "No tuning in this profile.\n\n"))
+    head = f"# Tuning summary — profile {profile.name}, data {profile.data}\n\n" + (
+        f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
+        f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
+        "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up.\n\n"
+        if g
+        else "No tuning in this profile.\n\n"
+    )
     fam = family_table(profile, papers)
     sweeps = fam[~fam["main"]].drop(columns=["main"])
     body = (df.to_markdown(index=False) if len(df) else "") + "\n"
     if g and len(sweeps):
-        body += ("\n## Families: the main arm whose tuned setting each other arm uses\n\n"
-                 "(`fixed`: a setting field the arm fixes itself, e.g. the warm-up sensitivity rows)\n\n"
-                 + sweeps.to_markdown(index=False) + "\n")
+        body += (
+            "\n## Families: the main arm whose tuned setting each other arm uses\n\n"
+            "(`fixed`: a setting field the arm fixes itself, e.g. the warm-up sensitivity rows)\n\n"
+            + sweeps.to_markdown(index=False)
+            + "\n"
+        )
     (out / "tuning_summary.md").write_text(head + body)
     return df

@@ -1,4 +1,5 @@
 """Shared fixtures: every test gets its own cache folder; Flickr8k tests skip when it is absent."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The run cache: what each key hashes, integrity checks, locking, and worker-count determinism."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ from coherent_itr import train as train_mod
 from coherent_itr.config import Config
 from coherent_itr.data import load_splits
 
-TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
-            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
+TINY = dict(
+    data="toy",
+    data_scale="smoke",
+    embed_dim=16,
+    word_dim=8,
+    text_hidden=16,
+    epochs=1,
+    batch_size=32,
+    lr=2e-3,
+    lr_decay_epoch=1,
+    vocab_min_count=1,
+    grad_diagnostics=False,
+)
 BASE = Config(**TINY)
 BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +81,7 @@ def _executed_package_files(fn) -> set[str]:
         if event == "call":
             f = frame.f_code.co_filename
             if f.startswith(pkg):
-                seen.add(f[len(pkg):])
+                seen.add(f[len(pkg) :])
 
     sys.setprofile(prof)
     try:
@@ -91,13 +103,22 @@ def test_training_key_hashes_every_file_the_run_executes(config):
 def test_training_key_leaves_out_other_losses_metrics_and_evaluation():
     files = set(runs.training_files(BASE))
     assert "losses/triplet.py" in files and "models/vse.py" in files and "train.py" in files
-    assert not any(f.startswith("losses/") and f not in ("losses/triplet.py", "losses/base.py", "losses/registry.py",
-                                                          "losses/__init__.py") for f in files)
+    assert not any(
+        f.startswith("losses/")
+        and f not in ("losses/triplet.py", "losses/base.py", "losses/registry.py", "losses/__init__.py")
+        for f in files
+    )
     assert "evaluation.py" not in files and "metrics/semantic.py" not in files and "data/sbert.py" not in files
     # a composite loss brings in the losses it builds (BCLS = triplet_sn + kendall) and nothing else
     bcls = {f for f in runs.training_files(BCLS) if f.startswith("losses/")}
-    assert bcls == {"losses/__init__.py", "losses/base.py", "losses/registry.py", "losses/combined.py",
-                    "losses/triplet_sn.py", "losses/kendall.py"}
+    assert bcls == {
+        "losses/__init__.py",
+        "losses/base.py",
+        "losses/registry.py",
+        "losses/combined.py",
+        "losses/triplet_sn.py",
+        "losses/kendall.py",
+    }
     # a loss that imports a sibling module's helpers brings that module in too
     lad = Config(**{**TINY, "loss": "adaptive_ladder", "relevance": "true"})
     assert "losses/ladder.py" in runs.training_files(lad)
@@ -107,7 +128,7 @@ def test_training_key_leaves_out_other_losses_metrics_and_evaluation():
 def test_thread_count_is_part_of_the_training_key(tmp_path):
     one, two = runs.RunCache(tmp_path, threads=1), runs.RunCache(tmp_path, threads=2)
     assert one.train_key(BASE) != two.train_key(BASE)
-    assert one.train_key(BASE) == runs.RunCache(tmp_path).train_key(BASE)      # default: one thread
+    assert one.train_key(BASE) == runs.RunCache(tmp_path).train_key(BASE)  # default: one thread
     assert one.train_key(BASE) != one.train_key(BASE.replace(seed=1))
 
 
@@ -139,15 +160,15 @@ def test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs(cache_root,
     first = {c.loss: cache.load(c).test for c in configs}
     counted["train"].clear(), counted["evaluate"].clear()
 
-    package_copy("metrics/semantic.py")                    # a metric changed: evaluate again, train nothing
+    package_copy("metrics/semantic.py")  # a metric changed: evaluate again, train nothing
     assert cache.counts(configs) == {"planned": 2, "to_train": 0, "to_evaluate": 2, "cached": 0}
     again = {c.loss: cache.get_or_train(c, progress=False).test for c in configs}
     assert counted["train"] == [] and sorted(counted["evaluate"]) == [("bcls", 0), ("triplet", 0)]
-    assert again == first                                   # the edit was a comment: same numbers
+    assert again == first  # the edit was a comment: same numbers
 
     counted["evaluate"].clear()
-    package_copy("losses/sam.py")                           # another loss changed: nothing to do
-    package_copy("losses/kendall.py")                       # BCLS composes Kendall: only BCLS trains
+    package_copy("losses/sam.py")  # another loss changed: nothing to do
+    package_copy("losses/kendall.py")  # BCLS composes Kendall: only BCLS trains
     assert cache.counts(configs)["to_train"] == 1
     assert not cache.has_training(BCLS) and cache.has(BASE)
     for c in configs:
@@ -155,7 +176,7 @@ def test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs(cache_root,
     assert counted["train"] == [("bcls", 0)] and counted["evaluate"] == [("bcls", 0)]
 
     counted["train"].clear(), counted["evaluate"].clear()
-    package_copy("train.py")                                # the loop changed: every run trains
+    package_copy("train.py")  # the loop changed: every run trains
     assert cache.counts(configs)["to_train"] == 2
     assert all(not f.endswith(".ipynb") for f in runs.training_files(BASE) + runs.evaluation_files())
 
@@ -164,10 +185,10 @@ def test_embeddings_are_float32_and_evaluation_reproduces_the_stored_metrics(cac
     res = runs.RunCache(cache_root).load(BASE)
     assert res.arrays["test_img"].dtype == np.float32 and res.arrays["test_cap"].dtype == np.float32
     assert res.test == seeded[1].test and "rsum" in res.test
-    with runs.pinned_threads(1):                             # metrics too change in the last digits with threads
+    with runs.pinned_threads(1):  # metrics too change in the last digits with threads
         assert evaluation.evaluate_run(res) == res.test
     with runs.pinned_threads(1):
-        raw = train_mod.train(BASE, progress=False)          # a bare training result carries no test metrics
+        raw = train_mod.train(BASE, progress=False)  # a bare training result carries no test metrics
     assert "test" not in raw.record
     np.testing.assert_array_equal(raw.arrays["test_img"], res.arrays["test_img"])
 
@@ -211,14 +232,14 @@ def test_corrupt_entry_is_detected_named_and_redone(name, cache_root, seeded, co
     problems = runs.verify_cache(cache_root)
     assert len(problems) == 1 and entry.name in problems[0] and str(entry) in problems[0]
     with pytest.warns(runs.CacheIntegrityWarning, match=f"{entry.name} at {entry}"):
-        assert not cache.has(BASE)                          # a driver counts it as to-do, never "0 to train"
+        assert not cache.has(BASE)  # a driver counts it as to-do, never "0 to train"
     assert cache.counts([BASE])["cached"] == 0
 
-    res = cache.get_or_train(BASE, progress=False)          # redone ...
+    res = cache.get_or_train(BASE, progress=False)  # redone ...
     assert counted["train"] == ([("triplet", 0)] if kind == "train" else [])
     # retraining reproduces the same embeddings (checked by their sha256), so a valid evaluation is kept
     assert counted["evaluate"] == ([("triplet", 0)] if kind == "eval" else [])
-    assert res.test == seeded[1].test                        # ... to the same numbers, bit for bit
+    assert res.test == seeded[1].test  # ... to the same numbers, bit for bit
     np.testing.assert_array_equal(res.arrays["test_cap"], seeded[1].arrays["test_cap"])
     assert runs.verify_cache(cache_root) == [] and cache.has(BASE)
 
@@ -231,8 +252,11 @@ def test_evaluation_of_other_embeddings_is_not_used(cache_root, seeded, counted)
     arrays = {k: v.copy() for k, v in res.arrays.items()}
     arrays["test_img"][0] *= -1
     record = (cache.train_path(BASE) / "record.json").read_bytes()
-    runs.write_entry(cache.train_path(BASE), {"record.json": lambda p: p.write_bytes(record),
-                                              "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays)}, replace=True)
+    runs.write_entry(
+        cache.train_path(BASE),
+        {"record.json": lambda p: p.write_bytes(record), "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays)},
+        replace=True,
+    )
     problems = runs.verify_cache(cache_root)
     assert len(problems) == 1 and cache.eval_path(BASE).name in problems[0] and "other test embeddings" in problems[0]
     with pytest.warns(runs.CacheIntegrityWarning, match="other test embeddings"):
@@ -258,20 +282,21 @@ def test_unwritable_cache_is_found_before_training(tmp_path):
     runs_dir.mkdir()
     os.chmod(runs_dir, 0o555)
     prefix = []
-    if os.geteuid() == 0:              # root ignores permission bits: probe without that capability
+    if os.geteuid() == 0:  # root ignores permission bits: probe without that capability
         if not shutil.which("setpriv"):
             pytest.skip("running as root without setpriv: cannot make a folder unwritable")
         prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
     code = "import sys; from coherent_itr.runs import check_writable; check_writable(sys.argv[1], 3)"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
-        p = subprocess.run(prefix + [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                           env=env, timeout=120)
+        p = subprocess.run(
+            prefix + [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+        )
     finally:
         os.chmod(runs_dir, 0o755)
     assert p.returncode != 0
     assert f"run cache {runs_dir} is not writable" in p.stderr and "Permission denied" in p.stderr, p.stderr
-    assert runs.check_writable(tmp_path, 3) == runs_dir       # writable again: passes
+    assert runs.check_writable(tmp_path, 3) == runs_dir  # writable again: passes
 
 
 def test_too_little_free_space_is_found_before_training(tmp_path):
@@ -306,19 +331,27 @@ def test_two_processes_on_one_cache_train_each_run_once(cache_root, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = []
     for i, order in enumerate((cfgs, cfgs[::-1])):
-        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(cache_root), str(tmp_path / f"log{i}"),
-                                       json.dumps(order)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=env))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _WORKER, str(cache_root), str(tmp_path / f"log{i}"), json.dumps(order)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
-    trained = [int(x) for i in range(2) if (tmp_path / f"log{i}").exists()
-               for x in (tmp_path / f"log{i}").read_text().split()]
-    assert sorted(trained) == [1, 2, 3]                      # each run trained exactly once
+    trained = [
+        int(x) for i in range(2) if (tmp_path / f"log{i}").exists() for x in (tmp_path / f"log{i}").read_text().split()
+    ]
+    assert sorted(trained) == [1, 2, 3]  # each run trained exactly once
     assert json.loads(outs[0][0]) == json.loads(outs[1][0])  # and both drivers got the same results
 
 
 def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
     from reproduce.executors import LocalExecutor
+
     cfgs = [BASE.replace(seed=5), BCLS.replace(seed=6)]
     results = []
     for workers in (1, 2):

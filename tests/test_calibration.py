@@ -1,4 +1,5 @@
 """Ladder θ calibration and SAM margin statistics (reproduce.calibration) on planted batches."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,7 @@ def test_calibrated_theta_puts_the_share_above_it():
     for share in (0.019, 0.039, 0.3):
         t = calibration.calibrated_theta(v, share)
         assert (v >= t).mean() == pytest.approx(share, abs=2e-4)
-        assert t in v                                    # "higher" quantile: an observed value
+        assert t in v  # "higher" quantile: an observed value
     # planted: 1..100 → the top 5 % is 96..100
     assert calibration.calibrated_theta(np.arange(1, 101), 0.05) == 96
 
@@ -47,7 +48,7 @@ def test_theta_table_counts_pairs_and_empty_rows_by_loop():
 
 def test_training_batches_cover_distinct_captions_like_the_training_loop():
     b = list(calibration.training_batches(20, 5, batch_size=8, n_batches=100, seed=0))
-    assert len(b) == 12                                   # 100 captions → 12 full batches of 8
+    assert len(b) == 12  # 100 captions → 12 full batches of 8
     caps = np.concatenate([c for _, c in b])
     assert len(set(caps.tolist())) == len(caps)
     for img, cap in b:

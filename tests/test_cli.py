@@ -1,6 +1,7 @@
 """The command line ``python -m reproduce``: bad inputs give one line on stderr and exit status 2
 before any work; every option has help; ``--help`` imports nothing heavy; ``--data auto`` says
 which data sets it found and why."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(args, env_extra=None, drop=(), timeout=60):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
-    env["COLUMNS"] = "100"                                   # help wraps the same everywhere
+    env["COLUMNS"] = "100"  # help wraps the same everywhere
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _fake_release(root: Path, judgements=True) -> Path:
@@ -29,6 +29,7 @@ def _fake_release(root: Path, judgements=True) -> Path:
     from PIL import Image
 
     from coherent_itr.data import flickr8k as f8
+
     (root / "images").mkdir(parents=True)
     for s, name in (("train", "1_a.jpg"), ("dev", "2_b.jpg"), ("test", "3_c.jpg")):
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(root / "images" / name)
@@ -41,20 +42,23 @@ def _fake_release(root: Path, judgements=True) -> Path:
     return root
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--profile", "nope"], "invalid choice: 'nope'"),
-    (["--data", "nope"], "invalid data set 'nope'"),
-    (["--data", "synthetic,flickr9k"], "invalid data set 'flickr9k'"),
-    (["--papers", "bcls,nope"], "invalid paper 'nope'"),
-    (["--executor", "slurm"], "invalid choice: 'slurm'"),
-    (["--workers", "0"], "expected an integer ≥ 1"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--profile", "nope"], "invalid choice: 'nope'"),
+        (["--data", "nope"], "invalid data set 'nope'"),
+        (["--data", "synthetic,flickr9k"], "invalid data set 'flickr9k'"),
+        (["--papers", "bcls,nope"], "invalid paper 'nope'"),
+        (["--executor", "slurm"], "invalid choice: 'slurm'"),
+        (["--workers", "0"], "expected an integer ≥ 1"),
+    ],
+)
 def test_bad_argument_is_one_line_and_exit_2(args, says):
     r = _run(["-m", "reproduce", *args])
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and lines[0].startswith("python -m reproduce: error:")
-    assert r.stdout == ""                                     # nothing planned, nothing run
+    assert r.stdout == ""  # nothing planned, nothing run
 
 
 def test_bad_flickr8k_dir_is_an_error_naming_it_not_a_silent_skip(tmp_path):
@@ -66,24 +70,27 @@ def test_bad_flickr8k_dir_is_an_error_naming_it_not_a_silent_skip(tmp_path):
     (tmp_path / "empty").mkdir()
     r = _run(["-m", "reproduce", "--data", "flickr8k"], {"FLICKR8K_DIR": str(tmp_path / "empty")})
     assert r.returncode == 2
-    line, = r.stderr.strip().splitlines()
+    (line,) = r.stderr.strip().splitlines()
     assert "images" in line and "Flickr8k.token.txt" in line and "Flickr_8k.trainImages.txt" in line
 
 
 def test_flickr8k_requested_without_its_variable():
     r = _run(["-m", "reproduce", "--data", "flickr8k"], drop=("FLICKR8K_DIR",))
     assert r.returncode == 2
-    line, = r.stderr.strip().splitlines()
+    (line,) = r.stderr.strip().splitlines()
     assert "FLICKR8K_DIR" in line
 
 
 def test_unwritable_cache_is_reported_before_any_work(tmp_path):
     blocker = tmp_path / "a_file"
-    blocker.write_text("x")                                   # a folder cannot be made under a file (even as root)
-    r = _run(["-m", "reproduce", "--profile", "smoke"], {"COHERENT_ITR_CACHE": str(blocker / "cache")},
-             drop=("FLICKR8K_DIR",))
+    blocker.write_text("x")  # a folder cannot be made under a file (even as root)
+    r = _run(
+        ["-m", "reproduce", "--profile", "smoke"],
+        {"COHERENT_ITR_CACHE": str(blocker / "cache")},
+        drop=("FLICKR8K_DIR",),
+    )
     assert r.returncode == 2 and r.stdout == ""
-    line, = r.stderr.strip().splitlines()
+    (line,) = r.stderr.strip().splitlines()
     assert str(blocker / "cache") in line and "not a writable folder" in line
 
 
@@ -92,10 +99,18 @@ def test_help_imports_nothing_heavy_and_documents_every_option():
     assert r.returncode == 0
     imported = {ln.split("|")[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
     assert not {"torch", "pandas", "papermill", "coherent_itr.runs", "coherent_itr.config"} & imported
-    for words in ("results/flickr8k/", "manifest.json", "README.md", "COHERENT_ITR_CACHE", "FLICKR8K_DIR",
-                  "(default: default)", "(default: auto)"):
+    for words in (
+        "results/flickr8k/",
+        "manifest.json",
+        "README.md",
+        "COHERENT_ITR_CACHE",
+        "FLICKR8K_DIR",
+        "(default: default)",
+        "(default: auto)",
+    ):
         assert words in r.stdout
     from reproduce.__main__ import build_parser
+
     for action in build_parser()._actions:
         assert action.help and len(action.help) > 15, action.dest
 
@@ -103,12 +118,14 @@ def test_help_imports_nothing_heavy_and_documents_every_option():
 def test_cli_choices_match_the_study():
     from reproduce import __main__ as cli
     from reproduce import experiments, profiles
+
     assert set(cli.PAPERS) == set(experiments.PAPERS) | {"data"}
     assert set(cli.build_parser()._option_string_actions["--profile"].choices) == set(profiles.PROFILES)
 
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
     from reproduce import __main__ as cli
+
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
     sets, why = cli.resolve_data_sets(cli.parse_args([]))
     assert sets == ["synthetic"] and any("not set" in w for w in why)
@@ -123,6 +140,7 @@ def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -135,11 +153,24 @@ def test_make_lab_command_serves_the_repository_root_as_this_user():
     import signal
     import time
     import urllib.request
+
     port = _free_port()
     env = {**os.environ, "JUPYTER": str(Path(sys.executable).parent / "jupyter")}
-    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "lab.sh"), f"--port={port}", "--no-browser",
-                             "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password="],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            "bash",
+            str(ROOT / "scripts" / "lab.sh"),
+            f"--port={port}",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         status, deadline = None, time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
@@ -168,11 +199,16 @@ def test_progress_bars_in_executed_notebooks_are_widgets_not_warnings(tmp_path):
     widget instead of printing ``TqdmWarning: IProgress not found`` into the committed notebook."""
     import nbformat
     import papermill as pm
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='encoding'):\n    pass")])
+
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='encoding'):\n    pass")
+        ]
+    )
     nbformat.write(nb, tmp_path / "in.ipynb")
-    pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3",
-                        progress_bar=False)
+    pm.execute_notebook(
+        str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False
+    )
     outputs = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
     text = json.dumps(outputs)
     assert "TqdmWarning" not in text and "IProgress" not in text
@@ -183,11 +219,12 @@ def test_a_bad_line_in_the_release_stops_the_driver_before_any_work(tmp_path):
     """A caption file with a malformed line is found while checking the inputs (file and line named),
     not after the runs have been planned and the data set prepared."""
     from coherent_itr.data import flickr8k as f8
+
     rel = _fake_release(tmp_path / "f8k")
     caps = (rel / f8.TOKEN_FILE).read_text().splitlines()
     caps[7] = "2_b.jpg#2 no tab here"
     (rel / f8.TOKEN_FILE).write_text("\n".join(caps) + "\n")
     r = _run(["-m", "reproduce", "--profile", "smoke", "--data", "flickr8k"], {"FLICKR8K_DIR": str(rel)})
     assert r.returncode == 2 and r.stdout == ""
-    line, = r.stderr.strip().splitlines()
+    (line,) = r.stderr.strip().splitlines()
     assert "Flickr8k.token.txt: line 8: malformed caption line" in line

@@ -1,5 +1,6 @@
 """Flickr8k: the loader's bad-input paths on a small fake release, EfficientNet-Lite0 features on a
 handful of images, the human judgement tables, and (when FLICKR8K_DIR is set) the real release."""
+
 from __future__ import annotations
 
 import warnings
@@ -20,11 +21,12 @@ SPLITS = {"train": ["10_a.jpg", "11_b.jpg"], "dev": ["20_c.jpg"], "test": ["30_d
 
 def _make_release(root: Path) -> Path:
     from PIL import Image
+
     (root / "images").mkdir(parents=True)
     rng = np.random.default_rng(0)
     names = [n for ns in SPLITS.values() for n in ns] + ["99_unlisted.jpg"]
     for k, n in enumerate(names):
-        size = (224, 224) if k % 2 == 0 else (300, 200)          # one needs resizing
+        size = (224, 224) if k % 2 == 0 else (300, 200)  # one needs resizing
         arr = (rng.random((size[1], size[0], 3)) * 255).astype(np.uint8)
         Image.fromarray(arr).save(root / "images" / n, quality=90)
     for s, f in f8.SPLIT_FILES.items():
@@ -37,13 +39,15 @@ def _make_release(root: Path) -> Path:
     (root / f8.EXPERT_FILE).write_text(
         "30_d.jpg\t30_d.jpg#2\t4\t4\t3\n"
         "30_d.jpg\t31_e.jpg#0\t1\t2\t2\n"
-        "31_e.jpg\t10_a.jpg#1\t1\t1\t1\n"       # caption of a train image: not aligned to test
-        "31_e.jpg\t30_d.jpg#4\t2\t3\t3\n")
+        "31_e.jpg\t10_a.jpg#1\t1\t1\t1\n"  # caption of a train image: not aligned to test
+        "31_e.jpg\t30_d.jpg#4\t2\t3\t3\n"
+    )
     (root / f8.CROWD_FILE).write_bytes(
         b"30_d.jpg\t31_e.jpg#3\t0.333333333333333\t1\t2\n"
         b"3\xff\xfe garbage \x00\n"
         b"10_a.jpg\t11_b.jpg#0\t0.5\t2\t2\n"
-        b"31_e.jpg\t31_e.jpg#1\t1\t3\t0\n")
+        b"31_e.jpg\t31_e.jpg#1\t1\t3\t0\n"
+    )
     return root
 
 
@@ -60,7 +64,7 @@ def test_index_order_and_one_warning_for_the_bogus_image(release):
     assert len(ours) == 1 and "2258277193_586949ec62.jpg.1 (5 captions)" in str(ours[0].message)
     names, caps = idx["test"]
     assert names == SPLITS["test"]
-    assert caps[7] == "A caption 2 of 31_e.jpg ."       # image 1, caption 2 → row 5·1 + 2
+    assert caps[7] == "A caption 2 of 31_e.jpg ."  # image 1, caption 2 → row 5·1 + 2
     assert len(idx["train"][1]) == 10
 
 
@@ -87,12 +91,15 @@ def test_malformed_split_list(release):
         f8.flickr8k_index(release)
 
 
-@pytest.mark.parametrize("line, message", [
-    ("30_d.jpg#1 A caption without a tab", r"line 3: malformed caption line"),
-    ("30_d.jpg#7\tA caption", r"line 3: caption number '7' of 30_d\.jpg is not in 0–4"),
-    ("30_d.jpg#1\t   ", r"line 3: empty caption for 30_d\.jpg#1"),
-    ("30_d.jpg\tno number", r"line 3: malformed caption line"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("30_d.jpg#1 A caption without a tab", r"line 3: malformed caption line"),
+        ("30_d.jpg#7\tA caption", r"line 3: caption number '7' of 30_d\.jpg is not in 0–4"),
+        ("30_d.jpg#1\t   ", r"line 3: empty caption for 30_d\.jpg#1"),
+        ("30_d.jpg\tno number", r"line 3: malformed caption line"),
+    ],
+)
 def test_malformed_caption_lines_name_file_and_line(release, line, message):
     path = release / f8.TOKEN_FILE
     lines = path.read_text().splitlines()
@@ -121,11 +128,15 @@ def test_judgements_aligned_and_bad_lines_skipped_with_one_warning(release):
     assert ex["score"].tolist() == pytest.approx([11 / 3, 5 / 3, 8 / 3])
     assert ex["is_gt"].tolist() == [True, False, False]
     assert ex.attrs["n_dropped"] == 1
-    with pytest.warns(f8.Flickr8kWarning, match=r"CrowdFlowerAnnotations\.txt: skipped 1 malformed line\(s\) \(line 2\)"):
+    with pytest.warns(
+        f8.Flickr8kWarning, match=r"CrowdFlowerAnnotations\.txt: skipped 1 malformed line\(s\) \(line 2\)"
+    ):
         raw = f8.read_judgements(release / f8.CROWD_FILE, "crowd")
     cr = f8.align_judgements(raw, test_names, "crowd")
-    assert cr[["image_idx", "caption_idx", "score", "is_gt"]].values.tolist() == [[0, 8, pytest.approx(1 / 3), False],
-                                                                                [1, 6, 1.0, True]]
+    assert cr[["image_idx", "caption_idx", "score", "is_gt"]].values.tolist() == [
+        [0, 8, pytest.approx(1 / 3), False],
+        [1, 6, 1.0, True],
+    ]
     with pytest.raises(ValueError, match=r"CrowdFlowerAnnotations\.txt: line 2: malformed"):
         f8.read_judgements(release / f8.CROWD_FILE, "crowd", bad_lines="error")
     (release / f8.EXPERT_FILE).write_text("30_d.jpg\t30_d.jpg#2\t4\t5\t3\n")
@@ -183,7 +194,8 @@ def test_feature_cache_is_keyed_by_content(release, tmp_path, monkeypatch):
 
 def test_preprocessing_is_imagenet_normalised_224(release):
     from PIL import Image
-    x = ft.load_image(release / "images" / "11_b.jpg")             # a 300×200 image
+
+    x = ft.load_image(release / "images" / "11_b.jpg")  # a 300×200 image
     assert x.shape == (3, 224, 224) and x.dtype == np.float32
     raw = np.asarray(Image.open(release / "images" / "10_a.jpg").convert("RGB"), dtype=np.float64) / 255
     y = ft.load_image(release / "images" / "10_a.jpg")
@@ -237,9 +249,11 @@ def test_real_judgements(flickr8k_dir):
     assert len([w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]) == (1 if n_bad else 0)
     cr = f8.align_judgements(cr_raw, names, "crowd")
     assert len(cr) > 40000 and cr["score"].between(0, 1).all()
-    print(f"\nDATA CARD flickr8k judgements: expert {len(ex)} pairs ({int(ex.is_gt.sum())} GT); crowd file "
-          f"{cr_raw.attrs['n_lines']} lines, {n_bad} malformed ({cr_raw.attrs['skipped_lines']}), "
-          f"{len(cr)} aligned to test ({int(cr.is_gt.sum())} GT)")
+    print(
+        f"\nDATA CARD flickr8k judgements: expert {len(ex)} pairs ({int(ex.is_gt.sum())} GT); crowd file "
+        f"{cr_raw.attrs['n_lines']} lines, {n_bad} malformed ({cr_raw.attrs['skipped_lines']}), "
+        f"{len(cr)} aligned to test ({int(cr.is_gt.sum())} GT)"
+    )
 
 
 @pytest.mark.flickr8k
@@ -248,7 +262,7 @@ def test_real_images_features_handful(flickr8k_dir, tmp_path):
     names = f8.flickr8k_index(flickr8k_dir)["test"][0][:3]
     paths = [Path(flickr8k_dir) / "images" / n for n in names]
     a = ft.extract_features(paths, cache_dir=tmp_path, batch_size=2, progress=False)
-    assert a.shape == (3, 1280) and np.isfinite(a).all() and (a >= -0.3).all()   # pooled swish ≥ −0.28
+    assert a.shape == (3, 1280) and np.isfinite(a).all() and (a >= -0.3).all()  # pooled swish ≥ −0.28
     model = ft.load_encoder()
     x = torch.from_numpy(np.stack([ft.load_image(p) for p in paths]))
     with torch.no_grad():

@@ -1,4 +1,5 @@
 """The VSE++/SCAN precomp loader: round trip, per-caption rows, and every bad-input path."""
+
 from __future__ import annotations
 
 import pickle
@@ -32,7 +33,7 @@ def test_round_trip_and_per_caption_rows(tmp_path, per_caption):
     s = load_splits("precomp", data_dir=str(tmp_path), scale="f30k")
     for split, part in zip(("train", "dev", "test"), (s.train, s.dev, s.test)):
         assert part.name == f"f30k/{split}"
-        assert np.array_equal(part.features, feats[split])          # one row per image
+        assert np.array_equal(part.features, feats[split])  # one row per image
         assert part.captions == _caps(len(feats[split]), split)
         assert list(part.image_of_caption[:6]) == [0, 0, 0, 0, 0, 1]
 
@@ -46,7 +47,7 @@ def test_folder_variants_ids_and_coco_testall(tmp_path):
     assert s.test.n_images == 5 and s.test.name == "coco/test"
     assert s.dev.image_ids == ["391895", "522418"]
     _write(tmp_path / "plain", n=(2, 2, 2))
-    assert load_precomp(tmp_path / "plain", "f8k").train.n_images == 2      # files directly in data_dir
+    assert load_precomp(tmp_path / "plain", "f8k").train.n_images == 2  # files directly in data_dir
 
 
 def test_write_precomp_split_round_trip(tmp_path):
@@ -66,7 +67,7 @@ def _bad(tmp_path):
 
 def test_mismatched_counts_name_both_files(tmp_path):
     folder = _bad(tmp_path)
-    np.save(folder / "dev_ims.npy", np.zeros((3, 6), np.float32))    # 2 images × 5 captions expected
+    np.save(folder / "dev_ims.npy", np.zeros((3, 6), np.float32))  # 2 images × 5 captions expected
     with pytest.raises(ValueError, match=r"dev_ims\.npy: 3 feature rows.*dev_caps\.txt has 10 captions"):
         load_precomp(tmp_path, "f8k")
 
@@ -84,7 +85,9 @@ def test_non_finite_features(tmp_path, bad_value):
     f = np.ones((4, 6), np.float32)
     f[2, 3] = bad_value
     np.save(folder / "train_ims.npy", f)
-    with pytest.raises(ValueError, match=r"train_ims\.npy: 1 feature row\(s\) contain NaN or infinite values \(first: row 2\)"):
+    with pytest.raises(
+        ValueError, match=r"train_ims\.npy: 1 feature row\(s\) contain NaN or infinite values \(first: row 2\)"
+    ):
         load_precomp(tmp_path, "f8k")
 
 
@@ -102,7 +105,7 @@ def test_pickles_are_refused(tmp_path):
     np.save(folder / "dev_ims.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
     with pytest.raises(ValueError, match=r"dev_ims\.npy: cannot load without pickles"):
         load_precomp(tmp_path, "f8k")
-    with open(folder / "dev_ims.npy", "wb") as fh:                   # a raw pickle where an array is expected
+    with open(folder / "dev_ims.npy", "wb") as fh:  # a raw pickle where an array is expected
         pickle.dump(np.zeros((2, 6)), fh)
     with pytest.raises(ValueError, match=r"dev_ims\.npy"):
         load_precomp(tmp_path, "f8k")
@@ -116,7 +119,7 @@ def test_region_features_non_numeric_and_per_caption_mismatch(tmp_path):
     np.save(folder / "train_ims.npy", np.array([["a", "b"]] * 4))
     with pytest.raises(ValueError, match=r"train_ims\.npy: features must be a real numeric array"):
         load_precomp(tmp_path, "f8k")
-    rows = np.random.default_rng(0).normal(size=(20, 6))            # 20 rows = per caption, but not repeated
+    rows = np.random.default_rng(0).normal(size=(20, 6))  # 20 rows = per caption, but not repeated
     np.save(folder / "train_ims.npy", rows)
     with pytest.raises(ValueError, match=r"train_ims\.npy: one row per caption .* image 0 .* differ"):
         load_precomp(tmp_path, "f8k")

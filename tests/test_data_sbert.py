@@ -1,4 +1,5 @@
 """Sentence-BERT relevance: definitions against explicit loops, caching, dedupe, offline model."""
+
 from __future__ import annotations
 
 import os
@@ -10,12 +11,21 @@ from coherent_itr.data import CaptionedImages, relevance_provider
 from coherent_itr.data import sbert as sb
 
 CAPS = [
-    "A dog runs on the beach .", "A puppy running on the sand .", "A brown dog plays by the ocean .",
-    "A dog at the beach .", "A dog runs on the beach .",                     # duplicate on purpose
-    "A man plays guitar on stage .", "A musician performs on a stage .", "A guitarist on stage .",
-    "A man with a guitar .", "Someone playing music indoors .",
-    "A girl climbs a rock wall .", "A child climbing a wall .", "A young girl is rock climbing .",
-    "A kid on a climbing wall .", "A girl climbing .",
+    "A dog runs on the beach .",
+    "A puppy running on the sand .",
+    "A brown dog plays by the ocean .",
+    "A dog at the beach .",
+    "A dog runs on the beach .",  # duplicate on purpose
+    "A man plays guitar on stage .",
+    "A musician performs on a stage .",
+    "A guitarist on stage .",
+    "A man with a guitar .",
+    "Someone playing music indoors .",
+    "A girl climbs a rock wall .",
+    "A child climbing a wall .",
+    "A young girl is rock climbing .",
+    "A kid on a climbing wall .",
+    "A girl climbing .",
 ]
 
 
@@ -31,8 +41,9 @@ def fake_encoder(monkeypatch):
 
     def enc(texts, batch_size, progress):
         calls.append(list(texts))
-        e = np.stack([np.random.default_rng(sum(ord(ch) * (i + 1) for i, ch in enumerate(t))).normal(size=384)
-                      for t in texts]).astype(np.float32)
+        e = np.stack(
+            [np.random.default_rng(sum(ord(ch) * (i + 1) for i, ch in enumerate(t))).normal(size=384) for t in texts]
+        ).astype(np.float32)
         return e / np.linalg.norm(e, axis=1, keepdims=True)
 
     monkeypatch.setattr(sb, "_encode", enc)
@@ -44,15 +55,15 @@ def fake_encoder(monkeypatch):
 def test_dedupe_and_disk_cache(fake_encoder, tmp_path):
     e1 = sb.embed_captions(CAPS, cache_dir=tmp_path)
     assert len(fake_encoder) == 1 and len(fake_encoder[0]) == len(set(CAPS)) == 14
-    assert np.array_equal(e1[0], e1[4])                       # identical captions, identical rows
+    assert np.array_equal(e1[0], e1[4])  # identical captions, identical rows
     sb._MEMO.clear()
-    e2 = sb.embed_captions(CAPS, cache_dir=tmp_path)          # from disk: no new model call
+    e2 = sb.embed_captions(CAPS, cache_dir=tmp_path)  # from disk: no new model call
     assert len(fake_encoder) == 1 and np.array_equal(e1, e2)
     sb._MEMO.clear()
-    e3 = sb.embed_captions(CAPS[5:10], cache_dir=tmp_path)    # subset of a cached set: served from it
+    e3 = sb.embed_captions(CAPS[5:10], cache_dir=tmp_path)  # subset of a cached set: served from it
     assert len(fake_encoder) == 1 and np.array_equal(e3, e1[5:10])
     sb._MEMO.clear()
-    sb.embed_captions(CAPS + ["A new caption ."], cache_dir=tmp_path)   # new captions: embedded
+    sb.embed_captions(CAPS + ["A new caption ."], cache_dir=tmp_path)  # new captions: embedded
     assert len(fake_encoder) == 2
 
 
@@ -61,7 +72,7 @@ def test_modes_and_scales_against_loops(fake_encoder, tmp_path):
     E = sb.embed_captions(split.captions, cache_dir=tmp_path)
     n_img, n_cap = split.n_images, split.n_captions
     img = np.array([2, 0, 1])
-    cap = np.array([12, 3, 6])            # paired captions: positives on the diagonal
+    cap = np.array([12, 3, 6])  # paired captions: positives on the diagonal
     for mode in ("paired", "max5"):
         for scale in ("cosine", "unit"):
             p = relevance_provider("sbert", split, cache_dir=tmp_path, mode=mode, scale=scale)
@@ -94,8 +105,7 @@ def test_matrix_cache_hit_and_invalidation(fake_encoder, tmp_path, monkeypatch):
     with pytest.raises(AssertionError):
         relevance_provider("sbert", split, cache_dir=tmp_path, mode="max5", scale="unit").matrix()
     with pytest.raises(AssertionError):
-        relevance_provider("sbert", _split(CAPS[5:10] + CAPS[:5] + CAPS[10:]), cache_dir=tmp_path,
-                           mode="max5").matrix()
+        relevance_provider("sbert", _split(CAPS[5:10] + CAPS[:5] + CAPS[10:]), cache_dir=tmp_path, mode="max5").matrix()
 
 
 def test_bad_parameters_and_batch_shapes(fake_encoder, tmp_path):
@@ -118,7 +128,9 @@ def test_real_model_offline_and_semantic(tmp_path_factory):
     np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
     S = E @ E.T
     # a real sentence encoder: same-scene captions are closer than other-scene ones
-    same = np.mean([S[i, j] for g in range(3) for i in range(5 * g, 5 * g + 5) for j in range(5 * g, 5 * g + 5) if i != j])
+    same = np.mean(
+        [S[i, j] for g in range(3) for i in range(5 * g, 5 * g + 5) for j in range(5 * g, 5 * g + 5) if i != j]
+    )
     other = np.mean([S[i, j] for i in range(15) for j in range(15) if i // 5 != j // 5])
     assert same > other + 0.25
     assert S[0, 1] > S[0, 5] and S[10, 11] > S[10, 0]

@@ -4,6 +4,7 @@ The true relevance is checked against a loop written directly from the formula i
 ``coherent_itr.data.synthetic``'s docstring and against hand-computed values; the captions'
 text is checked against the content codes the generator claims they express.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,7 +48,7 @@ def test_sizes_caption_lengths_and_vocabulary(smoke):
     assert smoke.train.features.shape[1] == syn.WorldParams().dim
     assert smoke.train.features.dtype == np.float32 and np.isfinite(smoke.train.features).all()
     # captions of one image differ (varied wording and coverage)
-    per_image_distinct = [len(set(smoke.test.captions[5 * i:5 * i + 5])) for i in range(smoke.test.n_images)]
+    per_image_distinct = [len(set(smoke.test.captions[5 * i : 5 * i + 5])) for i in range(smoke.test.n_images)]
     assert np.mean(per_image_distinct) > 4.5
 
 
@@ -86,10 +87,10 @@ def test_caption_text_expresses_its_content(smoke):
     ann = smoke.test.extras["world"]
     kinds, values = ann.contents(smoke.test.captions)
     for text, k, v in zip(smoke.test.captions, kinds, values):
-        for f in (0, 1, 3, 4):   # subject, color, object, place: the named words are in the text
+        for f in (0, 1, 3, 4):  # subject, color, object, place: the named words are in the text
             if k[f] != syn.ABSENT:
                 assert any(_contains(text, w) for w in _words_of(f, k[f], v[f])), (text, syn.FACETS[f])
-        if k[4] == syn.ABSENT:   # no place phrase of any place or place group
+        if k[4] == syn.ABSENT:  # no place phrase of any place or place group
             all_places = [p for c in syn.PLACES for p in c[1]] + [p for g in syn.PLACE_GROUPS.values() for p in g]
             assert not any(_contains(text, p) for p in all_places), text
 
@@ -121,21 +122,26 @@ def test_true_relevance_equals_the_formula_loop(smoke):
     rng = np.random.default_rng(0)
     for i, j in zip(rng.integers(0, te.n_images, 300), rng.integers(0, te.n_captions, 300)):
         assert te.true_relevance[i, j] == pytest.approx(_brute_force_r(scenes[i], kinds[j], values[j]), abs=1e-6)
-    for i in range(20):   # own captions too
+    for i in range(20):  # own captions too
         for j in range(5 * i, 5 * i + 5):
             assert te.true_relevance[i, j] == pytest.approx(_brute_force_r(scenes[i], kinds[j], values[j]), abs=1e-6)
 
 
 def test_true_relevance_hand_computed():
     S, C, A, O, P = range(5)
-    scene = np.array([[0, 2, 0, 0, 0]])          # man, red, running, ball, park
+    scene = np.array([[0, 2, 0, 0, 0]])  # man, red, running, ball, park
     kind = np.zeros((4, 5), int)
     value = np.full((4, 5), -1)
-    kind[0] = [1, 1, 1, 1, 1]; value[0] = [0, 2, 0, 0, 0]          # complete and correct: 1
-    kind[1, [S, A]] = 1; value[1, [S, A]] = [0, 0]                  # man running (correct, partial)
-    kind[1, P] = 2; value[1, P] = list(syn.PLACE_GROUPS).index("outdoors")   # ... outside
-    kind[2, [S, A, P]] = 1; value[2, [S, A, P]] = [1, 0, 0]         # a DOG running in the park
-    kind[3, S] = 2; value[3, S] = list(syn.SUBJECT_GROUPS).index("animal")   # "an animal": wrong group
+    kind[0] = [1, 1, 1, 1, 1]
+    value[0] = [0, 2, 0, 0, 0]  # complete and correct: 1
+    kind[1, [S, A]] = 1
+    value[1, [S, A]] = [0, 0]  # man running (correct, partial)
+    kind[1, P] = 2
+    value[1, P] = list(syn.PLACE_GROUPS).index("outdoors")  # ... outside
+    kind[2, [S, A, P]] = 1
+    value[2, [S, A, P]] = [1, 0, 0]  # a DOG running in the park
+    kind[3, S] = 2
+    value[3, S] = list(syn.SUBJECT_GROUPS).index("animal")  # "an animal": wrong group
     r = syn.true_relevance(scene, kind, value)[0]
     assert r[0] == pytest.approx(1.0)
     assert r[1] == pytest.approx((0.35 + 0.2 + 0.6 * 0.2) / (0.75 + 0.25 * 0.25))
@@ -186,7 +192,7 @@ def test_disk_cache_hit_and_invalidation(tmp_path, monkeypatch):
     monkeypatch.setattr(syn, "_generate_split", lambda *a, **k: (_ for _ in ()).throw(AssertionError("regenerated")))
     b = syn.make_synthetic_splits("smoke", seed=1, cache_dir=tmp_path)
     assert b.train.captions == a.train.captions and np.array_equal(b.test.true_relevance, a.test.true_relevance)
-    with pytest.raises(AssertionError, match="regenerated"):   # another seed is another world
+    with pytest.raises(AssertionError, match="regenerated"):  # another seed is another world
         syn.make_synthetic_splits("smoke", seed=2, cache_dir=tmp_path)
 
 
@@ -199,7 +205,7 @@ def test_load_splits_dispatch(tmp_path):
 # Acceptance properties (data card): informative but noisy Sentence-BERT pseudo labels
 # --------------------------------------------------------------------------------------------
 def test_sbert_relevance_is_informative_but_noisy(smoke, tmp_path_factory):
-    te = smoke.test.subset_images(np.arange(60))      # 300 captions: keeps the test fast on 2 CPUs
+    te = smoke.test.subset_images(np.arange(60))  # 300 captions: keeps the test fast on 2 CPUs
     cache = tmp_path_factory.getbasetemp() / "shared_sbert_cache"
     R = te.true_relevance
     out = {}
@@ -207,12 +213,15 @@ def test_sbert_relevance_is_informative_but_noisy(smoke, tmp_path_factory):
         M = relevance_provider("sbert", te, cache_dir=cache, mode=mode).matrix()
         out[mode] = float(np.corrcoef(M.ravel(), R.ravel())[0, 1])
     from coherent_itr.data.sbert import embed_captions
+
     E = embed_captions(te.captions, cache_dir=cache).reshape(te.n_images, 5, -1)
     G = np.einsum("nkd,nld->nkl", E, E)
     iu = np.triu_indices(5, 1)
     within = G[:, iu[0], iu[1]]
-    print(f"\nDATA CARD synthetic/smoke-test: Pearson(SBERT, r*) paired={out['paired']:.3f} "
-          f"max5={out['max5']:.3f}; within-image caption cosine mean={within.mean():.3f} std={within.std():.3f}")
+    print(
+        f"\nDATA CARD synthetic/smoke-test: Pearson(SBERT, r*) paired={out['paired']:.3f} "
+        f"max5={out['max5']:.3f}; within-image caption cosine mean={within.mean():.3f} std={within.std():.3f}"
+    )
     for mode, r in out.items():
         assert 0.5 <= r <= 0.9, f"SBERT ({mode}) Pearson with true relevance {r:.3f} outside [0.5, 0.9]"
     assert 0.05 < within.std() < 0.35

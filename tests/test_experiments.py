@@ -1,9 +1,9 @@
 """The study's arms and profiles against the papers' statements (issue 14 items 2, 5–8; issue 16 item 3)."""
+
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 
 import pytest
 
@@ -18,11 +18,13 @@ def protocol_config(monkeypatch):
     """Config with the contract fields (see tests/test_tuning.py)."""
     fields = {f.name for f in dataclasses.fields(config_mod.Config)}
     if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
+
         @dataclasses.dataclass(frozen=True)
         class ContractConfig(config_mod.Config):
             warmup_epochs: int = 0
             early_stop_patience: int = 0
             grad_diag_every: int = 0
+
         monkeypatch.setattr(experiments, "Config", ContractConfig)
         monkeypatch.setattr(tuning, "Config", ContractConfig)
         return ContractConfig
@@ -56,14 +58,20 @@ def test_thinned_sweep_keeps_ends_default_and_at_least_four_points():
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
 def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof, protocol_config):
     """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; 3 seeds each."""
-    assert len(names("bcls", prof, "alpha")) >= 4                                   # B5
+    assert len(names("bcls", prof, "alpha")) >= 4  # B5
     assert len([n for n in names("bcls", prof, "beta") if n.startswith("β=")]) >= 4  # B6
-    assert len([n for n in names("unified", prof, "gamma") if "∞" not in n]) >= 4   # U5
-    assert len(names("listwise", prof, "tau")) >= 4                                 # N4
-    assert len(names("ladder", prof, "beta2")) == 6                                 # L2: {0, .25, .5} × 2
-    assert names("ladder", prof, "levels") == ["L=1", "L=2", "L=3"]                 # L3
-    for paper, group in [("bcls", "alpha"), ("bcls", "beta"), ("unified", "gamma"), ("listwise", "tau"),
-                         ("ladder", "beta2"), ("ladder", "levels")]:
+    assert len([n for n in names("unified", prof, "gamma") if "∞" not in n]) >= 4  # U5
+    assert len(names("listwise", prof, "tau")) >= 4  # N4
+    assert len(names("ladder", prof, "beta2")) == 6  # L2: {0, .25, .5} × 2
+    assert names("ladder", prof, "levels") == ["L=1", "L=2", "L=3"]  # L3
+    for paper, group in [
+        ("bcls", "alpha"),
+        ("bcls", "beta"),
+        ("unified", "gamma"),
+        ("listwise", "tau"),
+        ("ladder", "beta2"),
+        ("ladder", "levels"),
+    ]:
         for arm in experiments.arms(paper, prof):
             if arm.group == group:
                 assert arm.seeds(prof) == (0, 1, 2), (paper, arm.name)
@@ -96,7 +104,7 @@ def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof, proto
             want = min(math.ceil(e / frac - 1e-9), prof.reduced_data_epoch_cap)
             assert c.epochs == want
             if want < prof.reduced_data_epoch_cap:
-                assert c.epochs * frac == pytest.approx(e, rel=0.05)   # same number of updates (±rounding)
+                assert c.epochs * frac == pytest.approx(e, rel=0.05)  # same number of updates (±rounding)
             if hasattr(c, "early_stop_patience"):
                 assert c.early_stop_patience == math.ceil(p / frac - 1e-9)
 
@@ -132,11 +140,16 @@ def test_vsepp_with_and_without_warmup_on_both_data_sets(prof, protocol_config):
 def test_sam_s1_to_s3_on_both_variants(prof):
     arms = experiments.arms("sam", prof)
     for loss in ("sam", "sam_authors"):
-        fr = {a.overrides.get("train_fraction", 1.0) for a in arms if a.group == "fraction" and a.overrides["loss"] == loss}
-        assert fr == {0.1, 0.25, 1.0}                                                  # S1, S2
+        fr = {
+            a.overrides.get("train_fraction", 1.0)
+            for a in arms
+            if a.group == "fraction" and a.overrides["loss"] == loss
+        }
+        assert fr == {0.1, 0.25, 1.0}  # S1, S2
         grid = [a for a in arms if a.overrides["loss"] == loss and a.group.startswith("grid")]
-        assert {(a.overrides["loss_params"]["sampling"], a.overrides["loss_params"]["keep_triplet"]) for a in grid} \
-            == {(s, k) for s in ("RS", "HN", "SN") for k in (True, False)}               # S3
+        assert {(a.overrides["loss_params"]["sampling"], a.overrides["loss_params"]["keep_triplet"]) for a in grid} == {
+            (s, k) for s in ("RS", "HN", "SN") for k in (True, False)
+        }  # S3
         assert {a.overrides["loss_params"]["tau"] for a in grid} == {3.0, 10.0}
 
 
@@ -145,7 +158,7 @@ def test_calibrated_ladder_arms_at_the_profiles_theta_beside_the_literal_one():
     arms = {a.name: a for a in experiments.arms("ladder", prof)}
     main = arms["Ladder (manual, θ=0.510 calibrated)"]
     assert main.group == "table1" and main.overrides["loss_params"]["thresholds"] == [0.51]
-    assert "Ladder (manual)" in arms                                                   # literal θ = 0.40 kept
+    assert "Ladder (manual)" in arms  # literal θ = 0.40 kept
     assert arms["L=3 (θ calibrated)"].overrides["loss_params"]["thresholds"] == [0.51, 0.45]
     assert {a.overrides["loss_params"]["beta"][1] for a in arms.values() if a.group == "theta_cal_beta2"} == {0.0, 0.5}
     assert not [a for a in experiments.arms("ladder", get_profile("smoke")) if "calibrated" in a.name]
@@ -166,7 +179,7 @@ def test_profiles_state_the_protocol():
     assert d.tuning.lr == (2e-4, 6e-4, 2e-3) and d.tuning.warmup_epochs == (0, 1) and d.tuning.seed == 0
     assert d.model["early_stop_patience"] >= 1 and d.model["epochs"] >= 3
     smoke = get_profile("smoke")
-    assert len(smoke.tuning.settings(True)) == 1                    # a one-point grid: the code path, fast
+    assert len(smoke.tuning.settings(True)) == 1  # a one-point grid: the code path, fast
     with pytest.raises(ValueError, match="lr"):
         profiles.TuningGrid(lr=(0.0,))
     with pytest.raises(ValueError, match="repeated"):
@@ -199,8 +212,11 @@ def test_every_planned_config_is_valid_and_main_arms_are_tuned(protocol_config):
     for prof in both():
         tune = tuning.tuning_configs(prof)
         mains = {tuning.tuning_key(a, prof) for p in experiments.PAPERS for a in tuning.main_arms(prof, p)}
-        assert len(tune) == sum(len(tuning.grid(a, prof)) for a in
-                                {tuning.tuning_key(a, prof): a for p in experiments.PAPERS
-                                 for a in tuning.main_arms(prof, p)}.values())
+        assert len(tune) == sum(
+            len(tuning.grid(a, prof))
+            for a in {
+                tuning.tuning_key(a, prof): a for p in experiments.PAPERS for a in tuning.main_arms(prof, p)
+            }.values()
+        )
         # X1's 10 + Kendall alone, Triplet (mean), S-NDCG alone, SAM (authors' code) [+ calibrated ladder]
         assert len(mains) == 14 + bool(prof.ladder_theta)

@@ -1,8 +1,8 @@
 """Config validation, determinism, the run cache, and a tiny end-to-end training run."""
+
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -15,22 +15,35 @@ from coherent_itr.data import make_toy_splits
 from coherent_itr.metrics import retrieval_metrics
 from coherent_itr.train import train
 
-TINY = dict(data="toy", data_scale="smoke", embed_dim=32, word_dim=16, text_hidden=32, epochs=3, batch_size=32,
-            lr=2e-3, lr_decay_epoch=2, vocab_min_count=1)
+TINY = dict(
+    data="toy",
+    data_scale="smoke",
+    embed_dim=32,
+    word_dim=16,
+    text_hidden=32,
+    epochs=3,
+    batch_size=32,
+    lr=2e-3,
+    lr_decay_epoch=2,
+    vocab_min_count=1,
+)
 
 
 # ----------------------------------------------------------------------------- config
-@pytest.mark.parametrize("field, value, msg", [
-    ("loss", "nope", "Config.loss='nope' is invalid"),
-    ("epochs", 0, "Config.epochs=0"),
-    ("batch_size", 1, "Config.batch_size=1"),
-    ("lr", -1.0, "Config.lr=-1.0"),
-    ("train_fraction", 1.5, "train_fraction"),
-    ("device", "tpu", "device"),
-    ("sampling", "pairs", "sampling"),
-    ("loss_params", {"margin": -1}, "margin=-1"),
-    ("loss_params", {"gamma": 3}, "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "field, value, msg",
+    [
+        ("loss", "nope", "Config.loss='nope' is invalid"),
+        ("epochs", 0, "Config.epochs=0"),
+        ("batch_size", 1, "Config.batch_size=1"),
+        ("lr", -1.0, "Config.lr=-1.0"),
+        ("train_fraction", 1.5, "train_fraction"),
+        ("device", "tpu", "device"),
+        ("sampling", "pairs", "sampling"),
+        ("loss_params", {"margin": -1}, "margin=-1"),
+        ("loss_params", {"gamma": 3}, "unknown parameter"),
+    ],
+)
 def test_config_validation_names_field_value_and_allowed(field, value, msg):
     with pytest.raises(ValueError, match=msg):
         Config(**{field: value})
@@ -75,6 +88,7 @@ def test_tiny_training_loss_decreases_and_beats_random(toy):
     test_rsum = retrieval_metrics(res.arrays["test_img"] @ res.arrays["test_cap"].T, img)["rsum"]
     assert res.arrays["test_img"].dtype == np.float32
     assert test_rsum > random_rsum + 100, (test_rsum, random_rsum)
+    assert test["rsum"] == pytest.approx(test_rsum)  # evaluate_run scores the same stored embeddings
     for key in ("val_rsum", "val_pos_sim", "val_hardneg_sim", "train_loss"):
         assert all(np.isfinite(h[key]) for h in res.history), key
     assert 1 <= res.record["best_epoch"] <= 8
@@ -94,10 +108,10 @@ def test_cache_hit_and_invalidation(tmp_path, toy):
     first = cache.get_or_train(cfg, progress=False, splits=toy)
     assert cache.has(cfg)
     again = cache.get_or_train(cfg, progress=False, splits=toy)
-    assert again.record == first.record                       # served from disk
-    assert not cache.has(cfg.replace(seed=5))                 # seed is part of the key
+    assert again.record == first.record  # served from disk
+    assert not cache.has(cfg.replace(seed=5))  # seed is part of the key
     assert not cache.has(cfg.replace(loss_params={"margin": 0.1}))
-    assert not runs.RunCache(tmp_path, threads=2).has(cfg)   # thread count is part of the key
+    assert not runs.RunCache(tmp_path, threads=2).has(cfg)  # thread count is part of the key
     # (code changes: tests/test_cache.py::test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs)
 
 
@@ -124,7 +138,7 @@ def test_interrupted_store_leaves_no_result_and_is_redone(tmp_path, toy, monkeyp
     with pytest.raises(KeyboardInterrupt):
         cache.get_or_train(cfg, progress=False, splits=toy)
     assert not cache.has(cfg)
-    assert list((cache.root / "train").iterdir()) == []       # no temp folder left behind
+    assert list((cache.root / "train").iterdir()) == []  # no temp folder left behind
     monkeypatch.setattr(runs, "atomic_write_json", real)
     res = cache.get_or_train(cfg, progress=False, splits=toy)
     assert cache.has(cfg) and np.isfinite(res.test["rsum"])
@@ -136,6 +150,7 @@ def test_interrupted_store_leaves_no_result_and_is_redone(tmp_path, toy, monkeyp
 def test_tangent_gradients_match_unified_paper_eqs_11_12():
     """For an image→text Triplet-HN loss, the autograd-measured tangent norms equal Eqs. 11–12."""
     from coherent_itr.gradients import tangent_gradient_stats
+
     torch.manual_seed(0)
     b, d, m = 6, 5, 0.5
     v = torch.nn.functional.normalize(torch.randn(b, d, dtype=torch.float64), dim=1).requires_grad_(True)
@@ -154,8 +169,8 @@ def test_tangent_gradients_match_unified_paper_eqs_11_12():
         active = float(m + vi @ th - vi @ ti > 0)
         diff = th - ti
         cos = float(vi @ diff / diff.norm())
-        eq11.append(active * float(diff.norm()) * (1 - cos ** 2) ** 0.5)       # ‖∂L/∂v‖ · sin θ(v, t̂ − t)
-        eq12.append(active * 1.0 * (1 - float(vi @ th) ** 2) ** 0.5)          # ‖v‖ · sin θ(v, t̂)
+        eq11.append(active * float(diff.norm()) * (1 - cos**2) ** 0.5)  # ‖∂L/∂v‖ · sin θ(v, t̂ − t)
+        eq12.append(active * 1.0 * (1 - float(vi @ th) ** 2) ** 0.5)  # ‖v‖ · sin θ(v, t̂)
     assert stats["grad_anchor"] == pytest.approx(np.mean(eq11), rel=1e-9)
     assert stats["grad_hardneg"] == pytest.approx(np.mean(eq12), rel=1e-9)
     assert stats["grad_negatives"] == pytest.approx(np.mean(eq12), rel=1e-9)  # only ĵ receives gradient
@@ -163,8 +178,11 @@ def test_tangent_gradients_match_unified_paper_eqs_11_12():
 
 def test_subset_images_renumbers_judgement_tables():
     import pandas as pd
+
     toy = make_toy_splits(6, 4, 4, seed=0).test
-    toy.extras["expert"] = pd.DataFrame({"image_idx": [0, 1, 3, 3], "caption_idx": [0, 17, 2, 15], "score": [4, 3, 2, 1]})
+    toy.extras["expert"] = pd.DataFrame(
+        {"image_idx": [0, 1, 3, 3], "caption_idx": [0, 17, 2, 15], "score": [4, 3, 2, 1]}
+    )
     sub = toy.subset_images(np.array([3, 1]))
     # image 3 -> 0 (its captions 15..19 -> 0..4); image 1 -> 1 (captions 5..9 -> 5..9);
     # pairs whose image or caption is gone (image 0, caption 0 or 2) are dropped
@@ -178,5 +196,5 @@ def test_config_key_ignores_loss_params_equal_to_defaults():
     assert a.key() == Config(loss="triplet", loss_params={"margin": 0.2, "max_violation": True}).key()
     assert a.key() != Config(loss="triplet", loss_params={"margin": 0.3}).key()
     lad = dict(loss="ladder", relevance="true")
-    assert Config(**lad).key() == Config(**lad, loss_params={"thresholds": [0.40]}).key()   # tuple default
+    assert Config(**lad).key() == Config(**lad, loss_params={"thresholds": [0.40]}).key()  # tuple default
     assert Config(**lad).key() != Config(**lad, loss_params={"thresholds": [0.35]}).key()

@@ -1,4 +1,5 @@
 """Training health (coherent_itr.health): chance RSUM, the health record, the one collapse rule."""
+
 from __future__ import annotations
 
 import math
@@ -81,7 +82,7 @@ def test_is_collapsed_reads_records_histories_and_rejects_garbage():
     good = {"val_rsum": 300.0, "val_rsum_chance": 30.0, "val_pos_sim": 0.5, "val_hardneg_sim": 0.6}
     bad = {"val_rsum": 40.0, "val_rsum_chance": 30.0, "val_pos_sim": 0.999, "val_hardneg_sim": 0.9995}
     history = [{**bad, "epoch": 1}, {**good, "epoch": 2}, {**bad, "epoch": 3}]
-    assert health.is_collapsed(history)[0] is False            # the best-RSUM epoch is the one judged
+    assert health.is_collapsed(history)[0] is False  # the best-RSUM epoch is the one judged
     assert health.is_collapsed(history[:1])[0] is True
     record = {"health": health.epoch_health(bad)}
     assert health.is_collapsed(record)[0] is True

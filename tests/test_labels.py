@@ -1,4 +1,5 @@
 """The label map covers every metric the evaluation produces; numbers print for reading; notebook scan."""
+
 from __future__ import annotations
 
 import re
@@ -23,19 +24,26 @@ def _record(fold_size=None) -> dict[str, float]:
     rel = {name: rng.uniform(size=(n_img, n_cap)) for name in evaluation.PSEUDO_PROVIDERS}
 
     def judged(scores):
-        return pd.DataFrame({"image_idx": rng.integers(0, n_img, 60), "caption_idx": rng.integers(0, n_cap, 60),
-                             "score": scores})
+        return pd.DataFrame(
+            {"image_idx": rng.integers(0, n_img, 60), "caption_idx": rng.integers(0, n_cap, 60), "score": scores}
+        )
 
     human = {"expert": judged(rng.integers(1, 5, 60).astype(float)), "crowd": judged(rng.uniform(size=60))}
-    return metrics.evaluate(sim, np.arange(n_cap) // cpi, rel=rel, true_rel=rng.uniform(size=(n_img, n_cap)),
-                            human=human, true_positive_threshold=evaluation.TRUE_POSITIVE_THRESHOLD,
-                            fold_size=fold_size)
+    return metrics.evaluate(
+        sim,
+        np.arange(n_cap) // cpi,
+        rel=rel,
+        true_rel=rng.uniform(size=(n_img, n_cap)),
+        human=human,
+        true_positive_threshold=evaluation.TRUE_POSITIVE_THRESHOLD,
+        fold_size=fold_size,
+    )
 
 
 @pytest.mark.parametrize("fold_size", [None, 6])
 def test_every_metric_key_of_evaluate_has_a_label(fold_size):
     rec = _record(fold_size)
-    assert len(rec) > 250   # the record really holds every family (R@K … agreement), not a stub
+    assert len(rec) > 250  # the record really holds every family (R@K … agreement), not a stub
     missing = [k for k in rec if not labels.has_label(k)]
     assert missing == [], f"metric keys without a label in reproduce/labels.py: {missing}"
     # the labels tell keys apart (the parser keeps direction, K, yardstick and variant)
@@ -50,11 +58,20 @@ def test_every_metric_key_of_evaluate_has_a_label(fold_size):
 def test_provider_agreement_and_study_columns_have_labels():
     rng = np.random.default_rng(1)
     h = HumanJudgements(np.array([0, 1, 2, 0]), np.array([0, 3, 7, 9]), np.array([4.0, 1.0, 2.5, 3.0]), "expert")
-    rec = provider_agreement({"sbert": rng.uniform(size=(3, 15)), "cider": rng.uniform(size=(3, 15))}, h,
-                             np.arange(15) // 5)
+    rec = provider_agreement(
+        {"sbert": rng.uniform(size=(3, 15)), "cider": rng.uniform(size=(3, 15))}, h, np.arange(15) // 5
+    )
     assert all(labels.has_label(k) for k in rec), [k for k in rec if not labels.has_label(k)]
-    for k in ["seed", "n_seeds", "best_epoch", "time_total_s", "val_rsum", "val_i2t_r1", "rsum_std",
-              "cs100_i2t_true_nq"]:
+    for k in [
+        "seed",
+        "n_seeds",
+        "best_epoch",
+        "time_total_s",
+        "val_rsum",
+        "val_i2t_r1",
+        "rsum_std",
+        "cs100_i2t_true_nq",
+    ]:
         assert labels.has_label(k), k
 
 
@@ -72,19 +89,34 @@ def test_examples_and_unknown_key():
             labels.info(k)
 
 
-@pytest.mark.parametrize("value,kind,text", [
-    (59.08, "rsum", "59.1"), (459.08, "rsum", "459.1"), (1e-7, "rsum", "0.0"), (123456.78, "rsum", "123456.8"),
-    (6000.0, "count", "6000"), (2.5, "count", "2.5"), (3.0, "int", "3"), (12.0, "rank", "12"), (12.5, "rank", "12.5"),
-    (0.12345, "correlation", "0.123"), (-0.5, "correlation", "-0.500"), (0.000123456, "ratio", "0.0001235"),
-    (1234567.0, "ratio", "1234567"), (float("nan"), "percent", "–"), (None, "unit", "–"), (np.float32(7.0), "count", "7"),
-    ("VSE++", "text", "VSE++"),
-])
+@pytest.mark.parametrize(
+    "value,kind,text",
+    [
+        (59.08, "rsum", "59.1"),
+        (459.08, "rsum", "459.1"),
+        (1e-7, "rsum", "0.0"),
+        (123456.78, "rsum", "123456.8"),
+        (6000.0, "count", "6000"),
+        (2.5, "count", "2.5"),
+        (3.0, "int", "3"),
+        (12.0, "rank", "12"),
+        (12.5, "rank", "12.5"),
+        (0.12345, "correlation", "0.123"),
+        (-0.5, "correlation", "-0.500"),
+        (0.000123456, "ratio", "0.0001235"),
+        (1234567.0, "ratio", "1234567"),
+        (float("nan"), "percent", "–"),
+        (None, "unit", "–"),
+        (np.float32(7.0), "count", "7"),
+        ("VSE++", "text", "VSE++"),
+    ],
+)
 def test_fmt_number(value, kind, text):
     assert labels.fmt_number(value, kind) == text
 
 
 def test_fmt_number_never_scientific():
-    for v in [5.908e+01, 1e-12, 3.3e-5, 9.99e15, -2e-9]:
+    for v in [5.908e01, 1e-12, 3.3e-5, 9.99e15, -2e-9]:
         for kind in labels.KINDS:
             assert "e" not in labels.fmt_number(v, kind).lower().replace("–", ""), (v, kind)
     with pytest.raises(ValueError, match="kind='pct'"):
@@ -92,9 +124,16 @@ def test_fmt_number_never_scientific():
 
 
 def test_readable_renames_formats_and_merges_std():
-    df = pd.DataFrame({"rsum": [459.08, 401.0], "rsum_std": [2.345, float("nan")], "n_seeds": [3.0, 1.0],
-                       "cs100_i2t_true": [0.4567, 0.5], "note": ["a", "b"]},
-                      index=pd.Index(["VSE++ (Triplet-HN)", "τ=3 RS keep=True"], name="arm"))
+    df = pd.DataFrame(
+        {
+            "rsum": [459.08, 401.0],
+            "rsum_std": [2.345, float("nan")],
+            "n_seeds": [3.0, 1.0],
+            "cs100_i2t_true": [0.4567, 0.5],
+            "note": ["a", "b"],
+        },
+        index=pd.Index(["VSE++ (Triplet-HN)", "τ=3 RS keep=True"], name="arm"),
+    )
     out = labels.readable(df)
     assert list(out.columns) == [labels.label("rsum"), labels.label("n_seeds"), labels.label("cs100_i2t_true"), "note"]
     assert out.iloc[:, 0].tolist() == ["459.1 ± 2.3", "401.0"]
@@ -103,7 +142,7 @@ def test_readable_renames_formats_and_merges_std():
     assert list(out.index) == ["VSE++ (Triplet-HN)", "SAM τ=3, random negative (RS), triplet kept"]
     md = labels.markdown(df)
     assert "e+" not in md and "rsum" not in md and "cs100_i2t_true" not in md
-    assert "| 0.500 " in md and "| 401.0 " in md      # the formatted text survives (not re-parsed to 0.5, 401)
+    assert "| 0.500 " in md and "| 401.0 " in md  # the formatted text survives (not re-parsed to 0.5, 401)
 
 
 def test_glossary_spells_out_the_abbreviations():
@@ -116,16 +155,21 @@ def test_glossary_spells_out_the_abbreviations():
 
 def test_raw_metric_keys_in_a_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
-    code = nbformat.v4.new_code_cell("df[['cs100_i2t_true', 'rsum']]")   # sources are not scanned
+    code = nbformat.v4.new_code_cell("df[['cs100_i2t_true', 'rsum']]")  # sources are not scanned
     code.outputs = [
-        nbformat.v4.new_output("display_data", data={
-            "text/html": "<table><tr><th>cs100_i2t_true</th><th>RSUM (sum …) ↑</th></tr></table>",
-            "text/plain": "   cs100_i2t_true\n0  0.4"}),
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "text/html": "<table><tr><th>cs100_i2t_true</th><th>RSUM (sum …) ↑</th></tr></table>",
+                "text/plain": "   cs100_i2t_true\n0  0.4",
+            },
+        ),
         nbformat.v4.new_output("stream", name="stdout", text="best: mapr_i2t_expert=3.1 seed=0 arm=BCLS\n"),
     ]
     clean = nbformat.v4.new_code_cell("x")
-    clean.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": labels.label("ncs5_t2i_sbert")},
-                                            execution_count=1)]
+    clean.outputs = [
+        nbformat.v4.new_output("execute_result", data={"text/plain": labels.label("ncs5_t2i_sbert")}, execution_count=1)
+    ]
     nb.cells = [nbformat.v4.new_markdown_cell("We report `expert_kendall_nongt`."), code, clean]
     path = tmp_path / "fixture.ipynb"
     nbformat.write(nb, path)
@@ -140,11 +184,24 @@ def test_raw_metric_keys_in_a_notebook(tmp_path):
 
 def test_key_builds_the_record_keys_and_refuses_typos():
     rec = _record()
-    built = [labels.key("cs", "i2t", "true", k=100), labels.key("ncs", "t2i", "cider", k=5, ngt=True),
-             labels.key("nsum", yardstick="sbert", ngt=True), labels.key("sr", "i2t", "true", k=5, m=10),
-             labels.key("r", "t2i", k=10), labels.key("mapr", "i2t", "expert"), labels.key("ndcg", "i2t", "sbert")]
-    assert built == ["cs100_i2t_true", "ncs5ngt_t2i_cider", "nsumngt_sbert", "sr5m10_i2t_true", "t2i_r10",
-                     "mapr_i2t_expert", "ndcg_i2t_sbert"]
+    built = [
+        labels.key("cs", "i2t", "true", k=100),
+        labels.key("ncs", "t2i", "cider", k=5, ngt=True),
+        labels.key("nsum", yardstick="sbert", ngt=True),
+        labels.key("sr", "i2t", "true", k=5, m=10),
+        labels.key("r", "t2i", k=10),
+        labels.key("mapr", "i2t", "expert"),
+        labels.key("ndcg", "i2t", "sbert"),
+    ]
+    assert built == [
+        "cs100_i2t_true",
+        "ncs5ngt_t2i_cider",
+        "nsumngt_sbert",
+        "sr5m10_i2t_true",
+        "t2i_r10",
+        "mapr_i2t_expert",
+        "ndcg_i2t_sbert",
+    ]
     assert all(b in rec for b in built)
     with pytest.raises(KeyError, match="'cs100_i2t_ture'"):
         labels.key("cs", "i2t", "ture", k=100)

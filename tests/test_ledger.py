@@ -1,5 +1,6 @@
 """The ledger's verdict rule on hand-made effects (numbers computed by hand or by scipy/statsmodels,
 not by the code under test), the per-query metrics against the library, and the ledger files."""
+
 import math
 import re
 
@@ -10,11 +11,26 @@ from scipy import stats
 
 from reproduce import claims as registry
 from reproduce import ledger_io
-from reproduce.ledger import (ALPHA, ClaimResult, Estimate, adjusted_level, decide, estimate, estimate_from_interval,
-                              holm, mean_ci, paired_bootstrap, per_query_recall, pooled_sd, query_bootstrap_var,
-                              rsum_of, threshold, verdict)
+from reproduce.ledger import (
+    ALPHA,
+    ClaimResult,
+    Estimate,
+    adjusted_level,
+    decide,
+    estimate,
+    estimate_from_interval,
+    holm,
+    mean_ci,
+    paired_bootstrap,
+    per_query_recall,
+    pooled_sd,
+    query_bootstrap_var,
+    rsum_of,
+    threshold,
+    verdict,
+)
 
-T2 = 4.302652729749464   # t_{0.975, 2}
+T2 = 4.302652729749464  # t_{0.975, 2}
 
 
 def test_mean_ci_by_hand():
@@ -24,17 +40,24 @@ def test_mean_ci_by_hand():
     assert m == 2.0 and lo == pytest.approx(2 - half) and hi == pytest.approx(2 + half)
 
 
-@pytest.mark.parametrize("effects, expected", [
-    ([1.0, 1.1, 0.9], "reproduced"), ([-1.0, -1.1, -0.9], "not reproduced"), ([1.0, -1.0, 0.5], "inconclusive"),
-    ([5.0], "inconclusive"), ([], "inconclusive"),
-])
+@pytest.mark.parametrize(
+    "effects, expected",
+    [
+        ([1.0, 1.1, 0.9], "reproduced"),
+        ([-1.0, -1.1, -0.9], "not reproduced"),
+        ([1.0, -1.0, 0.5], "inconclusive"),
+        ([5.0], "inconclusive"),
+        ([], "inconclusive"),
+    ],
+)
 def test_notebook_preliminary_rule(effects, expected):
     assert verdict("direction", effects)[0] == expected
 
 
 def test_claim_row_keeps_the_per_seed_effects():
-    row = ClaimResult("B1", "BCLS", "Table VIII", "SN beats HN", "rsum", "synthetic", "a vs b",
-                      effects=[2.0, 3.0, 4.0]).row()
+    row = ClaimResult(
+        "B1", "BCLS", "Table VIII", "SN beats HN", "rsum", "synthetic", "a vs b", effects=[2.0, 3.0, 4.0]
+    ).row()
     assert row["verdict"] == "reproduced" and row["n_seeds"] == 3 and row["effect"] == 3.0
     assert [float(x) for x in row["seed_effects"].split(";")] == [2.0, 3.0, 4.0]
 
@@ -44,8 +67,8 @@ def test_estimate_seed_only_and_with_query_variance_by_hand():
     assert e.se == pytest.approx(1 / math.sqrt(3)) and e.df == 2
     assert e.interval() == pytest.approx((2 - T2 / math.sqrt(3), 2 + T2 / math.sqrt(3)))
     assert e.p_zero() == pytest.approx(2 * stats.t.sf(2 * math.sqrt(3), 2))
-    q = estimate([1.0, 2.0, 3.0], query_var=1 / 3)      # seed var of the mean 1/3 + query 1/3
-    assert q.se == pytest.approx(math.sqrt(2 / 3)) and q.df == pytest.approx(2 * 4)   # (n−1)(se²/seed²)² = 2·2²
+    q = estimate([1.0, 2.0, 3.0], query_var=1 / 3)  # seed var of the mean 1/3 + query 1/3
+    assert q.se == pytest.approx(math.sqrt(2 / 3)) and q.df == pytest.approx(2 * 4)  # (n−1)(se²/seed²)² = 2·2²
 
 
 def test_estimate_from_interval_inverts_mean_ci():
@@ -59,15 +82,18 @@ def _est(mean, se, n=3):
     return Estimate(mean, se, n - 1, n)
 
 
-@pytest.mark.parametrize("est, thr, p_adj, expected", [
-    (_est(10.0, 0.5), 2.0, 0.001, "reproduced"),
-    (_est(-10.0, 0.5), 2.0, 0.001, "not reproduced"),
-    (_est(0.1, 0.1), 2.0, 0.5, "no effect"),             # interval ≈ [−0.33, 0.53] inside ±2
-    (_est(1.0, 0.05), 2.0, 0.001, "no effect"),          # significant, but the whole interval is inside ±2
-    (_est(3.0, 2.0), 2.0, 0.3, "inconclusive"),          # wide interval
-    (_est(10.0, 0.5), 2.0, 0.2, "inconclusive"),         # not significant after adjustment → never reproduced
-    (Estimate(10.0, math.nan, math.nan, 1), 2.0, None, "inconclusive"),
-])
+@pytest.mark.parametrize(
+    "est, thr, p_adj, expected",
+    [
+        (_est(10.0, 0.5), 2.0, 0.001, "reproduced"),
+        (_est(-10.0, 0.5), 2.0, 0.001, "not reproduced"),
+        (_est(0.1, 0.1), 2.0, 0.5, "no effect"),  # interval ≈ [−0.33, 0.53] inside ±2
+        (_est(1.0, 0.05), 2.0, 0.001, "no effect"),  # significant, but the whole interval is inside ±2
+        (_est(3.0, 2.0), 2.0, 0.3, "inconclusive"),  # wide interval
+        (_est(10.0, 0.5), 2.0, 0.2, "inconclusive"),  # not significant after adjustment → never reproduced
+        (Estimate(10.0, math.nan, math.nan, 1), 2.0, None, "inconclusive"),
+    ],
+)
 def test_direction_verdicts(est, thr, p_adj, expected):
     v, reason, lo, hi = decide("direction", est, thr, p_adj=p_adj)
     assert v == expected, reason
@@ -79,8 +105,9 @@ def test_significant_small_effect_reaching_beyond_the_threshold_is_inconclusive(
 
 
 def test_collapse_and_identity_and_equivalence():
-    assert decide("direction", _est(50.0, 1.0), 2.0, p_adj=1e-6, collapsed=True, collapse_reason="VSE++ gap 0.001")[:2] \
-        == ("not testable", "collapsed arm: VSE++ gap 0.001")
+    assert decide("direction", _est(50.0, 1.0), 2.0, p_adj=1e-6, collapsed=True, collapse_reason="VSE++ gap 0.001")[
+        :2
+    ] == ("not testable", "collapsed arm: VSE++ gap 0.001")
     assert decide("identity", Estimate(1e-12, math.nan, math.nan, 5), 0.0, tolerance=1e-10)[0] == "reproduced"
     assert decide("identity", Estimate(1e-3, math.nan, math.nan, 5), 0.0, tolerance=1e-10)[0] == "not reproduced"
     inside = _est(0.1, 0.1)
@@ -94,7 +121,7 @@ def test_collapse_and_identity_and_equivalence():
 
 
 def test_tost_p_value_by_hand():
-    e = _est(0.5, 0.4)   # df 2
+    e = _est(0.5, 0.4)  # df 2
     by_hand = max(stats.t.sf((0.5 + 2) / 0.4, 2), stats.t.cdf((0.5 - 2) / 0.4, 2))
     assert e.p_equivalent(2.0) == pytest.approx(by_hand)
 
@@ -138,6 +165,7 @@ def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0):
 
 def test_per_query_recall_matches_retrieval_metrics():
     from coherent_itr.metrics.retrieval import retrieval_metrics
+
     img, cap, ioc = _embeddings(np.random.default_rng(1))
     pq = per_query_recall(img, cap, ioc)
     ref = retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc)
@@ -178,11 +206,16 @@ def _row(cid, metric, arms, effects, data="synthetic", statement="s", kind="dire
 
 
 def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
-    _write(tmp_path, "bcls", "synthetic", [
-        _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),                 # the primary
-        _row("B1", "mean val_rsum, epochs 1..1", "Triplet-SN vs Triplet-HN", [300.0, 310.0, 320.0]),
-        _row("B2", "rsum", "BCLS vs Triplet-SN", [1.0, -2.0, 0.5]),
-    ])
+    _write(
+        tmp_path,
+        "bcls",
+        "synthetic",
+        [
+            _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),  # the primary
+            _row("B1", "mean val_rsum, epochs 1..1", "Triplet-SN vs Triplet-HN", [300.0, 310.0, 320.0]),
+            _row("B2", "rsum", "BCLS vs Triplet-SN", [1.0, -2.0, 0.5]),
+        ],
+    )
     df = ledger_io.collect(tmp_path)
     prim = df[df["role"] == "primary"]
     assert len(prim) == len(registry.CLAIMS) * 2 and not prim.duplicated(["id", "dataset"]).any()
@@ -204,9 +237,31 @@ def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
     for v in ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable"):
         assert f"**{v}**" in md
     csv = pd.read_csv(tmp_path / "claims.csv")
-    for col in ["id", "paper", "role", "dataset", "statement", "metric", "unit", "direction", "arms", "n_seeds",
-                "n_boot", "effect", "ci_low", "ci_high", "p_unadj", "p_adj", "threshold", "noise_floor",
-                "paper_effect", "ratio", "verdict", "reason", "notebook"]:
+    for col in [
+        "id",
+        "paper",
+        "role",
+        "dataset",
+        "statement",
+        "metric",
+        "unit",
+        "direction",
+        "arms",
+        "n_seeds",
+        "n_boot",
+        "effect",
+        "ci_low",
+        "ci_high",
+        "p_unadj",
+        "p_adj",
+        "threshold",
+        "noise_floor",
+        "paper_effect",
+        "ratio",
+        "verdict",
+        "reason",
+        "notebook",
+    ]:
         assert col in csv.columns
 
 
@@ -218,8 +273,20 @@ def test_collapsed_arm_makes_the_primary_row_not_testable(tmp_path):
 
 
 def test_a_row_stated_the_other_way_round_is_flipped(tmp_path):
-    _write(tmp_path, "overview", "synthetic", [
-        _row("X1", "rsum", "Triplet (all negatives) vs VSE++ (Triplet-HN)", [-5.0, -7.0, -6.0], notebook="00_overview")])
+    _write(
+        tmp_path,
+        "overview",
+        "synthetic",
+        [
+            _row(
+                "X1",
+                "rsum",
+                "Triplet (all negatives) vs VSE++ (Triplet-HN)",
+                [-5.0, -7.0, -6.0],
+                notebook="00_overview",
+            )
+        ],
+    )
     df = ledger_io.collect(tmp_path)
     r = df[(df["id"] == "X1") & (df["role"] == "primary") & (df["dataset"] == "synthetic")].iloc[0]
     assert r["effect"] == pytest.approx(6.0) and r["arms"].startswith("VSE++")
@@ -234,9 +301,26 @@ def test_two_rows_matching_one_primary_is_an_error(tmp_path):
 
 def test_old_claim_files_without_per_seed_effects_still_read(tmp_path):
     m, lo, hi = mean_ci([60.0, 55.0, 62.0])
-    _write(tmp_path, "bcls", "synthetic", [{"id": "B1", "paper": "BCLS", "statement": "s", "metric": "rsum",
-                                             "dataset": "synthetic", "arms": "Triplet-SN vs Triplet-HN", "n_seeds": 3,
-                                             "effect": m, "ci_low": lo, "ci_high": hi, "kind": "direction"}])
+    _write(
+        tmp_path,
+        "bcls",
+        "synthetic",
+        [
+            {
+                "id": "B1",
+                "paper": "BCLS",
+                "statement": "s",
+                "metric": "rsum",
+                "dataset": "synthetic",
+                "arms": "Triplet-SN vs Triplet-HN",
+                "n_seeds": 3,
+                "effect": m,
+                "ci_low": lo,
+                "ci_high": hi,
+                "kind": "direction",
+            }
+        ],
+    )
     r = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
     assert r["ci95_low"] == pytest.approx(lo) and r["ci95_high"] == pytest.approx(hi)
 
@@ -247,8 +331,12 @@ def test_notebook_summary_must_agree_with_the_ledger(tmp_path):
     truth = df.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'")["verdict"].iloc[0]
     good = pd.DataFrame([{"id": "B1", "dataset": "synthetic", "verdict": truth}])
     assert ledger_io.check_notebook_summary(good, df) == []
-    bad = pd.DataFrame([{"id": "B1", "dataset": "synthetic", "verdict": "mixed"},
-                        {"id": "B99", "dataset": "synthetic", "verdict": "reproduced"}])
+    bad = pd.DataFrame(
+        [
+            {"id": "B1", "dataset": "synthetic", "verdict": "mixed"},
+            {"id": "B99", "dataset": "synthetic", "verdict": "reproduced"},
+        ]
+    )
     msgs = ledger_io.check_notebook_summary(bad, df)
     assert len(msgs) == 2 and "mixed" in msgs[0] and "B99" in msgs[1]
     with pytest.raises(AssertionError, match="disagrees"):
@@ -256,8 +344,15 @@ def test_notebook_summary_must_agree_with_the_ledger(tmp_path):
 
 
 def test_readme_table_counts_primary_rows_only(tmp_path):
-    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),
-                                           _row("B1", "other", "x vs y", [1.0, 1.1, 0.9])])
+    _write(
+        tmp_path,
+        "bcls",
+        "synthetic",
+        [
+            _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),
+            _row("B1", "other", "x vs y", [1.0, 1.1, 0.9]),
+        ],
+    )
     df = ledger_io.collect(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{ledger_io.BEGIN}\nold\n{ledger_io.END}\nrest\n")
@@ -272,12 +367,17 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
 
 def test_fmt_num_never_scientific():
     assert ledger_io.fmt_num(1.2e-12) == "0.0000000000012" and ledger_io.fmt_num(12345.6) == "12346"
-    assert ledger_io.fmt_num(math.nan) == "—" and ledger_io.fmt_num(0.0) == "0" and ledger_io.fmt_num(-0.02594) == "-0.0259"
+    assert (
+        ledger_io.fmt_num(math.nan) == "—"
+        and ledger_io.fmt_num(0.0) == "0"
+        and ledger_io.fmt_num(-0.02594) == "-0.0259"
+    )
 
 
 def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_path):
     import json
     from reproduce.ledger_io import write_manifest
+
     write_manifest(tmp_path, "default", ["synthetic"], 1800.0, {"synthetic_train_s": 1700.0}, 2, runs_trained=150)
     first = json.loads((tmp_path / "manifest.json").read_text())
     assert first["last_training_invocation"]["runtime_s"] == 1800.0
@@ -285,7 +385,7 @@ def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_pa
     second = json.loads((tmp_path / "manifest.json").read_text())
     assert second["runtime_s"] == 3.0 and second["runs_trained"] == 0
     assert second["last_training_invocation"] == first["last_training_invocation"]
-    write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2, runs_trained=0)   # other profile: not carried
+    write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2, runs_trained=0)  # other profile: not carried
     assert "last_training_invocation" not in json.loads((tmp_path / "manifest.json").read_text())
 
 
@@ -303,6 +403,7 @@ def _fake_runs():
 
 def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     from reproduce.claim_rows import primary_row
+
     df, pq = _fake_runs()
     row = primary_row("B1", "synthetic", df, per_query=pq, n_boot=300)
     by_seed = df.pivot(index="seed", columns="arm", values="rsum")
@@ -313,9 +414,18 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     assert seed_only["query_var"] == 0 and seed_only["n_boot"] == 0
     # a secondary row that would match the legacy matcher stays secondary next to a declared primary
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
-    ledger_io.write_claims([row, ClaimResult(**{k: legacy[k] for k in ("id", "paper", "source", "statement", "metric",
-                                                                           "dataset", "arms")},
-                                             effects=[1.0, 2.0, 3.0])], tmp_path, "bcls", "synthetic")
+    ledger_io.write_claims(
+        [
+            row,
+            ClaimResult(
+                **{k: legacy[k] for k in ("id", "paper", "source", "statement", "metric", "dataset", "arms")},
+                effects=[1.0, 2.0, 3.0],
+            ),
+        ],
+        tmp_path,
+        "bcls",
+        "synthetic",
+    )
     out = ledger_io.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic'")
     prim, sec = out[out["role"] == "primary"].iloc[0], out[out["role"] == "secondary"]
     assert prim["n_boot"] == 300 and prim["effect"] == pytest.approx(np.mean(expected)) and len(sec) == 1
@@ -338,8 +448,9 @@ def test_collapsed_arms_from_cached_records():
 
     arm = SimpleNamespace(name="Triplet-HN", configs=lambda prof: [SimpleNamespace(seed=0), SimpleNamespace(seed=1)])
     other = SimpleNamespace(name="Triplet-SN", configs=lambda prof: [SimpleNamespace(seed=0)])
-    study = SimpleNamespace(data="flickr8k", profile=None, cache=Cache(),
-                            arms=lambda paper: [arm, other] if paper == "bcls" else [])
+    study = SimpleNamespace(
+        data="flickr8k", profile=None, cache=Cache(), arms=lambda paper: [arm, other] if paper == "bcls" else []
+    )
     out = collapsed_arms(study, is_collapsed=lambda rec: (rec["seed"] == 1, "gap 0.0004 < 0.01"))
     assert out == {("flickr8k", "Triplet-HN"): "seed 1: gap 0.0004 < 0.01"}
 
@@ -347,26 +458,38 @@ def test_collapsed_arms_from_cached_records():
 def test_null_pairs_enter_the_noise_floor(tmp_path):
     from reproduce.claim_rows import null_pair_diffs, same_config
     from reproduce.study import profile_for
-    ladder = pd.DataFrame([{"arm": arm, "seed": s, "rsum": v} for arm, vals in
-                           (("manual β₂=0", [100.0, 104.0, 98.0]), ("VSE++", [101.0, 100.0, 99.0]))
-                           for s, v in enumerate(vals)])
-    unified = pd.DataFrame([{"arm": arm, "seed": s, "rsum": 50.0} for arm in ("γ=∞ (Triplet-HN)", "Triplet-HN")
-                            for s in range(3)])
+
+    ladder = pd.DataFrame(
+        [
+            {"arm": arm, "seed": s, "rsum": v}
+            for arm, vals in (("manual β₂=0", [100.0, 104.0, 98.0]), ("VSE++", [101.0, 100.0, 99.0]))
+            for s, v in enumerate(vals)
+        ]
+    )
+    unified = pd.DataFrame(
+        [{"arm": arm, "seed": s, "rsum": 50.0} for arm in ("γ=∞ (Triplet-HN)", "Triplet-HN") for s in range(3)]
+    )
     eq = same_config(profile_for("default", "synthetic"))
     assert eq("unified", "γ=∞ (Triplet-HN)", "Triplet-HN") and not eq("ladder", "manual β₂=0", "VSE++")
     diffs = null_pair_diffs({"ladder": ladder, "unified": unified}, "synthetic", configs_equal=eq)
-    assert diffs == {("synthetic", "rsum"): [[-1.0, 4.0, -1.0]]}          # the shared-run pair is skipped
+    assert diffs == {("synthetic", "rsum"): [[-1.0, 4.0, -1.0]]}  # the shared-run pair is skipped
     _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
-    b1 = ledger_io.collect(tmp_path, null_pair_diffs=diffs).query(
-        "id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
-    ss = ((np.array([60.0, 55.0, 62.0]) - 59.0) ** 2).sum() + (1 + 16 + 1)    # contrast ss (df 2) + null ss (df 3)
+    b1 = (
+        ledger_io.collect(tmp_path, null_pair_diffs=diffs)
+        .query("id == 'B1' and role == 'primary' and dataset == 'synthetic'")
+        .iloc[0]
+    )
+    ss = ((np.array([60.0, 55.0, 62.0]) - 59.0) ** 2).sum() + (1 + 16 + 1)  # contrast ss (df 2) + null ss (df 3)
     assert b1["noise_floor"] == pytest.approx(2 * math.sqrt(ss / 5))
     assert "## Noise floors" in (tmp_path / "claims.md").read_text()
 
 
 def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_path):
-    row = {**_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]), "collapsed": True,
-           "collapse_reason": "Triplet-HN: gap 0.001"}
+    row = {
+        **_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0]),
+        "collapsed": True,
+        "collapse_reason": "Triplet-HN: gap 0.001",
+    }
     _write(tmp_path, "bcls", "synthetic", [row])
     b1 = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
     assert b1["verdict"] == "not testable" and "gap 0.001" in b1["reason"]

@@ -1,5 +1,6 @@
 """Mathematical identities (claim U6 and BCLS Eqs. 10–11, 16), numerical robustness, permutation
 equivariance, compositions, and the registry's / inputs' error paths for the part-A losses."""
+
 from __future__ import annotations
 
 import math
@@ -43,10 +44,11 @@ def hinge_arguments(S, margin):
 
 # ------------------------------------------------------------------ claim U6 identities
 
+
 def test_unified_tends_to_triplet_hn():
     """Unified Eqs. 6, 21: 0 ≤ L_Unified − L_Triplet-HN ≤ 2·B·log(B)/γ, and → 0 with the gradients."""
     S = random_sim(0)
-    assert hinge_arguments(S, 0.2).abs().min() > 1e-2          # the limit of the gradient needs no kink
+    assert hinge_arguments(S, 0.2).abs().min() > 1e-2  # the limit of the gradient needs no kink
     hn_val, hn_grad = grad_of(losses.build("triplet", margin=0.2), S)
     gaps = []
     for gamma in (10.0, 100.0, 1e3, 1e4, 1e5):
@@ -55,7 +57,7 @@ def test_unified_tends_to_triplet_hn():
         assert -1e-12 <= gap <= 2 * B * math.log(B) / gamma + 1e-12, (gamma, gap)
         gaps.append(gap)
     assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-3
-    assert torch.allclose(u_grad, hn_grad, atol=1e-8)           # γ = 1e5
+    assert torch.allclose(u_grad, hn_grad, atol=1e-8)  # γ = 1e5
 
 
 @pytest.mark.parametrize("gamma", [1.0, 10.0, 50.0, 100.0])
@@ -63,14 +65,16 @@ def test_gamma_times_unified_m0_equals_vlc(gamma):
     """Unified Eqs. 7, 23: L_VLC = γ · L_Unified(m = 0), values and gradients."""
     S = random_sim(1)
     for red, avg in [("sum", False), ("mean", True)]:
-        u_val, u_grad = grad_of(losses.build("unified", margin=0.0, gamma=gamma, reduction=red,
-                                             average_directions=avg), S)
+        u_val, u_grad = grad_of(
+            losses.build("unified", margin=0.0, gamma=gamma, reduction=red, average_directions=avg), S
+        )
         v_val, v_grad = grad_of(losses.build("vlc", gamma=gamma, reduction=red, average_directions=avg), S)
         assert torch.allclose(gamma * u_val, v_val, rtol=1e-12)
         assert torch.allclose(gamma * u_grad, v_grad, rtol=1e-10, atol=1e-12)
     # and with m > 0 it is not VLC (the identity test can fail)
-    assert not torch.allclose(gamma * losses.build("unified", margin=0.2, gamma=gamma)(S),
-                              losses.build("vlc", gamma=gamma)(S))
+    assert not torch.allclose(
+        gamma * losses.build("unified", margin=0.2, gamma=gamma)(S), losses.build("vlc", gamma=gamma)(S)
+    )
 
 
 def test_triplet_sn_tends_to_triplet_hn():
@@ -112,7 +116,7 @@ def test_kendall_restricted_to_j_equals_i_on_continuous_labels():
     R_low.fill_diagonal_(-2.0)
     off_slice = losses.build("kendall", alpha=0.0)(S, R_low)
     # the (j, k = i) pairs that R_low adds: Σ_i Σ_{j≠i} [s_ii − s_ij]_+ (+ t2i), the triplet with the roles swapped
-    added = losses.build("triplet", margin=0.0, max_violation=False)(-S)          # [−s_ij + s_ii]_+
+    added = losses.build("triplet", margin=0.0, max_violation=False)(-S)  # [−s_ij + s_ii]_+
     j_eq_i = full - (off_slice - added)
     triplet_m0 = losses.build("triplet", margin=0.0, max_violation=False)(S)
     assert torch.allclose(j_eq_i, triplet_m0, rtol=1e-12)
@@ -158,11 +162,21 @@ def test_float32_finite_other_losses(name):
 
 # ------------------------------------------------------------------ permutation equivariance
 
-ALL_MINE = [("triplet", {}), ("triplet", {"max_violation": False}), ("triplet_sn", {}),
-            ("triplet_sn", {"negatives": "relevance"}), ("vlc", {}), ("unified", {}),
-            ("unified", {"reduction": "mean", "average_directions": True}), ("kendall", {}),
-            ("kendall", {"reduction": "pair_mean"}), ("kendall_sw_hs", {}), ("bcls", {}), ("vsepp", {}),
-            ("weighted_sum", {"terms": [{"name": "unified", "weight": 0.5}, {"name": "kendall", "weight": 0.1}]})]
+ALL_MINE = [
+    ("triplet", {}),
+    ("triplet", {"max_violation": False}),
+    ("triplet_sn", {}),
+    ("triplet_sn", {"negatives": "relevance"}),
+    ("vlc", {}),
+    ("unified", {}),
+    ("unified", {"reduction": "mean", "average_directions": True}),
+    ("kendall", {}),
+    ("kendall", {"reduction": "pair_mean"}),
+    ("kendall_sw_hs", {}),
+    ("bcls", {}),
+    ("vsepp", {}),
+    ("weighted_sum", {"terms": [{"name": "unified", "weight": 0.5}, {"name": "kendall", "weight": 0.1}]}),
+]
 
 
 @pytest.mark.parametrize("name,params", ALL_MINE)
@@ -180,12 +194,13 @@ def test_permutation_equivariance(name, params):
 
 # ------------------------------------------------------------------ compositions
 
+
 def test_bcls_is_the_weighted_sum_of_its_terms():
     S, R = random_sim(12), random_rel(12)
-    crit = losses.build("bcls", weight_triplet=0.7, weight_kendall=2.0, triplet_params={"gamma": 30.0},
-                        kendall_params={"beta": 0.05})
-    want = (0.7 * losses.build("triplet_sn", gamma=30.0)(S)
-            + 2.0 * losses.build("kendall_sw_hs", beta=0.05)(S, R))
+    crit = losses.build(
+        "bcls", weight_triplet=0.7, weight_kendall=2.0, triplet_params={"gamma": 30.0}, kendall_params={"beta": 0.05}
+    )
+    want = 0.7 * losses.build("triplet_sn", gamma=30.0)(S) + 2.0 * losses.build("kendall_sw_hs", beta=0.05)(S, R)
     assert torch.allclose(crit(S, R), want, rtol=1e-12)
     d = crit.diagnostics
     assert d["kendall_sw_hs/n_windows"] == 36.0 and "triplet_sn/active_fraction_i2t" in d
@@ -196,9 +211,9 @@ def test_bcls_is_the_weighted_sum_of_its_terms():
 def test_bcls_ablations():
     S, R = random_sim(13), random_rel(13)
     no_k = losses.build("bcls", weight_kendall=0.0)
-    assert not no_k.requires_relevance                        # w/o K-SW-HS: no pseudo labels needed
+    assert not no_k.requires_relevance  # w/o K-SW-HS: no pseudo labels needed
     assert torch.allclose(no_k(S), losses.build("triplet_sn")(S))
-    full = losses.build("bcls", kendall="kendall")            # w/o SW-HS: Eq. 17
+    full = losses.build("bcls", kendall="kendall")  # w/o SW-HS: Eq. 17
     assert torch.allclose(full(S, R), losses.build("triplet_sn")(S) + losses.build("kendall")(S, R))
     hn = losses.build("bcls", triplet="triplet", weight_kendall=0.0)
     assert torch.allclose(hn(S), losses.build("triplet")(S))
@@ -206,12 +221,15 @@ def test_bcls_ablations():
 
 def test_weighted_sum_nested_and_repeated_terms():
     S, R = random_sim(14), random_rel(14)
-    crit = losses.build("weighted_sum", terms=[
-        {"name": "triplet", "weight": 1.0, "params": {"margin": 0.1}},
-        {"name": "triplet", "weight": 0.5},
-        {"name": "bcls", "weight": 0.25}])
-    want = (losses.build("triplet", margin=0.1)(S) + 0.5 * losses.build("triplet")(S)
-            + 0.25 * losses.build("bcls")(S, R))
+    crit = losses.build(
+        "weighted_sum",
+        terms=[
+            {"name": "triplet", "weight": 1.0, "params": {"margin": 0.1}},
+            {"name": "triplet", "weight": 0.5},
+            {"name": "bcls", "weight": 0.25},
+        ],
+    )
+    want = losses.build("triplet", margin=0.1)(S) + 0.5 * losses.build("triplet")(S) + 0.25 * losses.build("bcls")(S, R)
     assert torch.allclose(crit(S, R), want, rtol=1e-12)
     assert "triplet#2/value" in crit.diagnostics and "bcls/kendall_sw_hs/n_windows" in crit.diagnostics
 
@@ -245,6 +263,7 @@ def test_cvsepp_composition():
 
 # ------------------------------------------------------------------ errors
 
+
 def test_registry_errors_list_valid_choices():
     with pytest.raises(ValueError, match="valid names:.*kendall_sw_hs.*unified"):
         losses.build("kendal")
@@ -256,23 +275,33 @@ def test_registry_errors_list_valid_choices():
         losses.build("weighted_sum")
 
 
-@pytest.mark.parametrize("name,params,match", [
-    ("unified", {"gamma": 0.0}, "gamma"), ("unified", {"gamma": float("inf")}, "gamma"),
-    ("unified", {"margin": -0.1}, "margin"), ("unified", {"reduction": "avg"}, "reduction"),
-    ("vlc", {"gamma": -1.0}, "gamma"), ("triplet_sn", {"gamma": 0.0}, "gamma"),
-    ("triplet_sn", {"negatives": "all"}, "negatives"), ("kendall", {"alpha": -0.1}, "alpha"),
-    ("kendall", {"reduction": "max"}, "reduction"), ("kendall_sw_hs", {"beta": 0.0}, "beta"),
-    ("kendall_sw_hs", {"alpha": 2.0}, "alpha"), ("kendall_sw_hs", {"alpha": 1.5, "beta": 1.0}, "no window"),
-    ("bcls", {"weight_kendall": -1.0}, "weight_kendall"), ("bcls", {"kendall": "ladder"}, "kendall"),
-    ("bcls", {"kendall_params": {"gamma": 3}}, "unknown parameter"),
-    ("bcls", {"weight_triplet": 0.0, "weight_kendall": 0.0}, "weight 0"),
-    ("weighted_sum", {"terms": []}, "non-empty"),
-    ("weighted_sum", {"terms": [{"weight": 1.0}]}, "name"),
-    ("weighted_sum", {"terms": [{"name": "triplet", "wieght": 1.0}]}, "unknown key"),
-    ("weighted_sum", {"terms": [{"name": "nope"}]}, "valid names"),
-    ("weighted_sum", {"terms": [{"name": "triplet", "weight": float("nan")}]}, "weight"),
-    ("weighted_sum", {"terms": [{"name": "triplet", "params": [0.2]}]}, "params"),
-])
+@pytest.mark.parametrize(
+    "name,params,match",
+    [
+        ("unified", {"gamma": 0.0}, "gamma"),
+        ("unified", {"gamma": float("inf")}, "gamma"),
+        ("unified", {"margin": -0.1}, "margin"),
+        ("unified", {"reduction": "avg"}, "reduction"),
+        ("vlc", {"gamma": -1.0}, "gamma"),
+        ("triplet_sn", {"gamma": 0.0}, "gamma"),
+        ("triplet_sn", {"negatives": "all"}, "negatives"),
+        ("kendall", {"alpha": -0.1}, "alpha"),
+        ("kendall", {"reduction": "max"}, "reduction"),
+        ("kendall_sw_hs", {"beta": 0.0}, "beta"),
+        ("kendall_sw_hs", {"alpha": 2.0}, "alpha"),
+        ("kendall_sw_hs", {"alpha": 1.5, "beta": 1.0}, "no window"),
+        ("bcls", {"weight_kendall": -1.0}, "weight_kendall"),
+        ("bcls", {"kendall": "ladder"}, "kendall"),
+        ("bcls", {"kendall_params": {"gamma": 3}}, "unknown parameter"),
+        ("bcls", {"weight_triplet": 0.0, "weight_kendall": 0.0}, "weight 0"),
+        ("weighted_sum", {"terms": []}, "non-empty"),
+        ("weighted_sum", {"terms": [{"weight": 1.0}]}, "name"),
+        ("weighted_sum", {"terms": [{"name": "triplet", "wieght": 1.0}]}, "unknown key"),
+        ("weighted_sum", {"terms": [{"name": "nope"}]}, "valid names"),
+        ("weighted_sum", {"terms": [{"name": "triplet", "weight": float("nan")}]}, "weight"),
+        ("weighted_sum", {"terms": [{"name": "triplet", "params": [0.2]}]}, "params"),
+    ],
+)
 def test_bad_parameters_raise(name, params, match):
     with pytest.raises(ValueError, match=match):
         losses.build(name, **params)

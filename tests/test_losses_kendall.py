@@ -6,6 +6,7 @@ l_m = −1 + m·β, upper u_m = l_m + α, Pos = {r ≥ u_m}, Neg = {r < l_m}, bo
 −edge_tol), hardest pair by explicit argmin/argmax, averaged over the M windows.
 Values and gradients (autograd through the loops) in float64.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,7 @@ def random_rel(seed: int, n: int = B, dim: int = 3, quantize: float | None = Non
     e = torch.nn.functional.normalize(torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1)
     r = (e @ e.T).clamp(-1, 1)
     if quantize:
-        r = torch.round(r / quantize) * quantize          # many ties, values exactly on window edges
+        r = torch.round(r / quantize) * quantize  # many ties, values exactly on window edges
     r.fill_diagonal_(1.0)
     return r
 
@@ -76,8 +77,8 @@ def ref_sw_hs(S, R, alpha, beta, margin=0.0, reduction="sum", tol=1e-6):
             pos = [j for j in range(n) if r[i][j] >= hi]
             neg = [k for k in range(n) if r[i][k] < lo]
             if pos and neg:
-                jt = min(pos, key=lambda j: s[i][j])          # T~: furthest of the more relevant set
-                kh = max(neg, key=lambda k: s[i][k])          # T^: closest of the less relevant set
+                jt = min(pos, key=lambda j: s[i][j])  # T~: furthest of the more relevant set
+                kh = max(neg, key=lambda k: s[i][k])  # T^: closest of the less relevant set
                 total = total + relu(S[i, kh] - S[i, jt] + margin) / M
             # text → image: anchor T_i, candidates V_j with r_ji (transposed relevance)
             pos = [j for j in range(n) if r[j][i] >= hi]
@@ -103,8 +104,9 @@ def assert_same(f1, f2, sim):
     assert torch.allclose(g1, g2, atol=1e-10), (g1 - g2).abs().max()
 
 
-@pytest.mark.parametrize("alpha,margin,reduction", [(0.2, 0.0, "sum"), (0.0, 0.0, "sum"), (0.5, 0.1, "mean"),
-                                                    (0.2, 0.0, "pair_mean")])
+@pytest.mark.parametrize(
+    "alpha,margin,reduction", [(0.2, 0.0, "sum"), (0.0, 0.0, "sum"), (0.5, 0.1, "mean"), (0.2, 0.0, "pair_mean")]
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kendall_matches_triple_loop(alpha, margin, reduction, seed):
     S, R = random_sim(seed), random_rel(seed)
@@ -117,7 +119,7 @@ def test_kendall_with_tied_relevance_and_asymmetric_rel():
     transpose in the text→image line would be caught)."""
     S = random_sim(3)
     R = random_rel(3, quantize=0.1)
-    R = R + torch.triu(torch.full_like(R, 0.1), diagonal=1)      # asymmetric
+    R = R + torch.triu(torch.full_like(R, 0.1), diagonal=1)  # asymmetric
     R = R.clamp(-1, 1)
     assert not torch.allclose(R, R.T)
     loss = losses.build("kendall", alpha=0.2)
@@ -130,7 +132,7 @@ def test_kendall_chunking_and_diagnostics(monkeypatch):
     loss = losses.build("kendall", alpha=0.2)
     v_full, g_full = value_and_grad(lambda s: loss(s, R), S)
     d_full = dict(loss.diagnostics)
-    monkeypatch.setattr(kendall_mod, "_CHUNK_ELEMENTS", 2 * 81)        # 2 anchors per chunk
+    monkeypatch.setattr(kendall_mod, "_CHUNK_ELEMENTS", 2 * 81)  # 2 anchors per chunk
     v_chunk, g_chunk = value_and_grad(lambda s: loss(s, R), S)
     assert torch.allclose(v_full, v_chunk, rtol=1e-13) and torch.allclose(g_full, g_chunk, atol=1e-13)
     assert loss.diagnostics == d_full
@@ -140,7 +142,7 @@ def test_kendall_chunking_and_diagnostics(monkeypatch):
     for i in range(9):
         for j in range(9):
             for k in range(9):
-                for (rj, rk, sj, sk) in ((r[i][j], r[i][k], s[i][j], s[i][k]), (r[j][i], r[k][i], s[j][i], s[k][i])):
+                for rj, rk, sj, sk in ((r[i][j], r[i][k], s[i][j], s[i][k]), (r[j][i], r[k][i], s[j][i], s[k][i])):
                     if rj > rk + 0.2:
                         constrained += 1
                         active += sk - sj > 0
@@ -154,9 +156,16 @@ def test_kendall_gradcheck_finite_differences():
     assert torch.autograd.gradcheck(lambda s: loss(s, R), (S.clone().requires_grad_(True),), eps=1e-7, atol=1e-6)
 
 
-@pytest.mark.parametrize("alpha,beta,margin,reduction", [(0.2, 0.1, 0.0, "sum"), (0.2, 0.1, 0.0, "mean"),
-                                                         (0.3, 0.25, 0.05, "sum"), (0.0, 0.2, 0.0, "sum"),
-                                                         (0.4, 0.05, 0.0, "sum")])
+@pytest.mark.parametrize(
+    "alpha,beta,margin,reduction",
+    [
+        (0.2, 0.1, 0.0, "sum"),
+        (0.2, 0.1, 0.0, "mean"),
+        (0.3, 0.25, 0.05, "sum"),
+        (0.0, 0.2, 0.0, "sum"),
+        (0.4, 0.05, 0.0, "sum"),
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sw_hs_matches_window_loop(alpha, beta, margin, reduction, seed):
     S, R = random_sim(10 + seed), random_rel(10 + seed)
@@ -179,7 +188,7 @@ def test_sw_hs_quantised_asymmetric_float32_diagonal():
 
 def test_sw_hs_window_layout_and_diagnostics():
     loss = losses.build("kendall_sw_hs", alpha=0.2, beta=0.1)
-    assert loss.n_windows == 18                                   # M = (2 − α)/β
+    assert loss.n_windows == 18  # M = (2 − α)/β
     S, R = random_sim(2), random_rel(2)
     loss(S, R)
     d = loss.diagnostics

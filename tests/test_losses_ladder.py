@@ -1,5 +1,6 @@
 """Ladder loss (Ladder paper Eqs. 5–8) and adaptive ladder loss (Eqs. 9–12) against brute-force
 loops written from the equations, sklearn, and the identities of claim U6."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,12 +12,17 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
 from coherent_itr import losses
-from coherent_itr.losses.adaptive_ladder import (adaptive_levels_sklearn, adaptive_levels_torch, exact_kmeans_1d_sorted,
-                                                labels_from_starts, silhouette_1d_sorted)
+from coherent_itr.losses.adaptive_ladder import (
+    adaptive_levels_sklearn,
+    adaptive_levels_torch,
+    exact_kmeans_1d_sorted,
+    labels_from_starts,
+    silhouette_1d_sorted,
+)
 
 DT = torch.float64
-PAPER_ALPHA = [0.2, 0.01, 0.01, 0.01]            # Ladder Sec. IV-A
-PAPER_BETA = [1.0, 1 / 4, 1 / 8, 1 / 16]         # β_1 = 1, β_i = 1/2^i
+PAPER_ALPHA = [0.2, 0.01, 0.01, 0.01]  # Ladder Sec. IV-A
+PAPER_BETA = [1.0, 1 / 4, 1 / 8, 1 / 16]  # β_1 = 1, β_i = 1/2^i
 
 
 # ----------------------------------------------------------------------------- brute force
@@ -41,12 +47,12 @@ def loop_ladder(score, level, alpha, beta, hard: bool) -> torch.Tensor:
             more = [i for i in range(b) if level[q][i] == l - 1]
             less = [j for j in range(b) if level[q][j] >= l]
             if not more or not less:
-                continue                                    # an empty set contributes nothing
-            if hard:                                        # Eq. 8
+                continue  # an empty set contributes nothing
+            if hard:  # Eq. 8
                 i_star = min(more, key=lambda i: float(score(q, i).detach()))
                 j_star = max(less, key=lambda j: float(score(q, j).detach()))
                 total = total + beta[l - 1] * torch.clamp(alpha[l - 1] - score(q, i_star) + score(q, j_star), min=0)
-            else:                                           # Eq. 7
+            else:  # Eq. 7
                 for i in more:
                     for j in less:
                         total = total + beta[l - 1] * torch.clamp(alpha[l - 1] - score(q, i) + score(q, j), min=0)
@@ -55,8 +61,9 @@ def loop_ladder(score, level, alpha, beta, hard: bool) -> torch.Tensor:
 
 def loop_full_ladder(sim, level_i2t, level_t2i, alpha, beta, hard):
     """Both directions: image q vs captions (s = sim[q, i]); caption q vs images (s = sim[i, q])."""
-    return (loop_ladder(lambda q, i: sim[q, i], level_i2t, alpha, beta, hard)
-            + loop_ladder(lambda q, i: sim[i, q], level_t2i, alpha, beta, hard))
+    return loop_ladder(lambda q, i: sim[q, i], level_i2t, alpha, beta, hard) + loop_ladder(
+        lambda q, i: sim[i, q], level_t2i, alpha, beta, hard
+    )
 
 
 def loop_silhouette(x: list[float], labels: list[int]) -> float:
@@ -68,8 +75,11 @@ def loop_silhouette(x: list[float], labels: list[int]) -> float:
             sil.append(0.0)
             continue
         a = sum(abs(xi - x[j]) for j in own if j != i) / (len(own) - 1)
-        b = min(sum(abs(xi - x[j]) for j in range(len(x)) if labels[j] == c) / labels.count(c)
-                for c in set(labels) if c != labels[i])
+        b = min(
+            sum(abs(xi - x[j]) for j in range(len(x)) if labels[j] == c) / labels.count(c)
+            for c in set(labels)
+            if c != labels[i]
+        )
         sil.append((b - a) / max(a, b))
     return sum(sil) / len(sil)
 
@@ -141,7 +151,7 @@ def realistic_rel(b: int, seed: int, max_over_5: bool = False) -> torch.Tensor:
 def random_batch(b: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     sim = (torch.rand(b, b, generator=g, dtype=DT) * 1.2 - 0.4).requires_grad_()
-    rel = torch.rand(b, b, generator=g, dtype=DT) * 1.1 - 0.2     # asymmetric, in [−0.2, 0.9]
+    rel = torch.rand(b, b, generator=g, dtype=DT) * 1.1 - 0.2  # asymmetric, in [−0.2, 0.9]
     return sim, rel
 
 
@@ -157,8 +167,8 @@ def value_and_grad(fn, sim):
 @pytest.mark.parametrize("thresholds", [(0.40,), (0.5, 0.2)])
 def test_ladder_equals_loop_values_and_gradients(hard, thresholds):
     sim, rel = random_batch(8, seed=1)
-    rel[0, 1:] = -0.1                      # image 0 (i2t): every caption in the last level → N_1 empty
-    rel[1:, 0] = 0.95                      # caption 0 (t2i): every image in level 1 → N_{2:L} empty
+    rel[0, 1:] = -0.1  # image 0 (i2t): every caption in the last level → N_1 empty
+    rel[1:, 0] = 0.95  # caption 0 (t2i): every image in level 1 → N_{2:L} empty
     crit = losses.build("ladder", thresholds=thresholds, hard_contrastive=hard)
     r = rel.tolist()
     lv_i2t = loop_levels_thresholds(r, list(thresholds))
@@ -186,7 +196,7 @@ def test_empty_sets_contribute_nothing():
         rel.fill_diagonal_(1.0)
         crit = losses.build("ladder", thresholds=(0.4,), beta=(1.0, 0.25))
         torch.testing.assert_close(crit(sim, rel), trip, rtol=1e-12, atol=1e-12)
-        assert crit.diagnostics["empty_fraction_i2t"] == 0.5       # the level-2 family of every row
+        assert crit.diagnostics["empty_fraction_i2t"] == 0.5  # the level-2 family of every row
     # a row with an empty more-relevant set still gets its level-1 (triplet) term
     rel = torch.full((6, 6), -0.5, dtype=DT)
     rel[1:, 1:] = 0.9
@@ -209,8 +219,9 @@ def test_ladder_beta2_zero_equals_triplet(hard, reduction):
     assert not torch.isclose(losses.build("ladder", hard_contrastive=hard, reduction=reduction)(sim, rel), v2)
 
 
-@pytest.mark.parametrize("name, params", [("ladder", {}), ("ladder", {"hard_contrastive": False}),
-                                          ("adaptive_ladder", {})])
+@pytest.mark.parametrize(
+    "name, params", [("ladder", {}), ("ladder", {"hard_contrastive": False}), ("adaptive_ladder", {})]
+)
 def test_permutation_equivariance(name, params):
     sim, rel = random_batch(12, seed=4)
     perm = torch.randperm(12, generator=torch.Generator().manual_seed(0))
@@ -218,24 +229,30 @@ def test_permutation_equivariance(name, params):
     torch.testing.assert_close(crit(sim, rel), crit(sim[perm][:, perm], rel[perm][:, perm]), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("params, msg", [
-    ({"thresholds": (0.2, 0.4)}, "strictly decreasing"),
-    ({"alpha": (0.2,)}, "alpha has 1 entries"),
-    ({"beta": (1.0, -0.5)}, "beta entry=-0.5 out of range"),
-    ({"reduction": "max"}, "reduction='max'"),
-])
+@pytest.mark.parametrize(
+    "params, msg",
+    [
+        ({"thresholds": (0.2, 0.4)}, "strictly decreasing"),
+        ({"alpha": (0.2,)}, "alpha has 1 entries"),
+        ({"beta": (1.0, -0.5)}, "beta entry=-0.5 out of range"),
+        ({"reduction": "max"}, "reduction='max'"),
+    ],
+)
 def test_ladder_rejects_bad_parameters(params, msg):
     with pytest.raises(ValueError, match=msg):
         losses.build("ladder", **params)
 
 
-@pytest.mark.parametrize("params, msg", [
-    ({"l_min": 1, "l_max": 3}, "no silhouette"),
-    ({"l_min": 3, "l_max": 2}, "l_max=2 out of range"),
-    ({"backend": "faiss"}, "backend='faiss'"),
-    ({"alpha": (0.2, 0.01)}, "alpha has 2 entries"),
-    ({"l_min": 2.5}, "must be an integer"),
-])
+@pytest.mark.parametrize(
+    "params, msg",
+    [
+        ({"l_min": 1, "l_max": 3}, "no silhouette"),
+        ({"l_min": 3, "l_max": 2}, "l_max=2 out of range"),
+        ({"backend": "faiss"}, "backend='faiss'"),
+        ({"alpha": (0.2, 0.01)}, "alpha has 2 entries"),
+        ({"l_min": 2.5}, "must be an integer"),
+    ],
+)
 def test_adaptive_rejects_bad_parameters(params, msg):
     with pytest.raises(ValueError, match=msg):
         losses.build("adaptive_ladder", **params)
@@ -266,12 +283,12 @@ def clustered_rel(b: int, seed: int) -> torch.Tensor:
 def test_adaptive_ladder_equals_loop(backend):
     b = 9
     sim, _ = random_batch(b, seed=6)
-    rel = clustered_rel(b, seed=7)                         # asymmetric: t2i clusters the columns
+    rel = clustered_rel(b, seed=7)  # asymmetric: t2i clusters the columns
     crit = losses.build("adaptive_ladder", backend=backend)
     r = rel.tolist()
     lv_i2t, k_i2t = loop_adaptive_levels(r, 2, 4)
     lv_t2i, k_t2i = loop_adaptive_levels([list(c) for c in zip(*r)], 2, 4)
-    assert len(set(k_i2t + k_t2i)) >= 2                      # the selection is exercised
+    assert len(set(k_i2t + k_t2i)) >= 2  # the selection is exercised
     v, g = value_and_grad(lambda s: crit(s, rel), sim)
     v_ref, g_ref = value_and_grad(lambda s: loop_full_ladder(s, lv_i2t, lv_t2i, PAPER_ALPHA, PAPER_BETA, True), sim)
     assert crit.diagnostics["levels_per_row_i2t"] == k_i2t
@@ -299,17 +316,19 @@ def test_exact_kmeans_and_vectorised_silhouette_against_enumeration_and_sklearn(
     rows += [np.repeat([0.1, 0.5, 0.9], 3), np.array([0.2] * 5 + [0.7] * 4), np.repeat([0.3, 0.4, 0.6], [2, 3, 4])]
     xs = torch.tensor(np.sort(np.stack(rows), axis=1))
     starts, ok = exact_kmeans_1d_sorted(xs, 4)
-    assert not bool(ok[3][-3]) and not bool(ok[2][-2]) and bool(ok[2][-1])      # < k distinct values
+    assert not bool(ok[3][-3]) and not bool(ok[2][-2]) and bool(ok[2][-1])  # < k distinct values
     for r, x in enumerate(xs.tolist()):
         for k in (2, 3, 4):
             lab_ref = loop_kmeans_1d(x, k)
             assert bool(ok[k - 1][r]) == (lab_ref is not None)
             if lab_ref is None:
                 continue
-            lab = labels_from_starts(starts[k - 1][r:r + 1], 9)[0].tolist()
-            sse = lambda lb: sum((v - np.mean([x[i] for i in range(9) if lb[i] == lb[j]])) ** 2 for j, v in enumerate(x))
+            lab = labels_from_starts(starts[k - 1][r : r + 1], 9)[0].tolist()
+            sse = lambda lb: sum(
+                (v - np.mean([x[i] for i in range(9) if lb[i] == lb[j]])) ** 2 for j, v in enumerate(x)
+            )
             assert sse(lab) == pytest.approx(sse(lab_ref), abs=1e-12)
-            sil = float(silhouette_1d_sorted(xs[r:r + 1], starts[k - 1][r:r + 1])[0])
+            sil = float(silhouette_1d_sorted(xs[r : r + 1], starts[k - 1][r : r + 1])[0])
             assert sil == pytest.approx(silhouette_score(np.array(x)[:, None], lab), abs=1e-12)
 
 
@@ -342,7 +361,7 @@ def test_torch_and_sklearn_backends_agree_on_realistic_batches():
     assert agreement >= 0.98, f"torch/sklearn level-count agreement {agreement:.3f} < 0.98"
     assert len(set(kt.tolist())) >= 2
     same = kt == ks
-    assert float((lt[same] == ls[same]).all(dim=1).double().mean()) > 0.8     # mostly the same partition
+    assert float((lt[same] == ls[same]).all(dim=1).double().mean()) > 0.8  # mostly the same partition
 
 
 def test_adaptive_minmax_one_is_triplet_and_fixed_k():

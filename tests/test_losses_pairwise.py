@@ -5,6 +5,7 @@ unified (Unified Eq. 5). Values and gradients (autograd through the loop vs thro
 vectorised loss), float64, random inputs. The loops use plain ``exp``/``log`` and explicit
 argmax — none of the vectorised code paths (logsumexp, masks) of the implementation.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ B = 7
 
 def random_sim(seed: int, n: int = B) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return (torch.rand(n, n, generator=g, dtype=torch.float64) * 2 - 1)
+    return torch.rand(n, n, generator=g, dtype=torch.float64) * 2 - 1
 
 
 def relu(x):
@@ -50,6 +51,7 @@ def finish(per_i2t, per_t2i, reduction, n, average_directions=False):
 
 
 # ---------------------------------------------------------------- references (explicit loops)
+
 
 def ref_triplet(S, margin, max_violation, reduction):
     """BCLS Eq. 1 (all negatives) or Eqs. 12–13 (hardest negative by explicit argmax)."""
@@ -86,34 +88,39 @@ def ref_triplet_sn(S, margin, gamma, reduction, R=None):
 def ref_vlc_eq3(S, gamma, reduction, average_directions=False):
     """Unified Eq. 3: −Σ_i [log(e^{γ s_ii}/Σ_j e^{γ s_ij}) + log(e^{γ s_ii}/Σ_j e^{γ s_ji})]."""
     n = S.shape[0]
-    per_i2t = [-torch.log(torch.exp(gamma * S[i, i]) / sum(torch.exp(gamma * S[i, j]) for j in range(n)))
-               for i in range(n)]
-    per_t2i = [-torch.log(torch.exp(gamma * S[i, i]) / sum(torch.exp(gamma * S[j, i]) for j in range(n)))
-               for i in range(n)]
+    per_i2t = [
+        -torch.log(torch.exp(gamma * S[i, i]) / sum(torch.exp(gamma * S[i, j]) for j in range(n))) for i in range(n)
+    ]
+    per_t2i = [
+        -torch.log(torch.exp(gamma * S[i, i]) / sum(torch.exp(gamma * S[j, i]) for j in range(n))) for i in range(n)
+    ]
     return finish(per_i2t, per_t2i, reduction, n, average_directions)
 
 
 def ref_vlc_eq4(S, gamma, reduction, average_directions=False):
     """Unified Eq. 4: Σ_i [log(1 + Σ_{j≠i} e^{γ(s_ij − s_ii)}) + log(1 + Σ_{j≠i} e^{γ(s_ji − s_ii)})]."""
     n = S.shape[0]
-    per_i2t = [torch.log(1 + sum(torch.exp(gamma * (S[i, j] - S[i, i])) for j in range(n) if j != i))
-               for i in range(n)]
-    per_t2i = [torch.log(1 + sum(torch.exp(gamma * (S[j, i] - S[i, i])) for j in range(n) if j != i))
-               for i in range(n)]
+    per_i2t = [torch.log(1 + sum(torch.exp(gamma * (S[i, j] - S[i, i])) for j in range(n) if j != i)) for i in range(n)]
+    per_t2i = [torch.log(1 + sum(torch.exp(gamma * (S[j, i] - S[i, i])) for j in range(n) if j != i)) for i in range(n)]
     return finish(per_i2t, per_t2i, reduction, n, average_directions)
 
 
 def ref_unified(S, margin, gamma, reduction, average_directions=False):
     """Unified Eq. 5."""
     n = S.shape[0]
-    per_i2t = [torch.log(1 + sum(torch.exp(gamma * (S[i, j] - S[i, i] + margin)) for j in range(n) if j != i))
-               / gamma for i in range(n)]
-    per_t2i = [torch.log(1 + sum(torch.exp(gamma * (S[j, i] - S[i, i] + margin)) for j in range(n) if j != i))
-               / gamma for i in range(n)]
+    per_i2t = [
+        torch.log(1 + sum(torch.exp(gamma * (S[i, j] - S[i, i] + margin)) for j in range(n) if j != i)) / gamma
+        for i in range(n)
+    ]
+    per_t2i = [
+        torch.log(1 + sum(torch.exp(gamma * (S[j, i] - S[i, i] + margin)) for j in range(n) if j != i)) / gamma
+        for i in range(n)
+    ]
     return finish(per_i2t, per_t2i, reduction, n, average_directions)
 
 
 # ---------------------------------------------------------------- tests
+
 
 @pytest.mark.parametrize("max_violation", [True, False])
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
@@ -136,10 +143,10 @@ def test_triplet_sn_relevance_negatives_match_loop():
     S = random_sim(5)
     R = torch.rand(B, B, generator=torch.Generator().manual_seed(6), dtype=torch.float64) * 1.6 - 0.8
     R.fill_diagonal_(1.0)
-    R[0, 3] = R[3, 0] = 1.0        # a duplicate caption pair
-    R[4, 5] = 0.99999994           # a float32 cosine of identical captions: also not a negative
-    R[1, 1] = 0.99999994           # a float32 diagonal: the positive is never its own negative
-    R[2, :] = 1.0                  # image 2: every caption counts as positive → empty negative set
+    R[0, 3] = R[3, 0] = 1.0  # a duplicate caption pair
+    R[4, 5] = 0.99999994  # a float32 cosine of identical captions: also not a negative
+    R[1, 1] = 0.99999994  # a float32 diagonal: the positive is never its own negative
+    R[2, :] = 1.0  # image 2: every caption counts as positive → empty negative set
     loss = losses.build("triplet_sn", gamma=20.0, negatives="relevance")
     assert loss.requires_relevance
     assert_same(lambda s: loss(s, R), lambda s: ref_triplet_sn(s, 0.2, 20.0, "sum", R), S)
@@ -162,8 +169,9 @@ def test_vlc_equals_symmetric_cross_entropy():
     """Eq. 3 is the CLIP/InfoNCE loss: cross-entropy of γ·sim against the diagonal, both directions."""
     S = random_sim(3)
     target = torch.arange(B)
-    ce = (torch.nn.functional.cross_entropy(20 * S, target, reduction="sum")
-          + torch.nn.functional.cross_entropy(20 * S.T, target, reduction="sum"))
+    ce = torch.nn.functional.cross_entropy(20 * S, target, reduction="sum") + torch.nn.functional.cross_entropy(
+        20 * S.T, target, reduction="sum"
+    )
     assert torch.allclose(losses.build("vlc", gamma=20.0)(S), ce, rtol=1e-12)
 
 

@@ -1,6 +1,7 @@
 """SAM as the authors coded it (``sam_authors``) against a per-anchor loop written from its definition
 (reference-implementations notes: "soft" = 2nd-largest of s_qj − s_qq over the row, margin crossed and
 clamped at 1, weight 5), and how it differs from SAM as written (``sam``)."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,18 +25,18 @@ def rank_pick(row: list[float], sampling: str) -> int:
     return order[1]
 
 
-def loop_authors(sim, phi, tau=3.0, sampling="SN", keep_triplet=True, weight=5.0, margin_max=1.0,
-                 triplet_margin=0.2):
+def loop_authors(sim, phi, tau=3.0, sampling="SN", keep_triplet=True, weight=5.0, margin_max=1.0, triplet_margin=0.2):
     b = sim.shape[0]
     total = torch.zeros((), dtype=DT)
     for q in range(b):
-        d_row = [float((sim[q, j] - sim[q, q]).detach()) for j in range(b)]          # image q → captions j
-        e_row = [float((sim[q, j] - sim[j, j]).detach()) for j in range(b)]          # caption j's negative image q
+        d_row = [float((sim[q, j] - sim[q, q]).detach()) for j in range(b)]  # image q → captions j
+        e_row = [float((sim[q, j] - sim[j, j]).detach()) for j in range(b)]  # caption j's negative image q
         m, n = rank_pick(d_row, sampling), rank_pick(e_row, sampling)
-        a_i2t = min(float(phi[q, q] - phi[q, n]) / tau, margin_max)       # crossed: t2i sample's margin
+        a_i2t = min(float(phi[q, q] - phi[q, n]) / tau, margin_max)  # crossed: t2i sample's margin
         a_t2i = min(float(phi[q, q] - phi[q, m]) / tau, margin_max)
-        total = total + weight * (torch.clamp(sim[q, m] - sim[q, q] + a_i2t, min=0)
-                                  + torch.clamp(sim[q, n] - sim[n, n] + a_t2i, min=0))
+        total = total + weight * (
+            torch.clamp(sim[q, m] - sim[q, q] + a_i2t, min=0) + torch.clamp(sim[q, n] - sim[n, n] + a_t2i, min=0)
+        )
         if keep_triplet:
             total = total + max(torch.clamp(triplet_margin + sim[q, j] - sim[q, q], min=0) for j in range(b) if j != q)
             total = total + max(torch.clamp(triplet_margin + sim[j, q] - sim[q, q], min=0) for j in range(b) if j != q)
@@ -70,8 +71,8 @@ def test_soft_is_near_hardest_and_can_pick_the_anchor_itself():
     phi = torch.full((3, 3), 1.0, dtype=DT) + 2 * torch.eye(3, dtype=DT)
     crit = losses.build("sam_authors", keep_triplet=False)
     crit(sim, phi)
-    assert crit.diagnostics["negatives_i2t"][0] == 1          # hardest negative of image 0
-    assert crit.diagnostics["negatives_i2t"][1] == 1          # image 1's own caption: 2nd largest of (0.5, 0, -0.3)
+    assert crit.diagnostics["negatives_i2t"][0] == 1  # hardest negative of image 0
+    assert crit.diagnostics["negatives_i2t"][1] == 1  # image 1's own caption: 2nd largest of (0.5, 0, -0.3)
     assert crit.diagnostics["self_sampled_fraction"] > 0
     # the paper's SN picks the furthest negative instead
     paper = losses.build("sam", keep_triplet=False, sampling="SN")
@@ -81,12 +82,12 @@ def test_soft_is_near_hardest_and_can_pick_the_anchor_itself():
 
 def test_margin_clamp_at_one_and_weight():
     sim, phi = batch(6, 1)
-    phi = phi * 4                                              # margins far above 1 at τ = 3
+    phi = phi * 4  # margins far above 1 at τ = 3
     crit = losses.build("sam_authors", keep_triplet=False, weight=1.0)
     crit(sim, phi)
     assert crit.diagnostics["margin_mean_i2t"] <= 1.0 + 1e-12
     assert crit.diagnostics["margin_clamped_fraction"] > 0.5
-    w5 = losses.build("sam_authors", keep_triplet=False)(sim, phi)       # default weight 5
+    w5 = losses.build("sam_authors", keep_triplet=False)(sim, phi)  # default weight 5
     w1 = losses.build("sam_authors", keep_triplet=False, weight=1.0)(sim, phi)
     assert torch.allclose(w5, 5 * w1)
     unclamped = losses.build("sam_authors", keep_triplet=False, weight=1.0, margin_max=1e9)(sim, phi)

@@ -1,9 +1,9 @@
 """Smooth-NDCG (Listwise paper Eqs. 9–21) against explicit loops and sklearn's ndcg_score."""
+
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from sklearn.metrics import ndcg_score
@@ -17,9 +17,9 @@ DT = torch.float64
 def batch(b: int, seed: int, dtype=DT, ties: bool = False):
     g = torch.Generator().manual_seed(seed)
     sim = (torch.rand(b, b, generator=g, dtype=torch.float64) * 1.6 - 0.6).to(dtype)
-    rel = torch.rand(b, b, generator=g, dtype=torch.float64)      # asymmetric, in [0, 1)
+    rel = torch.rand(b, b, generator=g, dtype=torch.float64)  # asymmetric, in [0, 1)
     if ties:
-        rel = (rel * 4).round() / 4                              # many tied relevances
+        rel = (rel * 4).round() / 4  # many tied relevances
     rel.fill_diagonal_(1.0)
     return sim.requires_grad_(), rel.to(dtype)
 
@@ -28,18 +28,19 @@ def loop_direction(score, r, b, tau, clamp, idcg_mode, rows=None):
     """(1/N) Σ_i (1 − DCG-hat_i / IDCG_i) for one direction; score(i, j), r(i, j) accessors;
     ``rows`` restricts the sum (the mean is still over all N queries)."""
     total = torch.zeros((), dtype=DT)
-    for i in (range(b) if rows is None else rows):
+    for i in range(b) if rows is None else rows:
         dcg = torch.zeros((), dtype=DT)
         for j in range(b):
-            rank = torch.ones((), dtype=DT)                      # Eq. 16 (sign of Eq. 10)
+            rank = torch.ones((), dtype=DT)  # Eq. 16 (sign of Eq. 10)
             for k in range(b):
                 if k != j:
                     rank = rank + torch.sigmoid(torch.clamp((score(i, k) - score(i, j)) / tau, -clamp, clamp))
             dcg = dcg + (2.0 ** r(i, j) - 1.0) / torch.log2(1.0 + rank)
         gains = [2.0 ** r(i, j) - 1.0 for j in range(b)]
-        if idcg_mode == "paper":                                 # Eqs. 12–13: ties share the best rank
-            ideal = sum(gains[j] / math.log2(1 + 1 + sum(1 for k in range(b) if k != j and r(i, j) < r(i, k)))
-                        for j in range(b))
+        if idcg_mode == "paper":  # Eqs. 12–13: ties share the best rank
+            ideal = sum(
+                gains[j] / math.log2(1 + 1 + sum(1 for k in range(b) if k != j and r(i, j) < r(i, k))) for j in range(b)
+            )
         else:
             ideal = sum(g / math.log2(1 + p) for p, g in enumerate(sorted(gains, reverse=True), start=1))
         total = total + (1.0 - dcg / ideal)
@@ -53,7 +54,7 @@ def loop_sndcg(sim, rel, tau=0.01, clamp=50.0, idcg="paper", t2i_rel="transposed
     # text→image: caption i ranks images j by s(V_j, T_i) with relevance r(V_j, T_i)
     r_t2i = (lambda i, j: rv[j][i]) if t2i_rel == "transposed" else (lambda i, j: rv[i][j])
     t2i = loop_direction(lambda i, j: sim[j, i], r_t2i, b, tau, clamp, idcg)
-    return i2t + t2i                                            # Eq. 19
+    return i2t + t2i  # Eq. 19
 
 
 def value_and_grad(fn, sim):
@@ -63,8 +64,10 @@ def value_and_grad(fn, sim):
     return v.detach(), g
 
 
-@pytest.mark.parametrize("params", [{}, {"tau": 0.1}, {"idcg": "sorted", "tau": 0.05}, {"t2i_rel": "untransposed"},
-                                    {"clamp": 2.0, "tau": 0.02}])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"tau": 0.1}, {"idcg": "sorted", "tau": 0.05}, {"t2i_rel": "untransposed"}, {"clamp": 2.0, "tau": 0.02}],
+)
 @pytest.mark.parametrize("ties", [False, True])
 def test_sndcg_equals_loop(params, ties):
     sim, rel = batch(6, seed=1, ties=ties)
@@ -81,7 +84,7 @@ def test_transposed_relevance_matters_and_ties_change_idcg():
     a = losses.build("sndcg")(sim, rel)
     assert not torch.isclose(a, losses.build("sndcg", t2i_rel="untransposed")(sim, rel))
     assert not torch.isclose(a, losses.build("sndcg", idcg="sorted")(sim, rel))
-    sym = (rel + rel.T) / 2                                      # with symmetric r the code's bug is harmless
+    sym = (rel + rel.T) / 2  # with symmetric r the code's bug is harmless
     torch.testing.assert_close(losses.build("sndcg")(sim, sym), losses.build("sndcg", t2i_rel="untransposed")(sim, sym))
 
 
@@ -96,7 +99,7 @@ def test_ndcg_hat_tends_to_true_ndcg_checked_with_sklearn(idcg):
     a, b = torch.randperm(24, generator=g), torch.randperm(24, generator=g)
     s = ((a.view(-1, 1) + b.view(1, -1)) % 24).to(DT) * 0.003 - 0.03
     s = s + (torch.rand(24, 24, generator=g, dtype=DT) - 0.5) * 4e-4
-    gains = (2.0 ** r - 1.0).numpy()
+    gains = (2.0**r - 1.0).numpy()
     ref_i2t = ndcg_score(gains, s.numpy())
     ref_t2i = ndcg_score(gains.T, s.T.numpy())
     gaps = []
@@ -109,7 +112,7 @@ def test_ndcg_hat_tends_to_true_ndcg_checked_with_sklearn(idcg):
         gaps.append(abs(d["ndcg_hat_i2t"] - ref_i2t) + abs(d["ndcg_hat_t2i"] - ref_t2i))
     assert all(a > b for a, b in zip(gaps, gaps[1:])), gaps
     off = ~torch.eye(24, dtype=torch.bool).expand(24, 24, 24)
-    for m in (s, s.T):                                          # untied: pairs separated by > 20 τ_min
+    for m in (s, s.T):  # untied: pairs separated by > 20 τ_min
         assert (m.unsqueeze(1) - m.unsqueeze(2)).abs()[off].min() > 20 * 1e-4
     assert gaps[-1] < 1e-6
 
@@ -118,7 +121,7 @@ def test_ndcg_hat_tends_to_true_ndcg_checked_with_sklearn(idcg):
 def test_float32_finite_values_and_gradients_for_small_tau(tau):
     sim, rel = batch(48, seed=4, dtype=torch.float32)
     with torch.no_grad():
-        sim[:, 5] = sim[:, 6]                                    # exact ties in the scores too
+        sim[:, 5] = sim[:, 6]  # exact ties in the scores too
     crit = losses.build("sndcg", tau=tau)
     v, g = value_and_grad(lambda s: crit(s, rel), sim)
     assert v.dtype == torch.float32 and torch.isfinite(v) and torch.isfinite(g).all()
@@ -142,7 +145,7 @@ def test_chunked_equals_unchunked():
     sim, rel = batch(40, seed=5)
     whole = losses.build("sndcg", tau=0.05)
     b = 40
-    small_mb = 7.5 * b * b * peak_bytes_per_element(DT) / 2 ** 20          # room for 7 rows per chunk
+    small_mb = 7.5 * b * b * peak_bytes_per_element(DT) / 2**20  # room for 7 rows per chunk
     chunked = losses.build("sndcg", tau=0.05, max_chunk_mb=small_mb)
     v1, g1 = value_and_grad(lambda s: whole(s, rel), sim)
     v2, g2 = value_and_grad(lambda s: chunked(s, rel), sim)
@@ -150,7 +153,7 @@ def test_chunked_equals_unchunked():
     assert chunked.diagnostics["chunk_rows"] == 7 and chunked.diagnostics["n_chunks"] == 6
     torch.testing.assert_close(v1, v2, rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(g1, g2, rtol=1e-12, atol=1e-13)
-    one = losses.build("sndcg", tau=0.05, max_chunk_mb=1e-6)                 # one row per chunk
+    one = losses.build("sndcg", tau=0.05, max_chunk_mb=1e-6)  # one row per chunk
     v3, g3 = value_and_grad(lambda s: one(s, rel), sim)
     assert one.diagnostics["chunk_rows"] == 1
     torch.testing.assert_close(v1, v3, rtol=1e-13, atol=1e-13)
@@ -166,35 +169,43 @@ def test_b512_fits_in_one_gigabyte(dtype):
     item = torch.finfo(dtype).bits // 8
     assert peak_bytes_per_element(dtype) == 4 * item
     chunk_bytes = rows * b * b * peak_bytes_per_element(dtype)
-    matrices = 16 * b * b * item                       # sim, rel, gains, grads, ranks, … (generous)
-    assert 1 <= rows < b and chunk_bytes + matrices <= 2 ** 30
+    matrices = 16 * b * b * item  # sim, rel, gains, grads, ranks, … (generous)
+    assert 1 <= rows < b and chunk_bytes + matrices <= 2**30
     assert rows == {torch.float32: 64, torch.float64: 32}[dtype]
 
 
 def test_zero_gain_rows_and_permutation_equivariance():
     sim, rel = batch(8, seed=6)
     rel = rel.clone()
-    rel[3, :] = 0.0                                      # image 3: no gain anywhere (IDCG = 0) → contributes 0
+    rel[3, :] = 0.0  # image 3: no gain anywhere (IDCG = 0) → contributes 0
     crit = losses.build("sndcg")
     v, g = value_and_grad(lambda s: crit(s, rel), sim)
     rv = rel.tolist()
     v_ref, g_ref = value_and_grad(
-        lambda s: loop_direction(lambda i, j: s[i, j], lambda i, j: rv[i][j], 8, 0.01, 50.0, "paper",
-                                 rows=[0, 1, 2, 4, 5, 6, 7])
-        + loop_direction(lambda i, j: s[j, i], lambda i, j: rv[j][i], 8, 0.01, 50.0, "paper"), sim)
+        lambda s: (
+            loop_direction(
+                lambda i, j: s[i, j], lambda i, j: rv[i][j], 8, 0.01, 50.0, "paper", rows=[0, 1, 2, 4, 5, 6, 7]
+            )
+            + loop_direction(lambda i, j: s[j, i], lambda i, j: rv[j][i], 8, 0.01, 50.0, "paper")
+        ),
+        sim,
+    )
     torch.testing.assert_close(v, v_ref, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(g, g_ref, rtol=1e-8, atol=1e-12)
     perm = torch.randperm(8, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(v, crit(sim[perm][:, perm], rel[perm][:, perm]).detach(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("params, msg", [
-    ({"tau": 0.0}, "tau=0.0 out of range"),
-    ({"clamp": -1.0}, "clamp=-1.0"),
-    ({"idcg": "ideal"}, "idcg='ideal'"),
-    ({"t2i_rel": "same"}, "t2i_rel='same'"),
-    ({"max_chunk_mb": 0}, "max_chunk_mb=0"),
-])
+@pytest.mark.parametrize(
+    "params, msg",
+    [
+        ({"tau": 0.0}, "tau=0.0 out of range"),
+        ({"clamp": -1.0}, "clamp=-1.0"),
+        ({"idcg": "ideal"}, "idcg='ideal'"),
+        ({"t2i_rel": "same"}, "t2i_rel='same'"),
+        ({"max_chunk_mb": 0}, "max_chunk_mb=0"),
+    ],
+)
 def test_rejects_bad_parameters(params, msg):
     with pytest.raises(ValueError, match=msg):
         losses.build("sndcg", **params)
@@ -203,6 +214,6 @@ def test_rejects_bad_parameters(params, msg):
 def test_relevance_outside_unit_interval_is_an_error():
     sim, rel = batch(5, seed=7)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
-        losses.build("sndcg")(sim, rel * 2 - 1)                  # raw cosine in [−1, 1]
+        losses.build("sndcg")(sim, rel * 2 - 1)  # raw cosine in [−1, 1]
     with pytest.raises(ValueError, match="needs a relevance matrix"):
         losses.build("sndcg")(sim)

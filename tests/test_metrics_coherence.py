@@ -1,5 +1,6 @@
 """CS@K (ladder Eq. 13) and Kendall τ (BCLS Eq. 2) against pair-counting loops written from the
 equations, scipy.stats.kendalltau per query, and the ladder paper's own worked examples."""
+
 import itertools
 
 import numpy as np
@@ -76,7 +77,7 @@ def data(seed, n_img=7, cpi=3, ties=False):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_cs_matches_pair_loop(seed, ties):
     sim, img, rel = data(seed, ties=ties)
-    ks = (2, 5, 7, 40)                       # 7 = all images for t2i; 40 > every list: whole list
+    ks = (2, 5, 7, 40)  # 7 = all images for t2i; 40 > every list: whole list
     res = coherent_score(sim, img, rel, ks=ks, chunk=3)
     for d in ("i2t", "t2i"):
         for k in ks:
@@ -114,10 +115,10 @@ def test_kendall_tau_over_all_candidates_matches_loop(variant, ties):
 
 def test_ladder_paper_examples():
     # ladder Sec. III-D: ideal order h1..h5; the paper gives CS@5 for four model rankings.
-    rel = np.array([[5.0, 4, 3, 2, 1]])            # relevance of h1..h5 (h1 most relevant)
+    rel = np.array([[5.0, 4, 3, 2, 1]])  # relevance of h1..h5 (h1 most relevant)
     img = np.zeros(5, dtype=int)
 
-    def cs5(order):                                 # order: the model's ranking, as h-indices 1..5
+    def cs5(order):  # order: the model's ranking, as h-indices 1..5
         sim = np.zeros((1, 5))
         for pos, h in enumerate(order):
             sim[0, h - 1] = 5 - pos
@@ -146,7 +147,7 @@ def test_top_k_boundary_tie_is_pessimistic():
     # (b,c) tied in x only -> P=2, Q=0, T=1, U=0 -> τ-b = 2 / sqrt(3 * 2)
     assert tau_from_stats(st, "b")[0][0, 0] == pytest.approx(2 / np.sqrt(6))
     res = coherent_score(sim, img, rel, ks=(2,), directions=("i2t",))
-    assert res["cs2_i2t"] == pytest.approx(1.0)     # top-2 = (score 2, rel 1), (score 1, rel 0.1)
+    assert res["cs2_i2t"] == pytest.approx(1.0)  # top-2 = (score 2, rel 1), (score 1, rel 0.1)
 
 
 def test_degenerate_cases_are_skipped_and_counted():
@@ -158,8 +159,12 @@ def test_degenerate_cases_are_skipped_and_counted():
     res = coherent_score(np.zeros((2, 6)), img, np.random.default_rng(1).random((2, 6)), ks=(3,))
     assert res["cs3_i2t_nq"] == 0 and not any(np.isnan(v) for v in res.values())
     # K = 1 and single-candidate queries (t2i with one image): undefined, skipped
-    res = coherent_score(np.random.default_rng(2).normal(size=(1, 4)), np.zeros(4, dtype=int),
-                         np.random.default_rng(3).random((1, 4)), ks=(1, 4))
+    res = coherent_score(
+        np.random.default_rng(2).normal(size=(1, 4)),
+        np.zeros(4, dtype=int),
+        np.random.default_rng(3).random((1, 4)),
+        ks=(1, 4),
+    )
     assert res["cs1_i2t_nq"] == 0 and res["cs4_t2i_nq"] == 0 and res["cs4_i2t_nq"] == 1
     # τ-a is defined for constant relevance (C = D = 0)
     t = kendall_tau(np.random.default_rng(4).normal(size=(2, 6)), img, np.ones((2, 6)))
@@ -179,8 +184,9 @@ def test_one_caption_per_image_candidates():
 
 def test_float32_ties_and_torch_input():
     import torch
+
     rng = np.random.default_rng(11)
-    sim = np.round(rng.normal(size=(8, 24)), 1).astype(np.float32)   # many ties in float32
+    sim = np.round(rng.normal(size=(8, 24)), 1).astype(np.float32)  # many ties in float32
     rel = np.round(rng.random((8, 24)), 1).astype(np.float32)
     img = np.arange(24) // 3
     res = coherent_score(torch.from_numpy(sim), torch.from_numpy(img), torch.from_numpy(rel), ks=(5, 24))
@@ -190,19 +196,28 @@ def test_float32_ties_and_torch_input():
             assert res[f"cs{k}_{d}"] == pytest.approx(ref, abs=1e-9)
 
 
-@pytest.mark.parametrize("bad, msg", [
-    (dict(rel=np.zeros((2, 5))), "shape of sim"),
-    (dict(rel=np.full((2, 6), np.nan)), "rel contains NaN"),
-    (dict(ks=(0,)), "positive integers"),
-    (dict(candidates="some"), "candidates must be one of"),
-    (dict(backend="gpu"), "backend must be one of"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        (dict(rel=np.zeros((2, 5))), "shape of sim"),
+        (dict(rel=np.full((2, 6), np.nan)), "rel contains NaN"),
+        (dict(ks=(0,)), "positive integers"),
+        (dict(candidates="some"), "candidates must be one of"),
+        (dict(backend="gpu"), "backend must be one of"),
+    ],
+)
 def test_bad_inputs(bad, msg):
     args = dict(rel=np.zeros((2, 6)), ks=(3,), candidates="all", backend="fast")
     args.update(bad)
     with pytest.raises(ValueError, match=msg):
-        coherent_score(np.zeros((2, 6)), np.arange(6) // 3, args["rel"], ks=args["ks"],
-                       candidates=args["candidates"], backend=args["backend"])
+        coherent_score(
+            np.zeros((2, 6)),
+            np.arange(6) // 3,
+            args["rel"],
+            ks=args["ks"],
+            candidates=args["candidates"],
+            backend=args["backend"],
+        )
     with pytest.raises(ValueError, match="variant"):
         kendall_tau(np.zeros((2, 6)), np.arange(6) // 3, np.zeros((2, 6)), variant="c")
 
@@ -213,6 +228,7 @@ def test_discordant_counters_match_pair_loop(ties):
     the explicit pair loop's Q on every top-K prefix, with ties in x, in y and in both."""
     from coherent_itr.metrics._blocks import tie_runs
     from coherent_itr.metrics.kendall import _discordant, _discordant_prefixes_numba
+
     rng = np.random.default_rng(7)
     n, ks = 40, [1, 2, 5, 17, 40]
     x = -np.sort(-(rng.integers(0, 8, (6, n)) if ties else rng.normal(size=(6, n))), axis=1)

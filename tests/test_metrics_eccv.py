@@ -1,5 +1,6 @@
 """The eccv-caption adapter, checked by running the ``eccv-caption`` package itself (its bundled
 COCO-id positive sets; no download) on a small universe of real COCO 5K-test ids."""
+
 import warnings
 
 import numpy as np
@@ -11,8 +12,13 @@ warnings.filterwarnings("ignore", message="failed to import `ujson`")
 from eccv_caption import Metrics  # noqa: E402
 
 from coherent_itr.metrics import positive_set_metrics, retrieval_metrics  # noqa: E402
-from coherent_itr.metrics.eccv import (coco_test_caption_ids, load_positive_sets, positive_matrices,  # noqa: E402
-                                       ranked_ids, run_eccv_caption)
+from coherent_itr.metrics.eccv import (  # noqa: E402
+    coco_test_caption_ids,
+    load_positive_sets,
+    positive_matrices,
+    ranked_ids,
+    run_eccv_caption,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +37,16 @@ def universe():
     img_of_cap = np.array([images.index(orig["t2i"][c][0]) for c in captions])
     rng = np.random.default_rng(0)
     sim = rng.normal(size=(len(images), len(captions)))
-    sim[img_of_cap, np.arange(len(captions))] += 1.5          # make retrieval non-trivial
-    return dict(eccv=eccv, q_img=q_img, q_cap=q_cap, images=np.array(images), captions=np.array(captions),
-                img=img_of_cap, sim=sim)
+    sim[img_of_cap, np.arange(len(captions))] += 1.5  # make retrieval non-trivial
+    return dict(
+        eccv=eccv,
+        q_img=q_img,
+        q_cap=q_cap,
+        images=np.array(images),
+        captions=np.array(captions),
+        img=img_of_cap,
+        sim=sim,
+    )
 
 
 def test_ids_come_from_the_package():
@@ -67,8 +80,10 @@ def test_eccv_map_at_r_rprecision_r1_agree_with_the_package(universe):
     assert ours["mapr_i2t_nq"] == 20 and ours["mapr_t2i_nq"] == 20
 
     m = Metrics()
-    m.eccv_gts = {"i2t": {i: u["eccv"]["i2t"][i] for i in u["q_img"]},
-                  "t2i": {c: u["eccv"]["t2i"][c] for c in u["q_cap"]}}
+    m.eccv_gts = {
+        "i2t": {i: u["eccv"]["i2t"][i] for i in u["q_img"]},
+        "t2i": {c: u["eccv"]["t2i"][c] for c in u["q_cap"]},
+    }
     i2t, t2i = ranked_ids(u["sim"], u["images"], u["captions"], max_len=None)
     ref = m.eccv_metrics({"i2t": i2t, "t2i": t2i}, "all")
     for d in ("i2t", "t2i"):
@@ -76,8 +91,13 @@ def test_eccv_map_at_r_rprecision_r1_agree_with_the_package(universe):
         assert ours[f"rprec_{d}"] == pytest.approx(100 * ref["eccv_rprecision"][d], abs=1e-9)
         assert ours[f"r1_{d}"] == pytest.approx(100 * ref["eccv_r1"][d], abs=1e-9)
     # the same through the adapter that runs the package (lists truncated to 100 ≥ every R)
-    via = run_eccv_caption(u["sim"], u["images"], u["captions"], restrict_to_queries=(u["q_img"], u["q_cap"]),
-                           target_metrics=("eccv_map_at_r", "eccv_rprecision", "eccv_r1"))
+    via = run_eccv_caption(
+        u["sim"],
+        u["images"],
+        u["captions"],
+        restrict_to_queries=(u["q_img"], u["q_cap"]),
+        target_metrics=("eccv_map_at_r", "eccv_rprecision", "eccv_r1"),
+    )
     for d in ("i2t", "t2i"):
         assert via[f"eccv_map_at_r_{d}"] == pytest.approx(ref["eccv_map_at_r"][d])
         assert via[f"eccv_r1_{d}"] == pytest.approx(ref["eccv_r1"][d])
@@ -85,8 +105,14 @@ def test_eccv_map_at_r_rprecision_r1_agree_with_the_package(universe):
 
 def test_binary_recall_agrees_with_the_package_coco_recalls(universe):
     u = universe
-    via = run_eccv_caption(u["sim"], u["images"], u["captions"], target_metrics=("coco_5k_recalls",),
-                           restrict_to_queries=True, max_len=None)
+    via = run_eccv_caption(
+        u["sim"],
+        u["images"],
+        u["captions"],
+        target_metrics=("coco_5k_recalls",),
+        restrict_to_queries=True,
+        max_len=None,
+    )
     ours = retrieval_metrics(u["sim"], u["img"])
     for d in ("i2t", "t2i"):
         for k in (1, 5, 10):

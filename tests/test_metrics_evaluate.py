@@ -1,5 +1,6 @@
 """``evaluate``: one flat record; its values equal the independent references of the other metric
 tests; chunked results equal the full-matrix results; degenerate inputs never give NaN."""
+
 import numpy as np
 import pytest
 from scipy.stats import pearsonr
@@ -18,7 +19,7 @@ def world(seed=0, n_img=12, cpi=5, float32=False):
     cap = z[img] + 0.7 * rng.normal(size=(n_cap, 6))
     sim = (z + 0.3 * rng.normal(size=z.shape)) @ cap.T / 6
     pseudo = np.clip((np.tanh(z @ cap.T / 6) + 1) / 2 + 0.05 * rng.normal(size=sim.shape), 0, 1)
-    true = np.round(np.clip((np.tanh(z @ z[img].T / 6) + 1) / 2, 0, 1) * 4) / 4    # discrete: ties
+    true = np.round(np.clip((np.tanh(z @ z[img].T / 6) + 1) / 2, 0, 1) * 4) / 4  # discrete: ties
     k = 80
     ii, cc = rng.integers(0, n_img, k), rng.integers(0, n_cap, k)
     h = HumanJudgements.expert(ii, cc, rng.integers(1, 5, k).astype(float))
@@ -32,10 +33,30 @@ def test_record_is_flat_named_and_finite():
     res = evaluate(sim, img, pseudo, true, h)
     assert all(isinstance(k, str) and isinstance(v, float) for k, v in res.items())
     assert all(np.isfinite(v) for v in res.values())
-    for key in ("i2t_r1", "t2i_r10", "rsum", "i2t_map", "cs100_i2t_pseudo", "cs1000_t2i_true", "tau_i2t_pseudo",
-                "ndcg10_t2i_true", "ndcg_i2t_pseudo", "ncs5_i2t_true", "ncs5ngt_t2i_pseudo", "nsum_true",
-                "nsumngt_pseudo", "sr5m10_i2t_true", "srhit5m20_t2i_pseudo", "mapr_i2t_expert", "rprec_t2i_expert",
-                "r1_i2t_expert", "expert_pearson_all", "expert_kendall_nongt", "expert_n_all", "cs100_i2t_pseudo_nq"):
+    for key in (
+        "i2t_r1",
+        "t2i_r10",
+        "rsum",
+        "i2t_map",
+        "cs100_i2t_pseudo",
+        "cs1000_t2i_true",
+        "tau_i2t_pseudo",
+        "ndcg10_t2i_true",
+        "ndcg_i2t_pseudo",
+        "ncs5_i2t_true",
+        "ncs5ngt_t2i_pseudo",
+        "nsum_true",
+        "nsumngt_pseudo",
+        "sr5m10_i2t_true",
+        "srhit5m20_t2i_pseudo",
+        "mapr_i2t_expert",
+        "rprec_t2i_expert",
+        "r1_i2t_expert",
+        "expert_pearson_all",
+        "expert_kendall_nongt",
+        "expert_n_all",
+        "cs100_i2t_pseudo_nq",
+    ):
         assert key in res, key
 
 
@@ -43,11 +64,13 @@ def test_values_equal_independent_references():
     sim, img, pseudo, true, h = world(1)
     res = evaluate(sim, img, pseudo, true, h, cs_ks=(5, 20), ndcg_ks=(10,), ncs_ks=(5,), sr_ks=(5,), sr_ms=(5,))
     # binary recall: explicit rank loop
-    r1 = np.mean([min(np.argsort(-sim[i]).tolist().index(c) for c in np.flatnonzero(img == i)) < 1
-                  for i in range(sim.shape[0])])
+    r1 = np.mean(
+        [min(np.argsort(-sim[i]).tolist().index(c) for c in np.flatnonzero(img == i)) < 1 for i in range(sim.shape[0])]
+    )
     assert res["i2t_r1"] == pytest.approx(100 * r1)
-    assert res["i2t_map"] == pytest.approx(np.mean([average_precision_score(img == i, sim[i])
-                                                    for i in range(sim.shape[0])]))
+    assert res["i2t_map"] == pytest.approx(
+        np.mean([average_precision_score(img == i, sim[i]) for i in range(sim.shape[0])])
+    )
     for d in ("i2t", "t2i"):
         assert res[f"cs5_{d}_pseudo"] == pytest.approx(cs_loop(sim, pseudo, 5, d)[0], abs=1e-12)
         assert res[f"cs20_{d}_true"] == pytest.approx(cs_loop(sim, true, 20, d)[0], abs=1e-12)
@@ -59,13 +82,12 @@ def test_values_equal_independent_references():
         assert res[f"mapr_{d}_expert"] == pytest.approx(ref["mapr"], abs=1e-10)
         assert res[f"r1_{d}_expert_nq"] == ref["n"]
     assert res["ndcg10_i2t_pseudo"] == pytest.approx(ndcg_score(np.exp2(pseudo) - 1, sim, k=10))
-    assert res["expert_pearson_all"] == pytest.approx(
-        pearsonr(sim[h.image_idx, h.caption_idx], h.score).statistic)
+    assert res["expert_pearson_all"] == pytest.approx(pearsonr(sim[h.image_idx, h.caption_idx], h.score).statistic)
     assert res["nsum_pseudo"] == pytest.approx(res["ncs5_i2t_pseudo"] + res["ncs5_t2i_pseudo"])
 
 
 def test_chunked_equals_full_matrix():
-    sim, img, pseudo, true, h = world(2, n_img=15, float32=True)    # float32 with many ties
+    sim, img, pseudo, true, h = world(2, n_img=15, float32=True)  # float32 with many ties
     pos = np.random.default_rng(3).random(sim.shape) < 0.1
     kw = dict(cs_ks=(10, 40), positives={"extra": pos}, true_positive_threshold=0.75)
     full = evaluate(sim, img, pseudo, true, h, chunk=10**6, **kw)
@@ -83,7 +105,7 @@ def test_one_caption_per_image_candidates():
     cols = np.arange(0, sim.shape[1], 5)
     for d in ("i2t", "t2i"):
         assert res[f"cs6_{d}_pseudo"] == pytest.approx(cs_loop(sim[:, cols], pseudo[:, cols], 6, d)[0], abs=1e-12)
-    assert res["cs6_t2i_pseudo_nq"] == 12                      # one text query per image
+    assert res["cs6_t2i_pseudo_nq"] == 12  # one text query per image
     # BCLS τ still uses every candidate
     assert res["tau_t2i_pseudo_nq"] == sim.shape[1]
 
@@ -113,21 +135,24 @@ def test_degenerate_world_never_nan():
     res = evaluate(np.zeros((1, n_cap)), img, np.ones((1, n_cap)), np.zeros((1, n_cap)), h)
     assert all(np.isfinite(v) for v in res.values())
     assert res["cs100_i2t_pseudo_nq"] == 0 and res["ndcg10_i2t_true_nq"] == 0
-    assert res["cs100_t2i_pseudo_nq"] == 0                     # one candidate per text query
+    assert res["cs100_t2i_pseudo_nq"] == 0  # one candidate per text query
     assert res["mapr_i2t_expert_nq"] == 0 and res["expert_pearson_all"] == 0.0
-    assert res["i2t_r1"] == 100.0                              # every candidate is ground truth
+    assert res["i2t_r1"] == 100.0  # every candidate is ground truth
 
 
-@pytest.mark.parametrize("kwargs, msg", [
-    (dict(rel=-np.ones((4, 20))), r"NDCG/NCS needs relevance ≥ 0"),
-    (dict(true_positive_threshold=0.5), "needs true_rel"),
-    (dict(cs_candidates="first"), "cs_candidates"),
-    (dict(tau_variant="c"), "tau_variant"),
-    (dict(positives={"gt": np.zeros((4, 20), dtype=bool)}), "reserved"),
-    (dict(positives={"x": np.zeros((4, 20))}), "boolean"),
-    (dict(rel=np.zeros((4, 19))), "shape of sim"),
-    (dict(human=(np.array([0]), np.array([25]), np.array([3.0]))), "out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, msg",
+    [
+        (dict(rel=-np.ones((4, 20))), r"NDCG/NCS needs relevance ≥ 0"),
+        (dict(true_positive_threshold=0.5), "needs true_rel"),
+        (dict(cs_candidates="first"), "cs_candidates"),
+        (dict(tau_variant="c"), "tau_variant"),
+        (dict(positives={"gt": np.zeros((4, 20), dtype=bool)}), "reserved"),
+        (dict(positives={"x": np.zeros((4, 20))}), "boolean"),
+        (dict(rel=np.zeros((4, 19))), "shape of sim"),
+        (dict(human=(np.array([0]), np.array([25]), np.array([3.0]))), "out of range"),
+    ],
+)
 def test_bad_inputs(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         evaluate(np.zeros((4, 20)), np.arange(20) // 5, **kwargs)

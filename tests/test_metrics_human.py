@@ -1,11 +1,18 @@
 """Agreement with sparse human judgements (Pearson, Kendall; all and non-GT pairs) against
 scipy.stats on pairs gathered by an explicit loop; human-judged positives; degenerate cases."""
+
 import numpy as np
 import pytest
 from scipy.stats import kendalltau, pearsonr
 
-from coherent_itr.metrics import (EXPERT_POSITIVE_THRESHOLD, HumanJudgements, agreement, positive_matrix,
-                                  positive_set_metrics, provider_agreement)
+from coherent_itr.metrics import (
+    EXPERT_POSITIVE_THRESHOLD,
+    HumanJudgements,
+    agreement,
+    positive_matrix,
+    positive_set_metrics,
+    provider_agreement,
+)
 
 
 @pytest.fixture
@@ -17,7 +24,7 @@ def judged():
     k = 120
     ii = rng.integers(0, n_img, k)
     cc = rng.integers(0, n_cap, k)
-    cc[:20] = ii[:20] * 5 + rng.integers(0, 5, 20)            # some ground-truth pairs
+    cc[:20] = ii[:20] * 5 + rng.integers(0, 5, 20)  # some ground-truth pairs
     score = rng.integers(1, 5, k) + rng.integers(0, 3, k) / 3  # mean of 3 experts on 1–4
     return sim, img, HumanJudgements.expert(ii, cc, score)
 
@@ -42,7 +49,7 @@ def test_agreement_matches_scipy_on_looped_pairs(judged):
 def test_hand_computed_agreement_and_binary_provider():
     # 3 judged pairs: values (1, 2, 3), scores (1, 2, 4): Kendall τ = 1 (all 3 pairs concordant).
     # Pairs 0 and 1 are ground truth; on the single non-GT pair correlations are undefined -> 0.0.
-    img = np.array([0, 1, 0])                   # caption 0 -> image 0, caption 1 -> image 1, caption 2 -> image 0
+    img = np.array([0, 1, 0])  # caption 0 -> image 0, caption 1 -> image 1, caption 2 -> image 0
     vals = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 3.0]])
     h = HumanJudgements([0, 1, 1], [0, 1, 2], [1.0, 2.0, 4.0], "expert", 3.0)
     res = agreement(vals, h, img)
@@ -52,7 +59,7 @@ def test_hand_computed_agreement_and_binary_provider():
     # SAM Table 1's "binary relevance (GT)": the GT indicator (1, 1, 0) against the scores
     pa = provider_agreement({"model": vals}, h, img)
     assert pa["expert_binary_pearson_all"] == pytest.approx(np.corrcoef([1, 1, 0], [1, 2, 4])[0, 1])
-    assert pa["expert_binary_pearson_nongt"] == 0.0              # constant on non-GT pairs
+    assert pa["expert_binary_pearson_nongt"] == 0.0  # constant on non-GT pairs
     assert pa["expert_model_kendall_all"] == pytest.approx(1.0)
 
 
@@ -79,7 +86,7 @@ def test_positive_matrix_threshold_duplicates_and_gt():
 
 def test_human_positives_in_semantic_metrics(judged):
     sim, img, h = judged
-    pos = np.zeros(sim.shape, dtype=bool)                     # built by a loop from the definition
+    pos = np.zeros(sim.shape, dtype=bool)  # built by a loop from the definition
     sums, counts = {}, {}
     for i, c, s in zip(h.image_idx, h.caption_idx, h.score):
         sums[(i, c)] = sums.get((i, c), 0.0) + s
@@ -93,11 +100,14 @@ def test_human_positives_in_semantic_metrics(judged):
     assert res["mapr_t2i_nq"] == (pos.sum(axis=0) > 0).sum()
 
 
-@pytest.mark.parametrize("args, msg", [
-    (([0, 1], [0], [1.0, 2.0]), "one entry per judged pair"),
-    (([0, -1], [0, 1], [1.0, 2.0]), "non-negative integer"),
-    (([0, 1], [0, 1], [1.0, np.nan]), "not finite"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (([0, 1], [0], [1.0, 2.0]), "one entry per judged pair"),
+        (([0, -1], [0, 1], [1.0, 2.0]), "non-negative integer"),
+        (([0, 1], [0, 1], [1.0, np.nan]), "not finite"),
+    ],
+)
 def test_bad_judgements(args, msg):
     with pytest.raises(ValueError, match=msg):
         HumanJudgements(*args)
@@ -113,14 +123,22 @@ def test_dataframes_as_stored_by_the_flickr8k_loader(judged):
     import pandas as pd
 
     from coherent_itr.metrics import evaluate
+
     sim, img, h = judged
-    expert = pd.DataFrame({"image_idx": h.image_idx, "caption_idx": h.caption_idx, "score": h.score,
-                           "is_gt": img[h.caption_idx] == h.image_idx, "name": "x"})
+    expert = pd.DataFrame(
+        {
+            "image_idx": h.image_idx,
+            "caption_idx": h.caption_idx,
+            "score": h.score,
+            "is_gt": img[h.caption_idx] == h.image_idx,
+            "name": "x",
+        }
+    )
     crowd = expert.assign(score=expert["score"] / 4)
     res = evaluate(sim, img, human={"expert": expert, "crowd": crowd}, cs_ks=(), ndcg_ks=(), ncs_ks=(), sr_ks=())
     ref = agreement(sim, h, img)
     assert res["expert_pearson_all"] == pytest.approx(ref["pearson_all"])
-    assert res["crowd_kendall_nongt"] == pytest.approx(ref["kendall_nongt"])   # scaling keeps ranks
-    assert "mapr_i2t_expert" in res and "mapr_i2t_crowd" not in res          # crowd: no threshold
+    assert res["crowd_kendall_nongt"] == pytest.approx(ref["kendall_nongt"])  # scaling keeps ranks
+    assert "mapr_i2t_expert" in res and "mapr_i2t_crowd" not in res  # crowd: no threshold
     with pytest.raises(ValueError, match="columns"):
         evaluate(sim, img, human={"expert": expert.drop(columns="score")})

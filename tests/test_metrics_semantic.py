@@ -2,6 +2,7 @@
 sklearn.metrics.ndcg_score (2^r − 1 gains), sklearn average_precision_score, explicit rank loops
 written from SAM Eqs. 4–5 and the ECCV Caption definitions, enumeration of every tie choice,
 and hand-computed tiny cases."""
+
 import itertools
 
 import numpy as np
@@ -34,10 +35,11 @@ def data(seed, n_img=6, cpi=3, discrete=False):
 
 # ----------------------------------------------------------------------------------- NDCG
 
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ndcg_matches_sklearn_with_exponential_gains(seed):
     sim, rel, img = data(seed)
-    rel[rel == 0] = 0.01                                  # sklearn averages all-zero rows as 0: avoid
+    rel[rel == 0] = 0.01  # sklearn averages all-zero rows as 0: avoid
     res = ndcg(sim, img, rel, ks=(1, 3, 10, None), chunk=4)
     for d, (S, R) in (("i2t", (sim, rel)), ("t2i", (sim.T, rel.T))):
         for k in (1, 3, 10, None):
@@ -62,6 +64,7 @@ def test_ndcg_refuses_negative_relevance():
 
 # ----------------------------------------------------------------------------------- NCS
 
+
 def ncs_loop(sim, rel, img, k, direction, remove_gt):
     vals = []
     for s, r, g in views(sim, rel, img, direction):
@@ -78,7 +81,7 @@ def ncs_loop(sim, rel, img, k, direction, remove_gt):
 def test_ncs_matches_loop(remove_gt, discrete):
     sim, rel, img = data(2, discrete=discrete)
     if discrete:
-        sim = np.round(sim)                               # tied scores too
+        sim = np.round(sim)  # tied scores too
     res = ncs(sim, img, rel, ks=(1, 4, 30), remove_gt=remove_gt, chunk=4)
     tag = "ngt" if remove_gt else ""
     for d in ("i2t", "t2i"):
@@ -121,6 +124,7 @@ def test_ncs_restricted_to_ideal_set_enumerates_ties():
 
 # ------------------------------------------------------------------------- Semantic Recall
 
+
 @pytest.mark.parametrize("remove_gt", [True, False])
 def test_semantic_recall_enumerates_every_tie_choice(remove_gt):
     sim, rel, img = data(5, n_img=5, cpi=3, discrete=True)
@@ -135,7 +139,7 @@ def test_semantic_recall_enumerates_every_tie_choice(remove_gt):
                 if not sets:
                     continue
                 q = set([j for j in ranking(s, r) if el[j]][:k])
-                frac.append(100 * np.mean([len(G & q) / len(G) for G in sets]))       # SAM Eq. 4
+                frac.append(100 * np.mean([len(G & q) / len(G) for G in sets]))  # SAM Eq. 4
                 hit.append(100 * np.mean([len(G & q) > 0 for G in sets]))
             assert res[f"sr{k}m{m}_{d}"] == pytest.approx(np.mean(frac), abs=1e-10), (d, k, m)
             assert res[f"srhit{k}m{m}_{d}"] == pytest.approx(np.mean(hit), abs=1e-10), (d, k, m)
@@ -165,6 +169,7 @@ def test_semantic_recall_hand_case():
 
 # ------------------------------------------------------------------ mAP@R, R-P, R@1, AP
 
+
 def eccv_loop(sim, pos, direction):
     """ECCV Caption definitions, explicit: ranked list, R = |P|, P@r = |top-r ∩ P| / r."""
     S, P = (sim, pos) if direction == "i2t" else (sim.T, pos.T)
@@ -189,7 +194,7 @@ def test_positive_set_metrics_match_loop(ties):
     if ties:
         sim = np.round(sim)
     pos = rng.random((7, 21)) < 0.2
-    pos[0] = False                                        # a query with no positive: skipped
+    pos[0] = False  # a query with no positive: skipped
     res = positive_set_metrics(sim, np.arange(21) // 3, pos, chunk=3)
     for d in ("i2t", "t2i"):
         ref = eccv_loop(sim, pos, d)
@@ -209,8 +214,9 @@ def test_positive_set_hand_case():
     assert res["r1_i2t"] == pytest.approx(100.0)
     assert res["ap_i2t"] == pytest.approx(5 / 6)
     # tied scores: the negative is ranked before the positive (pessimistic)
-    res = positive_set_metrics(np.array([[1.0, 1.0]]), np.zeros(2, dtype=int), np.array([[True, False]]),
-                               directions=("i2t",))
+    res = positive_set_metrics(
+        np.array([[1.0, 1.0]]), np.zeros(2, dtype=int), np.array([[True, False]]), directions=("i2t",)
+    )
     assert res["r1_i2t"] == 0.0 and res["mapr_i2t"] == 0.0
     # no positive anywhere: every query skipped, 0.0, never NaN
     res = positive_set_metrics(sim, np.zeros(3, dtype=int), np.zeros((1, 3), dtype=bool))

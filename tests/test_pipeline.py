@@ -1,4 +1,5 @@
 """The reproduce pipeline: planning, resume after an interrupt, failure reporting, Ray."""
+
 from __future__ import annotations
 
 
@@ -12,8 +13,18 @@ from reproduce import experiments
 from reproduce.executors import LocalExecutor, RayExecutor
 from reproduce.profiles import get_profile
 
-TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
-            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1)
+TINY = dict(
+    data="toy",
+    data_scale="smoke",
+    embed_dim=16,
+    word_dim=8,
+    text_hidden=16,
+    epochs=1,
+    batch_size=32,
+    lr=2e-3,
+    lr_decay_epoch=1,
+    vocab_min_count=1,
+)
 
 
 def tiny_configs(n=3):
@@ -25,9 +36,9 @@ def test_plan_deduplicates_shared_runs():
     all_cfgs = [c for paper in experiments.PAPERS for a in experiments.arms(paper, prof) for c in a.configs(prof)]
     planned = experiments.plan(prof)
     keys = [c.key() for c in planned]
-    assert len(set(keys)) == len(keys)                       # no duplicates
-    assert len(planned) < len(all_cfgs)                      # shared arms (e.g. VSE++ everywhere) run once
-    assert {c.key() for c in all_cfgs} == set(keys)          # but nothing is lost
+    assert len(set(keys)) == len(keys)  # no duplicates
+    assert len(planned) < len(all_cfgs)  # shared arms (e.g. VSE++ everywhere) run once
+    assert {c.key() for c in all_cfgs} == set(keys)  # but nothing is lost
     # the Triplet-HN baseline is asked for by several papers and planned once
     hn = [c for c in planned if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
     assert len(hn) == len(prof.seeds)
@@ -49,7 +60,9 @@ def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         LocalExecutor(progress=False).run(cfgs, cache)
     assert [cache.has(c) for c in cfgs] == [True, True, False]
-    monkeypatch.setattr(train_mod, "train", lambda config, **kw: (calls.append(config.seed), real_train(config, **kw))[1])
+    monkeypatch.setattr(
+        train_mod, "train", lambda config, **kw: (calls.append(config.seed), real_train(config, **kw))[1]
+    )
     calls.clear()
     todo = [c for c in cfgs if not cache.has(c)]
     assert LocalExecutor(progress=False).run(todo, cache) == []
@@ -77,10 +90,15 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments, "plan", lambda profile, papers=None: cfgs)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     from reproduce import ledger_io
+
     monkeypatch.setattr(ledger_io, "collect", lambda d, stale=None: None)
     monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: None)
-    assert driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress",
-                        "--workers", "1"]) == 1
+    assert (
+        driver.main(
+            ["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress", "--workers", "1"]
+        )
+        == 1
+    )
 
 
 def test_ray_executor_runs_a_small_plan(tmp_path):
@@ -106,35 +124,46 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     calls = []
-    monkeypatch.setattr(sbert, "_encode", lambda texts, bs, progress: calls.append(len(texts))
-                        or __import__("numpy").ones((len(texts), 384), dtype="float32"))
+    monkeypatch.setattr(
+        sbert,
+        "_encode",
+        lambda texts, bs, progress: (
+            calls.append(len(texts)) or __import__("numpy").ones((len(texts), 384), dtype="float32")
+        ),
+    )
     sbert._MEMO.clear()
-    cfgs = tiny_configs(3)                                    # three seeds, one data set
+    cfgs = tiny_configs(3)  # three seeds, one data set
     assert prepare(cfgs, progress=False) >= 0
     splits = data_mod.load_splits("toy", scale="smoke")
     n_unique = len({c for s in (splits.train, splits.dev, splits.test) for c in s.captions})
-    assert calls == [n_unique]                                # one encoder call for the one data set
+    assert calls == [n_unique]  # one encoder call for the one data set
     sbert._MEMO.clear()
-    sbert.embed_captions(splits.train.captions)               # a split is then read from the disk cache
+    sbert.embed_captions(splits.train.captions)  # a split is then read from the disk cache
     assert calls == [n_unique]
 
 
 def test_ledger_collects_its_own_profile_only(tmp_path):
     """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
     from reproduce import ledger_io
+
     row = "id,paper,dataset,verdict,n_seeds\n{},BCLS,{},reproduced,3\n"
-    for sub, cid, data in [("bcls", "B1", "synthetic"), ("flickr8k/bcls", "B2", "flickr8k"),
-                           ("smoke/bcls", "B3", "synthetic"), ("smoke/flickr8k/bcls", "B4", "flickr8k")]:
+    for sub, cid, data in [
+        ("bcls", "B1", "synthetic"),
+        ("flickr8k/bcls", "B2", "flickr8k"),
+        ("smoke/bcls", "B3", "synthetic"),
+        ("smoke/flickr8k/bcls", "B4", "flickr8k"),
+    ]:
         (tmp_path / sub).mkdir(parents=True)
         (tmp_path / sub / f"claims_{data}.csv").write_text(row.format(cid, data))
     df = ledger_io.collect(tmp_path)
     tested = df[df["n_seeds"] > 0]
     assert sorted(tested["id"]) == ["B1", "B2"]
-    assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}   # listed as untested
+    assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}  # listed as untested
 
 
 def test_claim_verdict_summarises_rows():
     from reproduce.ledger_io import claim_verdict
+
     assert claim_verdict(["reproduced", "reproduced"]) == "reproduced"
     assert claim_verdict(["reproduced", "inconclusive"]) == "mixed"
     assert claim_verdict(["not reproduced", "inconclusive"]) == "not reproduced"
@@ -157,11 +186,11 @@ def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkey
     monkeypatch.setattr(notebooks, "kernel_name", lambda: "python3")
     assert notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False) == []
     assert notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False) == []
-    assert len(ran) == 1                                                  # second call: skipped
+    assert len(ran) == 1  # second call: skipped
     notebooks.execute("smoke", "flickr8k", tmp_path, only=["06"], progress=False)
-    assert len(ran) == 2                                                  # other data: executed
+    assert len(ran) == 2  # other data: executed
     notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False, force=True)
-    assert len(ran) == 3                                                  # forced: executed
+    assert len(ran) == 3  # forced: executed
 
     def failing(src, out, **kw):
         raise RuntimeError("cell failed")
@@ -171,15 +200,23 @@ def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkey
     assert len(fails) == 1 and "cell failed" in fails[0][1]
     monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
     notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
-    assert len(ran) == 4                                   # a failed run left no stamp: executed again
+    assert len(ran) == 4  # a failed run left no stamp: executed again
 
 
 def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_path):
     import numpy as np
     import pandas as pd
     from reproduce.report import save_table
-    df = pd.DataFrame({"r": [0.717751, 5.60472e-05], "n": [200000, 3], "s": ["a", "b"],
-                       "f32": np.array([446.867, np.nan], dtype=np.float32)}, index=["x", "y"])
+
+    df = pd.DataFrame(
+        {
+            "r": [0.717751, 5.60472e-05],
+            "n": [200000, 3],
+            "s": ["a", "b"],
+            "f32": np.array([446.867, np.nan], dtype=np.float32),
+        },
+        index=["x", "y"],
+    )
     save_table(df, tmp_path, "p", "t", "caption")
     md = (tmp_path / "p" / "t.md").read_text()
     assert md.startswith("caption\n\n")

@@ -6,6 +6,7 @@ The cluster is stopped by signalling only the processes this test started (their
 then any process whose command line names this test's private Ray temp folder) — never a broad
 ``ray stop``, which would also stop other Ray instances on a shared machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,19 @@ from coherent_itr.config import Config
 
 pytestmark = pytest.mark.slow
 
-TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=1, batch_size=32,
-            lr=2e-3, lr_decay_epoch=1, vocab_min_count=1, grad_diagnostics=False)
+TINY = dict(
+    data="toy",
+    data_scale="smoke",
+    embed_dim=16,
+    word_dim=8,
+    text_hidden=16,
+    epochs=1,
+    batch_size=32,
+    lr=2e-3,
+    lr_decay_epoch=1,
+    vocab_min_count=1,
+    grad_diagnostics=False,
+)
 START_TIMEOUT_S = 120
 PLAN_TIMEOUT_S = 300
 WORKER_START_ATTEMPTS = 3
@@ -47,8 +59,14 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _node_ports() -> list[str]:
-    names = ("--node-manager-port", "--object-manager-port", "--dashboard-agent-grpc-port",
-             "--dashboard-agent-listen-port", "--metrics-export-port", "--runtime-env-agent-port")
+    names = (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--dashboard-agent-grpc-port",
+        "--dashboard-agent-listen-port",
+        "--metrics-export-port",
+        "--runtime-env-agent-port",
+    )
     return [a for name, port in zip(names, _free_ports(len(names))) for a in (name, str(port))]
 
 
@@ -68,13 +86,13 @@ def _stop(procs: list[subprocess.Popen], marker: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in procs:
             try:
-                os.killpg(p.pid, sig)                 # each `ray start --block` leads its own session
+                os.killpg(p.pid, sig)  # each `ray start --block` leads its own session
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and (_pids_naming(marker) or any(p.poll() is None for p in procs)):
             time.sleep(0.5)
-        for pid in _pids_naming(marker):              # a Ray process that left our process group
+        for pid in _pids_naming(marker):  # a Ray process that left our process group
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -89,20 +107,34 @@ def _stop(procs: list[subprocess.Popen], marker: str) -> None:
 def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
     pytest.importorskip("ray")
     from reproduce.executors import LocalExecutor
+
     ray_cli = Path(sys.executable).with_name("ray")
     if not ray_cli.is_file():
         pytest.skip(f"Ray's command-line tool is not installed next to {sys.executable}")
-    temp = tempfile.mkdtemp(prefix="rc-", dir="/tmp")     # short: Ray's Unix socket paths must stay < 108 bytes
+    temp = tempfile.mkdtemp(prefix="rc-", dir="/tmp")  # short: Ray's Unix socket paths must stay < 108 bytes
     (gcs_port,) = _free_ports(1)
     address = f"127.0.0.1:{gcs_port}"
     # a private token: token authentication on, and no other Ray instance's ~/.ray/auth_token involved
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-           # the raylet waits for its Python agent; on a loaded 2-core machine that import took 43 s (> 30 s)
-           "RAY_agent_register_timeout_ms": str(START_TIMEOUT_S * 1000)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        # the raylet waits for its Python agent; on a loaded 2-core machine that import took 43 s (> 30 s)
+        "RAY_agent_register_timeout_ms": str(START_TIMEOUT_S * 1000),
+    }
     # each node its own temp folder: two raylets in one session folder would share socket paths
-    common = ["--block", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
-              "--object-store-memory", str(100 * 2**20), "--node-ip-address", "127.0.0.1"]
+    common = [
+        "--block",
+        "--num-cpus=1",
+        "--num-gpus=0",
+        "--disable-usage-stats",
+        "--object-store-memory",
+        str(100 * 2**20),
+        "--node-ip-address",
+        "127.0.0.1",
+    ]
     # the reference: the same plan run locally (first, so it does not compete with the cluster's start-up)
     cfgs = [Config(**TINY, seed=s) for s in range(3)]
     local = runs.RunCache(tmp_path / "local")
@@ -113,17 +145,46 @@ def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
     logs = [open(tmp_path / f"{name}.log", "w") for name in ("head", "worker")]
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(subprocess.Popen([str(ray_cli), "start", "--head", f"--port={gcs_port}",
-                                       "--include-dashboard=false",
-                                       "--temp-dir", f"{temp}/h", *common, *_node_ports()], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(ray_cli),
+                    "start",
+                    "--head",
+                    f"--port={gcs_port}",
+                    "--include-dashboard=false",
+                    "--temp-dir",
+                    f"{temp}/h",
+                    *common,
+                    *_node_ports(),
+                ],
+                env=env,
+                stdout=logs[0],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         _wait_for(lambda: _started(tmp_path / "head.log"), procs, tmp_path, "head node", temp)
         for attempt in range(WORKER_START_ATTEMPTS):
             # Ray waits a fixed 30 s (ray/_private/node.py) for a new raylet to register; on this shared 2-core
             # machine a worker sometimes misses it while the head is still busy starting: try again, boundedly
-            procs.append(subprocess.Popen([str(ray_cli), "start", f"--address={address}", "--temp-dir",
-                                           f"{temp}/w{attempt}", *common, *_node_ports()],
-                                          env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(ray_cli),
+                        "start",
+                        f"--address={address}",
+                        "--temp-dir",
+                        f"{temp}/w{attempt}",
+                        *common,
+                        *_node_ports(),
+                    ],
+                    env=env,
+                    stdout=logs[1],
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
             try:
                 _wait_for(lambda: _started(tmp_path / "worker.log"), procs, tmp_path, "worker node", temp)
                 break
@@ -132,9 +193,13 @@ def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
                     raise
                 procs.pop()
         # the driver is a separate process too, as `python -m reproduce --executor ray` would be
-        driver = subprocess.run([sys.executable, "-c", _DRIVER, address, str(tmp_path / "shared"),
-                                 json.dumps([c.to_dict() for c in cfgs])], env=env, capture_output=True, text=True,
-                                timeout=PLAN_TIMEOUT_S)
+        driver = subprocess.run(
+            [sys.executable, "-c", _DRIVER, address, str(tmp_path / "shared"), json.dumps([c.to_dict() for c in cfgs])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PLAN_TIMEOUT_S,
+        )
         assert driver.returncode == 0, driver.stderr[-3000:]
         assert json.loads(driver.stdout.strip().splitlines()[-1]) == {"cpus": 2, "alive_nodes": 2, "failures": []}
         assert all(shared.has(c) for c in cfgs)
@@ -148,7 +213,7 @@ def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
         for f in logs:
             f.close()
         shutil.rmtree(temp, ignore_errors=True)
-    assert _pids_naming(temp) == []                         # nothing of the cluster is left running
+    assert _pids_naming(temp) == []  # nothing of the cluster is left running
 
 
 _DRIVER = """
@@ -166,6 +231,7 @@ ray.shutdown()
 print(json.dumps({"cpus": cpus, "alive_nodes": alive, "failures": [str(f) for f in failures]}))
 """
 
+
 def _started(log: Path) -> bool:
     return log.exists() and "Ray runtime started" in log.read_text()
 
@@ -175,8 +241,11 @@ def _wait_for(cond, procs, log_dir, what, temp):
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                logs = "\n".join((log_dir / f"{n}.log").read_text()[-3000:] for n in ("head", "worker")
-                                 if (log_dir / f"{n}.log").exists())
+                logs = "\n".join(
+                    (log_dir / f"{n}.log").read_text()[-3000:]
+                    for n in ("head", "worker")
+                    if (log_dir / f"{n}.log").exists()
+                )
                 for f in sorted(Path(temp).glob("*/session_*/logs/*")):
                     if f.name in ("raylet.out", "gcs_server.out", "dashboard_agent.log", "raylet.err"):
                         lines = [ln for ln in f.read_text(errors="replace").splitlines() if " I " not in ln[:40]]
@@ -185,7 +254,7 @@ def _wait_for(cond, procs, log_dir, what, temp):
         try:
             if cond():
                 return
-        except Exception:   # noqa: BLE001 — the cluster is still starting
+        except Exception:  # noqa: BLE001 — the cluster is still starting
             pass
         time.sleep(1)
     raise AssertionError(f"the {what} did not come up within {START_TIMEOUT_S} s")

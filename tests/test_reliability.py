@@ -2,6 +2,7 @@
 stale claims and failures in the ledger / manifest / README, workers left behind by a SIGKILLed
 driver, two drivers executing one notebook, and the small gaps (Config values, Flickr8k text files,
 missing judgements, the content-keyed precomp cache)."""
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ def _fake_papermill(monkeypatch, notebooks, behaviour):
 
 def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path:
     from reproduce.ledger import LEDGER_COLUMNS
+
     p = results_dir / paper / f"claims_{data}.csv"
     p.parent.mkdir(parents=True, exist_ok=True)
     row = {c: None for c in LEDGER_COLUMNS}
@@ -51,10 +53,11 @@ def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path
 
 def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, monkeypatch):
     from reproduce import ledger_io, notebooks
+
     res = tmp_path / "results"
     _fake_papermill(monkeypatch, notebooks, lambda nb, rd, par: _write_claim(rd, "bcls", par["data"], "reproduced"))
     assert notebooks.execute("smoke", "synthetic", res, only=["01"], progress=False) == []
-    assert notebooks.stale_claims("smoke", {"synthetic": res}) == {}          # fresh: vouched by its stamp
+    assert notebooks.stale_claims("smoke", {"synthetic": res}) == {}  # fresh: vouched by its stamp
     stamp = json.loads((res / "notebooks" / ".01_bcls.inputs").read_text())
     assert stamp["status"] == "ok" and stamp["claims"] == ["bcls/claims_synthetic.csv"]
 
@@ -67,7 +70,7 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
     stale = notebooks.stale_claims("smoke", {"synthetic": res})
     claim = res / "bcls" / "claims_synthetic.csv"
     assert list(stale) == [claim] and "01_bcls.ipynb [synthetic] failed" in stale[claim]
-    assert ".01_bcls.inputs" in stale[claim]                                   # names the stamp
+    assert ".01_bcls.inputs" in stale[claim]  # names the stamp
     df = ledger_io.collect(res, stale=stale)
     row = df[(df.id == "B1") & (df.dataset == "synthetic")].iloc[0]
     assert row.note.startswith("STALE (") and row.note.endswith("; n")
@@ -81,18 +84,22 @@ def test_driver_does_not_update_readme_when_something_failed_and_records_failure
     from reproduce import __main__ as cli
     from reproduce import ledger_io
     from reproduce.executors import RunFailure
+
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     readme_calls = []
     monkeypatch.setattr(ledger_io, "update_readme", lambda *a, **k: readme_calls.append(a))
     args = cli.parse_args(["--profile", "default", "--data", "synthetic"])
-    out = cli.Outcome(failed_runs=[RunFailure({"loss": "triplet"}, "ValueError: x", "tb")],
-                      failed_notebooks=[("synthetic", "01_bcls.ipynb", "Traceback\nRuntimeError: cell 7 failed\n")])
+    out = cli.Outcome(
+        failed_runs=[RunFailure({"loss": "triplet"}, "ValueError: x", "tb")],
+        failed_notebooks=[("synthetic", "01_bcls.ipynb", "Traceback\nRuntimeError: cell 7 failed\n")],
+    )
     assert cli.finish(args, ["synthetic"], out, time.perf_counter()) == 1
     assert readme_calls == []
     man = json.loads((tmp_path / "results" / "manifest.json").read_text())
     assert man["failures"]["runs"] == [{"config": {"loss": "triplet"}, "error": "ValueError: x"}]
-    assert man["failures"]["notebooks"] == [{"data": "synthetic", "notebook": "01_bcls.ipynb",
-                                             "error": "RuntimeError: cell 7 failed"}]
+    assert man["failures"]["notebooks"] == [
+        {"data": "synthetic", "notebook": "01_bcls.ipynb", "error": "RuntimeError: cell 7 failed"}
+    ]
     # nothing failed, nothing stale: the README is updated
     assert cli.finish(args, ["synthetic"], cli.Outcome(), time.perf_counter()) == 0
     assert len(readme_calls) == 1
@@ -114,6 +121,7 @@ LocalExecutor(workers=2, progress=False).run(cfgs, RunCache(sys.argv[1]))
 
 def _alive(p) -> bool:
     import psutil
+
     try:
         return p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -122,16 +130,23 @@ def _alive(p) -> bool:
 
 def test_sigkill_of_the_driver_leaves_no_worker(tmp_path):
     import psutil
+
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    drv = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "cache")], env=env, cwd=ROOT,
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    drv = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "cache")],
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         parent = psutil.Process(drv.pid)
         deadline = time.monotonic() + 60
         workers = []
         while time.monotonic() < deadline:
             workers = [c for c in parent.children(recursive=True) if "resource_tracker" not in " ".join(c.cmdline())]
-            if len(workers) >= 2 and all(c.cpu_times().user > 1.0 for c in workers):   # imported and training
+            if len(workers) >= 2 and all(c.cpu_times().user > 1.0 for c in workers):  # imported and training
                 break
             time.sleep(0.5)
         assert len(workers) >= 2, "the workers never started"
@@ -145,7 +160,7 @@ def test_sigkill_of_the_driver_leaves_no_worker(tmp_path):
         assert left == [], f"processes left after SIGKILL of the driver: {left}"
     finally:
         try:
-            os.killpg(drv.pid, signal.SIGKILL)            # clean up whatever a failing run left
+            os.killpg(drv.pid, signal.SIGKILL)  # clean up whatever a failing run left
         except ProcessLookupError:
             pass
 
@@ -155,6 +170,7 @@ def test_sigkill_of_the_driver_leaves_no_worker(tmp_path):
 # ------------------------------------------------------------------------------------------------
 def test_two_drivers_execute_a_notebook_once(tmp_path, monkeypatch):
     from reproduce import notebooks
+
     ran = []
 
     def slow(nb, rd, par):
@@ -162,12 +178,17 @@ def test_two_drivers_execute_a_notebook_once(tmp_path, monkeypatch):
         time.sleep(1.0)
 
     _fake_papermill(monkeypatch, notebooks, slow)
-    t0 = time.time()                   # both "finished training" now: an execution started after it is fresh
+    t0 = time.time()  # both "finished training" now: an execution started after it is fresh
     res = tmp_path / "results"
     fails = []
-    threads = [threading.Thread(target=lambda: fails.extend(
-        notebooks.execute("smoke", "synthetic", res, only=["06"], progress=False, fresh_after=t0)))
-        for _ in range(2)]
+    threads = [
+        threading.Thread(
+            target=lambda: fails.extend(
+                notebooks.execute("smoke", "synthetic", res, only=["06"], progress=False, fresh_after=t0)
+            )
+        )
+        for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -181,11 +202,21 @@ def test_two_drivers_execute_a_notebook_once(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------------
 # 6. small gaps
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("field, value", [
-    ("grad_clip", math.nan), ("grad_clip", math.inf), ("grad_clip", -0.5),
-    ("train_fraction", 1e-9), ("train_fraction", math.nan),
-    ("lr_decay_epoch", 2.5), ("lr_decay_epoch", True), ("epochs", True), ("seed", True), ("data_seed", 1.5),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("grad_clip", math.nan),
+        ("grad_clip", math.inf),
+        ("grad_clip", -0.5),
+        ("train_fraction", 1e-9),
+        ("train_fraction", math.nan),
+        ("lr_decay_epoch", 2.5),
+        ("lr_decay_epoch", True),
+        ("epochs", True),
+        ("seed", True),
+        ("data_seed", 1.5),
+    ],
+)
 def test_config_rejects(field, value):
     with pytest.raises(ValueError, match=rf"Config\.{field}="):
         Config(**{field: value})
@@ -193,6 +224,7 @@ def test_config_rejects(field, value):
 
 def test_train_fraction_must_leave_one_batch_checked_before_training(monkeypatch):
     from reproduce import prepare as prep
+
     # 120 toy training images → 2 kept → 10 captions, fewer than a batch of 64
     cfg = Config(data="toy", data_scale="smoke", train_fraction=0.02, batch_size=64)
     with pytest.raises(ValueError, match=r"keeps 2 of 120 training images \(10 captions an epoch\).*batch_size=64"):
@@ -200,17 +232,19 @@ def test_train_fraction_must_leave_one_batch_checked_before_training(monkeypatch
     monkeypatch.setattr(prep, "embed_captions", lambda *a, **k: pytest.fail("prepared past a bad fraction"))
     with pytest.raises(ValueError, match="fewer than one batch"):
         prep.prepare([cfg], progress=False)
-    Config(data="toy", train_fraction=0.2, batch_size=64).check_train_size(120, 5)       # 24 images, 120 captions
+    Config(data="toy", train_fraction=0.2, batch_size=64).check_train_size(120, 5)  # 24 images, 120 captions
 
 
 def _release(tmp_path) -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_data_flickr8k import _make_release
+
     return _make_release(tmp_path / "flickr8k")
 
 
 def test_flickr8k_token_file_with_a_byte_order_mark_is_read(tmp_path):
     from coherent_itr.data import flickr8k as f8
+
     rel = _release(tmp_path)
     tok = rel / f8.TOKEN_FILE
     tok.write_bytes(b"\xef\xbb\xbf" + tok.read_bytes())
@@ -221,12 +255,13 @@ def test_flickr8k_token_file_with_a_byte_order_mark_is_read(tmp_path):
     exp = rel / f8.EXPERT_FILE
     exp.write_bytes(b"\xef\xbb\xbf" + exp.read_bytes())
     with warnings.catch_warnings():
-        warnings.simplefilter("error", f8.Flickr8kWarning)            # no "malformed line 1"
+        warnings.simplefilter("error", f8.Flickr8kWarning)  # no "malformed line 1"
         assert len(f8.read_judgements(exp, "expert")) == 4
 
 
 def test_flickr8k_undecodable_byte_is_reported_with_file_and_line(tmp_path):
     from coherent_itr.data import flickr8k as f8
+
     rel = _release(tmp_path)
     tok = rel / f8.TOKEN_FILE
     lines = tok.read_bytes().split(b"\n")
@@ -238,6 +273,7 @@ def test_flickr8k_undecodable_byte_is_reported_with_file_and_line(tmp_path):
 
 def test_missing_judgement_file_is_said_once(tmp_path):
     from coherent_itr.data import flickr8k as f8
+
     rel = _release(tmp_path)
     (rel / f8.EXPERT_FILE).unlink()
     with warnings.catch_warnings(record=True) as rec:
@@ -253,11 +289,12 @@ def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path, mon
     from PIL import Image
 
     from coherent_itr.data import flickr8k as f8
+
     rel = _release(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", f8.Flickr8kWarning)
         a = f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
-        with monkeypatch.context() as m:             # nothing changed: the images are not read again
+        with monkeypatch.context() as m:  # nothing changed: the images are not read again
             m.setattr(f8, "file_hash", lambda p: pytest.fail(f"re-hashed {p}"))
             f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
         img = rel / "images" / "30_d.jpg"
@@ -269,9 +306,9 @@ def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path, mon
             if (tmp_path / "x.jpg").stat().st_size <= st.st_size:
                 break
         data = (tmp_path / "x.jpg").read_bytes()
-        img.write_bytes(data + b"\0" * (st.st_size - len(data)))      # JPEG readers ignore trailing bytes
+        img.write_bytes(data + b"\0" * (st.st_size - len(data)))  # JPEG readers ignore trailing bytes
         os.utime(img, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert img.stat().st_size == st.st_size and img.stat().st_mtime_ns == st.st_mtime_ns
         b = f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
-    assert not np.allclose(a.test.features[0], b.test.features[0])      # the replaced image
-    assert np.array_equal(a.test.features[1], b.test.features[1])       # the others unchanged
+    assert not np.allclose(a.test.features[0], b.test.features[0])  # the replaced image
+    assert np.array_equal(a.test.features[1], b.test.features[1])  # the others unchanged

@@ -1,4 +1,5 @@
 """Binary R@K / ranks against an explicit per-query loop written from the VSE++ definitions."""
+
 import numpy as np
 import pytest
 
@@ -21,7 +22,7 @@ def brute_force(sim, img_of_cap):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ranks_match_brute_force(seed):
     rng = np.random.default_rng(seed)
-    sim = rng.normal(size=(30, 150))           # continuous: no ties
+    sim = rng.normal(size=(30, 150))  # continuous: no ties
     img = np.arange(150) // 5
     bi, bt = brute_force(sim, img)
     np.testing.assert_array_equal(i2t_ranks(sim, img, chunk=7), bi)
@@ -37,8 +38,7 @@ def test_ranks_match_brute_force(seed):
 
 def test_hand_computed_case():
     # 2 images, 2 captions each (captions 0,1 -> image 0; 2,3 -> image 1)
-    sim = np.array([[0.9, 0.1, 0.5, 0.2],
-                    [0.8, 0.3, 0.4, 0.7]])
+    sim = np.array([[0.9, 0.1, 0.5, 0.2], [0.8, 0.3, 0.4, 0.7]])
     img = np.array([0, 0, 1, 1])
     # image 0: best own caption 0.9 is rank 0; image 1: own best 0.7, beaten by 0.8 -> rank 1
     np.testing.assert_array_equal(i2t_ranks(sim, img), [0, 1])
@@ -60,19 +60,22 @@ def test_fold_averaging_is_mean_of_per_fold_metrics():
     sim = rng.normal(size=(40, 200))
     img = np.arange(200) // 5
     res = fold_averaged_retrieval_metrics(sim, img, fold_size=10)
-    folds = [retrieval_metrics(sim[f * 10:(f + 1) * 10, f * 50:(f + 1) * 50], np.arange(50) // 5) for f in range(4)]
+    folds = [retrieval_metrics(sim[f * 10 : (f + 1) * 10, f * 50 : (f + 1) * 50], np.arange(50) // 5) for f in range(4)]
     assert res["n_folds"] == 4
     assert res["rsum"] == pytest.approx(np.mean([f["rsum"] for f in folds]))
     single = fold_averaged_retrieval_metrics(sim, img, fold_size=1000)
     assert single["n_folds"] == 1 and single["rsum"] == pytest.approx(retrieval_metrics(sim, img)["rsum"])
 
 
-@pytest.mark.parametrize("bad, msg", [
-    (dict(sim=np.zeros(5)), "2-D"),
-    (dict(img=np.arange(9)), "one entry per caption"),
-    (dict(img=np.full(10, 7)), "values must be in"),
-    (dict(sim=np.full((2, 10), np.nan)), "NaN"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        (dict(sim=np.zeros(5)), "2-D"),
+        (dict(img=np.arange(9)), "one entry per caption"),
+        (dict(img=np.full(10, 7)), "values must be in"),
+        (dict(sim=np.full((2, 10), np.nan)), "NaN"),
+    ],
+)
 def test_bad_inputs(bad, msg):
     sim = bad.get("sim", np.zeros((2, 10)))
     img = bad.get("img", np.arange(10) // 5)

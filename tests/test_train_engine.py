@@ -1,4 +1,5 @@
 """The training loop's steps: warm-up switch, early stopping, sampled gradient diagnostics, determinism, bf16."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,19 @@ from coherent_itr.config import Config
 from coherent_itr.data import make_toy_splits
 from coherent_itr.train import train
 
-TINY = dict(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=2, batch_size=16,
-            lr=2e-3, lr_decay_epoch=1, lr_decay=0.5, vocab_min_count=1)
+TINY = dict(
+    data="toy",
+    data_scale="smoke",
+    embed_dim=16,
+    word_dim=8,
+    text_hidden=16,
+    epochs=2,
+    batch_size=16,
+    lr=2e-3,
+    lr_decay_epoch=1,
+    lr_decay=0.5,
+    vocab_min_count=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +41,15 @@ def _sims(b=8, seed=0):
 
 
 # ----------------------------------------------------------------------------- warm-up in the loss layer
-@pytest.mark.parametrize("name, params, all_negatives", [
-    ("triplet", {}, ("triplet", {"max_violation": False})),
-    ("vsepp", {}, ("triplet", {"max_violation": False})),
-    ("ladder", {"thresholds": (0.5,)}, ("ladder", {"thresholds": (0.5,), "hard_contrastive": False})),
-    ("adaptive_ladder", {}, ("adaptive_ladder", {"hard_contrastive": False})),
-])
+@pytest.mark.parametrize(
+    "name, params, all_negatives",
+    [
+        ("triplet", {}, ("triplet", {"max_violation": False})),
+        ("vsepp", {}, ("triplet", {"max_violation": False})),
+        ("ladder", {"thresholds": (0.5,)}, ("ladder", {"thresholds": (0.5,), "hard_contrastive": False})),
+        ("adaptive_ladder", {}, ("adaptive_ladder", {"hard_contrastive": False})),
+    ],
+)
 def test_warmup_value_is_the_all_negatives_objective(name, params, all_negatives):
     sim, rel = _sims()
     crit = losses.build(name, **params)
@@ -73,6 +88,7 @@ def test_warmup_reaches_sub_losses_and_spares_losses_without_hardest_negatives()
 
 class _Spy(losses.triplet.TripletLoss):
     """Records the warm-up flag of every forward call."""
+
     calls: list = []
 
     def forward(self, sim, rel=None):
@@ -91,8 +107,12 @@ def test_run_switches_objective_at_the_stated_epoch(toy, monkeypatch):
 
 
 def test_config_rejects_bad_new_fields():
-    for field, value in (("warmup_epochs", -1), ("early_stop_patience", 1.5), ("grad_diag_every", True),
-                         ("bf16", "yes")):
+    for field, value in (
+        ("warmup_epochs", -1),
+        ("early_stop_patience", 1.5),
+        ("grad_diag_every", True),
+        ("bf16", "yes"),
+    ):
         with pytest.raises(ValueError, match=f"Config.{field}="):
             Config(**{field: value})
 
@@ -110,10 +130,10 @@ def test_early_stopping_after_patience_epochs_without_improvement(toy, monkeypat
     monkeypatch.setattr(train_mod, "_validate", fake)
     cfg = Config(**{**TINY, "epochs": 6, "early_stop_patience": 2})
     res = train(cfg, splits=toy, progress=False)
-    assert res.record["epochs_run"] == 4 and len(res.history) == 4       # epochs 3, 4 did not beat epoch 2
+    assert res.record["epochs_run"] == 4 and len(res.history) == 4  # epochs 3, 4 did not beat epoch 2
     assert res.record["best_epoch"] == 2 and res.record["health"]["epoch"] == 2
     # the lr schedule is the VSE++ one, unchanged by early stopping
-    assert [h["lr"] for h in res.history] == pytest.approx([cfg.lr * 0.5 ** e for e in range(4)])
+    assert [h["lr"] for h in res.history] == pytest.approx([cfg.lr * 0.5**e for e in range(4)])
 
 
 # ----------------------------------------------------------------------------- sampled diagnostics
@@ -130,12 +150,12 @@ def test_gradient_diagnostics_every_k_steps_only(toy, monkeypatch):
     steps = sum(h["n_steps"] for h in res.history)
     it = res.record["iterations"]
     assert [r["step"] for r in it] == list(range(0, steps, 2))
-    assert calls["n"] == 2 * len(it)                                       # retain_grad on diagnostic steps only
+    assert calls["n"] == 2 * len(it)  # retain_grad on diagnostic steps only
     keys = ("grad_anchor", "grad_hardneg", "grad_negatives", "pos_sim", "hardneg_sim")
     for e, h in enumerate(res.history, start=1):
         rows = [r for r in it if r["epoch"] == e]
         assert h["n_grad_samples"] == len(rows) > 0
-        for k in keys:                                                     # epoch means of the samples
+        for k in keys:  # epoch means of the samples
             assert h[k] == pytest.approx(np.mean([r[k] for r in rows]))
 
     calls["n"] = 0
@@ -159,8 +179,14 @@ def test_same_seed_identical_embeddings_and_contract_record(toy):
     assert "test" not in a.record
     with pytest.raises(KeyError, match="evaluate_run"):
         a.test
-    assert set(a.record["health"]) >= {"val_pos_sim", "val_hardneg_sim", "val_gap", "val_rsum_over_chance",
-                                       "collapsed", "reason"}
+    assert set(a.record["health"]) >= {
+        "val_pos_sim",
+        "val_hardneg_sim",
+        "val_gap",
+        "val_rsum_over_chance",
+        "collapsed",
+        "reason",
+    }
 
 
 def test_bf16_option_trains_close_to_float32():
@@ -168,8 +194,18 @@ def test_bf16_option_trains_close_to_float32():
     # seeds, busy machine): float32 best val RSUM 353 / 313 / 335 (spread 40); bf16 − float32 per seed
     # −13, −10, −10. A bf16 path that does not learn, or diverges, lands far outside 45.
     toy = make_toy_splits(120, 30, 30, seed=0)
-    cfg = Config(**{**TINY, "embed_dim": 32, "word_dim": 16, "text_hidden": 32, "batch_size": 32, "epochs": 3,
-                    "lr_decay_epoch": 6, "lr_decay": 0.1})
+    cfg = Config(
+        **{
+            **TINY,
+            "embed_dim": 32,
+            "word_dim": 16,
+            "text_hidden": 32,
+            "batch_size": 32,
+            "epochs": 3,
+            "lr_decay_epoch": 6,
+            "lr_decay": 0.1,
+        }
+    )
     f32 = train(cfg, splits=toy, progress=False)
     b16 = train(cfg.replace(bf16=True), splits=toy, progress=False)
 

@@ -1,4 +1,5 @@
 """The equal-budget tuner (issue 14 item 3): grid, families, selection on validation only, determinism."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,11 +21,13 @@ def protocol_config(monkeypatch):
     own once the engine helper's fields are in, else a test-only subclass (never committed to the library)."""
     fields = {f.name for f in dataclasses.fields(config_mod.Config)}
     if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
+
         @dataclasses.dataclass(frozen=True)
         class ContractConfig(config_mod.Config):
             warmup_epochs: int = 0
             early_stop_patience: int = 0
             grad_diag_every: int = 0
+
         monkeypatch.setattr(experiments, "Config", ContractConfig)
         monkeypatch.setattr(tuning, "Config", ContractConfig)
         return ContractConfig
@@ -68,11 +71,19 @@ class Traced(dict):
 
 def record(lr, warm, rsums, collapsed=False, loss="triplet"):
     best = max(range(len(rsums)), key=lambda i: rsums[i]) + 1
-    hist = [{"epoch": i + 1, "val_rsum": r, "val_pos_sim": 0.5, "val_hardneg_sim": 0.99 if collapsed else 0.3}
-            for i, r in enumerate(rsums)]
-    return Traced(config={"loss": loss, "lr": lr, "warmup_epochs": warm}, history=hist, best_epoch=best,
-                  epochs_run=len(rsums), health={"collapsed": collapsed},
-                  test=Poison(), timing=Poison())
+    hist = [
+        {"epoch": i + 1, "val_rsum": r, "val_pos_sim": 0.5, "val_hardneg_sim": 0.99 if collapsed else 0.3}
+        for i, r in enumerate(rsums)
+    ]
+    return Traced(
+        config={"loss": loss, "lr": lr, "warmup_epochs": warm},
+        history=hist,
+        best_epoch=best,
+        epochs_run=len(rsums),
+        health={"collapsed": collapsed},
+        test=Poison(),
+        timing=Poison(),
+    )
 
 
 def fake_is_collapsed(view):
@@ -109,8 +120,14 @@ def test_best_epoch_must_be_in_history():
 
 def trials_grid():
     out = []
-    for lr, w, r, c in [(2e-4, 0, 300.0, False), (2e-4, 1, 300.0, False), (6e-4, 0, 300.0, False),
-                        (6e-4, 1, 280.0, False), (2e-3, 0, 500.0, True), (2e-3, 1, float("nan"), False)]:
+    for lr, w, r, c in [
+        (2e-4, 0, 300.0, False),
+        (2e-4, 1, 300.0, False),
+        (6e-4, 0, 300.0, False),
+        (6e-4, 1, 280.0, False),
+        (2e-3, 0, 500.0, True),
+        (2e-3, 1, float("nan"), False),
+    ]:
         out.append(tuning.trial_from_record(record(lr, w, [r], collapsed=c), fake_is_collapsed))
     return out
 
@@ -132,22 +149,37 @@ def test_selection_is_deterministic_under_any_order():
 
 
 def test_all_collapsed_still_chooses_the_best_of_them():
-    t = [tuning.trial_from_record(record(lr, 0, [r], collapsed=True), fake_is_collapsed)
-         for lr, r in [(2e-4, 50.0), (6e-4, 70.0)]]
+    t = [
+        tuning.trial_from_record(record(lr, 0, [r], collapsed=True), fake_is_collapsed)
+        for lr, r in [(2e-4, 50.0), (6e-4, 70.0)]
+    ]
     assert tuning.select(t)["lr"] == 6e-4
     with pytest.raises(ValueError):
         tuning.select([])
 
 
-@pytest.mark.parametrize("loss, params, hn", [
-    ("triplet", {}, True), ("triplet", {"max_violation": False}, False), ("triplet", {"reduction": "mean"}, True),
-    ("triplet_sn", {}, False), ("vlc", {}, False), ("unified", {}, False), ("bcls", {}, False),
-    ("ladder", {}, True), ("adaptive_ladder", {}, True), ("listwise", {}, True),
-    ("sam", {"keep_triplet": True, "sampling": "SN"}, True), ("sam", {"keep_triplet": False, "sampling": "SN"}, False),
-    ("sam", {"keep_triplet": False, "sampling": "HN"}, True), ("sam_authors", {"keep_triplet": False}, True),
-    ("sam_authors", {"keep_triplet": False, "sampling": "HN"}, False), ("sndcg", {}, False),
-    ("kendall_sw_hs", {}, False),
-])
+@pytest.mark.parametrize(
+    "loss, params, hn",
+    [
+        ("triplet", {}, True),
+        ("triplet", {"max_violation": False}, False),
+        ("triplet", {"reduction": "mean"}, True),
+        ("triplet_sn", {}, False),
+        ("vlc", {}, False),
+        ("unified", {}, False),
+        ("bcls", {}, False),
+        ("ladder", {}, True),
+        ("adaptive_ladder", {}, True),
+        ("listwise", {}, True),
+        ("sam", {"keep_triplet": True, "sampling": "SN"}, True),
+        ("sam", {"keep_triplet": False, "sampling": "SN"}, False),
+        ("sam", {"keep_triplet": False, "sampling": "HN"}, True),
+        ("sam_authors", {"keep_triplet": False}, True),
+        ("sam_authors", {"keep_triplet": False, "sampling": "HN"}, False),
+        ("sndcg", {}, False),
+        ("kendall_sw_hs", {}, False),
+    ],
+)
 def test_warmup_applies_to_hardest_negative_losses_only(loss, params, hn):
     assert tuning.uses_hard_negatives(loss, params) is hn
 
@@ -192,8 +224,12 @@ def test_tuning_configs_are_the_grid_of_each_distinct_main_arm_at_seed_0(protoco
                 keys.add(k)
                 n_expected += len(tuning.grid(a, prof))
     assert len(cfgs) == n_expected
-    assert tuning.tuning_configs(get_profile("paper").__class__(**{**dataclasses.asdict(get_profile("smoke")),
-                                                                   "tuning": None})) == []
+    assert (
+        tuning.tuning_configs(
+            get_profile("paper").__class__(**{**dataclasses.asdict(get_profile("smoke")), "tuning": None})
+        )
+        == []
+    )
 
 
 class FakeCache:
@@ -208,8 +244,9 @@ class FakeCache:
     def get_or_train(self, cfg, progress=False):
         if not self.has(cfg):
             self.trained.append(cfg)
-            self.store[cfg.key()] = record(cfg.lr, cfg.warmup_epochs, [self.score(cfg) - 10, self.score(cfg)],
-                                           self.collapsed(cfg), cfg.loss)
+            self.store[cfg.key()] = record(
+                cfg.lr, cfg.warmup_epochs, [self.score(cfg) - 10, self.score(cfg)], self.collapsed(cfg), cfg.loss
+            )
         return self.load(cfg)
 
     def load(self, cfg):
@@ -251,10 +288,10 @@ def test_protocol_end_to_end_on_planted_records(protocol_config):
     tune = tuning.tuning_configs(prof, papers)
     FakeExecutor().run(tune, cache)
     final = tuning.tuned_plan(prof, papers, cache, is_collapsed=fake_is_collapsed)
-    assert all(c.lr != 2e-3 for c in final)          # the collapsed lr is never chosen, though it scores best
+    assert all(c.lr != 2e-3 for c in final)  # the collapsed lr is never chosen, though it scores best
     vsepp = [c for c in final if c.loss == "triplet" and c.loss_params == {}]
-    assert {(c.lr, c.warmup_epochs) for c in vsepp} == {(6e-4, 1), (6e-4, 0)}   # + the no-warm-up sensitivity arm
-    assert {(c.lr, c.warmup_epochs) for c in final if c.loss == "unified"} == {(2e-4, 0)}   # sweeps: family's lr
+    assert {(c.lr, c.warmup_epochs) for c in vsepp} == {(6e-4, 1), (6e-4, 0)}  # + the no-warm-up sensitivity arm
+    assert {(c.lr, c.warmup_epochs) for c in final if c.loss == "unified"} == {(2e-4, 0)}  # sweeps: family's lr
     assert {(c.lr, c.warmup_epochs) for c in final if c.loss == "bcls"} == {(2e-4, 0)}
     # the final seed-0 runs of main arms are tuning runs: nothing new to train for them
     tune_keys = {c.key() for c in tune}
@@ -271,17 +308,17 @@ def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(pr
     prof = tuned_profile()
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(lambda c: 900.0 if c.lr == 6e-4 else 300.0)
-    ex = FakeExecutor(fail=lambda c: c.lr == 6e-4)            # the would-be winner fails to train
+    ex = FakeExecutor(fail=lambda c: c.lr == 6e-4)  # the would-be winner fails to train
     prepared, failures = [], []
     with pytest.warns(RuntimeWarning, match="tuning run failed"):
         final = tuning.run_protocol(prof, ["unified"], cache, ex, before_training=prepared.append, failures=failures)
     assert len(failures) == 4 and "FloatingPointError" in failures[0].error
-    assert len(ex.calls) == 1 and len(prepared) == 1                 # tuning phase only; the caller trains the rest
-    assert {c.lr for c in final} == {2e-4}                            # failed runs never chosen over healthy ones
+    assert len(ex.calls) == 1 and len(prepared) == 1  # tuning phase only; the caller trains the rest
+    assert {c.lr for c in final} == {2e-4}  # failed runs never chosen over healthy ones
     again = FakeExecutor()
     tuning.run_protocol(prof, ["unified"], cache, again, before_training=prepared.append)
     n_failed = sum(c.lr == 6e-4 for c in tuning.tuning_configs(prof, ["unified"]))
-    assert n_failed == 4                                # Triplet-HN × 2 warm-ups, VLC, Unified
+    assert n_failed == 4  # Triplet-HN × 2 warm-ups, VLC, Unified
     assert [len(x) for x in again.calls] == [n_failed]  # only the failed runs are retried
 
 
@@ -296,13 +333,14 @@ def test_summary_written_per_data_set(protocol_config, tmp_path, monkeypatch):
     assert "selection by validation RSUM" in md and "Triplet + S-NDCG" in md
     assert "## Families" in md and "| τ=0.1 " in md
     assert pd.read_csv(tmp_path / "flickr8k" / "tuning_summary.csv").shape == df.shape
-    assert df.chosen.sum() == 3                       # Triplet (mean), S-NDCG alone, Triplet + S-NDCG
+    assert df.chosen.sum() == 3  # Triplet (mean), S-NDCG alone, Triplet + S-NDCG
 
 
 def test_profile_without_tuning_keeps_the_old_plan():
     prof = dataclasses.replace(get_profile("smoke"), tuning=None)
-    assert [c.key() for c in tuning.tuned_plan(prof, ["unified"], cache=None)] == \
-        [c.key() for c in experiments.plan(prof, ["unified"])]
+    assert [c.key() for c in tuning.tuned_plan(prof, ["unified"], cache=None)] == [
+        c.key() for c in experiments.plan(prof, ["unified"])
+    ]
     assert tuning.tuning_table(prof, "unified", None).empty
 
 
@@ -310,10 +348,22 @@ def test_a_real_run_record_is_read_by_the_tuner(tmp_path, monkeypatch):
     """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads; the
     test evaluation is stubbed out (the tuner never needs it, and it is the slow part)."""
     from coherent_itr import train as train_mod
+
     monkeypatch.setattr(train_mod, "evaluate_embeddings", lambda *a, **k: Poison(), raising=False)
     train = train_mod.train
-    cfg = config_mod.Config(data="toy", data_scale="smoke", embed_dim=16, word_dim=8, text_hidden=16, epochs=2,
-                            batch_size=32, lr=2e-3, lr_decay_epoch=2, vocab_min_count=1, grad_diagnostics=False)
+    cfg = config_mod.Config(
+        data="toy",
+        data_scale="smoke",
+        embed_dim=16,
+        word_dim=8,
+        text_hidden=16,
+        epochs=2,
+        batch_size=32,
+        lr=2e-3,
+        lr_decay_epoch=2,
+        vocab_min_count=1,
+        grad_diagnostics=False,
+    )
     res = train(cfg, progress=False, cache_dir=str(tmp_path))
     t = tuning.trial_from_record(res.record, is_collapsed=lambda v: (False, ""))
     assert t["lr"] == cfg.lr and t["best_epoch"] in (1, 2) and math.isfinite(t["val_rsum"])
@@ -324,18 +374,20 @@ def test_study_resolves_arms_to_their_tuned_configs(protocol_config, monkeypatch
     """Notebooks get tuned runs transparently: Study trains missing tuning runs, then every arm (sweeps
     included) uses its family's chosen setting; the tuning table marks the choice."""
     from reproduce.study import Study
+
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted, collapsed=lambda c: c.lr == 2e-3)
     st = Study(tuned_profile(), "synthetic", cache=cache, progress=False)
     gamma = [a for a in st.arms("unified", "gamma")]
     cfgs = [c for a in gamma for c in st.configs(a)]
     assert {(c.lr, c.warmup_epochs) for c in cfgs if c.loss == "unified"} == {(2e-4, 0)}
-    assert {(c.lr, c.warmup_epochs) for c in cfgs if c.loss == "triplet"} == {(6e-4, 1)}   # γ=∞ → Triplet-HN
-    assert len(cache.trained) == len(tuning.tuning_configs(st.profile, ["unified"]))      # tuning runs only
+    assert {(c.lr, c.warmup_epochs) for c in cfgs if c.loss == "triplet"} == {(6e-4, 1)}  # γ=∞ → Triplet-HN
+    assert len(cache.trained) == len(tuning.tuning_configs(st.profile, ["unified"]))  # tuning runs only
     tab = st.tuning_table("unified")
     assert tab.chosen.sum() == 3 and not tab[tab.chosen].collapsed.any()
     # without tuning in the profile: the profile's own lr, nothing trained for tuning
-    plain = Study(dataclasses.replace(get_profile("smoke"), tuning=None), "synthetic", cache=FakeCache(planted),
-                  progress=False)
+    plain = Study(
+        dataclasses.replace(get_profile("smoke"), tuning=None), "synthetic", cache=FakeCache(planted), progress=False
+    )
     assert {c.lr for a in plain.arms("unified") for c in plain.configs(a)} == {get_profile("smoke").model["lr"]}
     assert plain.cache.trained == []

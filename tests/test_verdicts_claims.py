@@ -1,4 +1,5 @@
 """The claims registry: every claim declared once, arms that exist, no contrast primary for two claims."""
+
 import math
 from pathlib import Path
 
@@ -10,8 +11,14 @@ from reproduce import experiments
 from reproduce.study import profile_for
 
 ROOT = Path(__file__).resolve().parent.parent
-IDS = ([f"B{i}" for i in range(1, 10)] + [f"L{i}" for i in range(1, 7)] + [f"S{i}" for i in range(1, 6)]
-       + [f"N{i}" for i in range(1, 8)] + [f"U{i}" for i in range(1, 7)] + ["X1", "X2", "X3"])
+IDS = (
+    [f"B{i}" for i in range(1, 10)]
+    + [f"L{i}" for i in range(1, 7)]
+    + [f"S{i}" for i in range(1, 6)]
+    + [f"N{i}" for i in range(1, 8)]
+    + [f"U{i}" for i in range(1, 7)]
+    + ["X1", "X2", "X3"]
+)
 
 
 def test_every_claim_id_declared_once_in_order():
@@ -29,7 +36,7 @@ def test_paper_effects_one_row_per_claim_and_spot_checks():
     assert pe.loc["N1", "paper_effect"] == pytest.approx(477.7 - 472.7)
     assert pe.loc["U1", "paper_effect"] == pytest.approx(476.4 - 472.1)
     assert pe.loc["L1", "paper_effect"] == pytest.approx(0.216 - 0.166)
-    assert math.isnan(pe.loc["U4", "paper_effect"])                       # figure only
+    assert math.isnan(pe.loc["U4", "paper_effect"])  # figure only
     assert pe["source"].notna().all() and pe["computation"].notna().all()
 
 

@@ -1,5 +1,6 @@
 """Item 8 of issue 15: the verdict rule on simulated claims (no true effect → few wrong verdicts;
 planted large effects → detected), and the simulation's vectorised rule equals the ledger's."""
+
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ CODES = {0: "inconclusive", 1: "reproduced", 2: "not reproduced", 3: "no effect"
 
 @pytest.mark.parametrize("data", sorted(STUDY_NOISE))
 def test_no_true_effect_gives_at_most_5_percent_wrong_verdicts(data):
-    draws = 400                                                     # 400 families × 36 rows at 3 seeds
+    draws = 400  # 400 families × 36 rows at 3 seeds
     r = simulate(STUDY_NOISE[data], draws=draws, paper_effect=9.7, seed=11)
     assert r["wrong_row_rate"] <= 0.05
     # family-wise error under Holm: ≤ 5% up to sampling error of the simulation (+2.6 binomial sd)
@@ -28,7 +29,7 @@ def test_large_planted_effects_are_detected_and_the_rule_can_fail():
     big = simulate(sd, sigma_q=0.5, draws=300, planted=40 * sd, paper_effect=9.7, seed=12)
     assert big["detect_rate"] >= 0.97
     opposite = simulate(sd, sigma_q=0.5, draws=300, planted=-40 * sd, paper_effect=9.7, seed=13)
-    assert opposite["detect_rate"] == 0.0                          # a wrong-way effect is never "reproduced"
+    assert opposite["detect_rate"] == 0.0  # a wrong-way effect is never "reproduced"
 
 
 def test_vectorised_holm_equals_statsmodels():
@@ -41,9 +42,9 @@ def test_simulation_rule_equals_the_ledger_rule():
     rng = np.random.default_rng(5)
     theta = rng.choice([0.0, 8.0, -8.0, 30.0], 36)
     eff = theta[:, None] + rng.normal(0, 5.0, (36, 3))
-    qv = 2.0 ** 2
+    qv = 2.0**2
     codes, d = decide_arrays(eff[None], qv, paper_effect=9.7)
-    assert len(set(codes[0].tolist())) >= 3                        # several verdicts are exercised
+    assert len(set(codes[0].tolist())) >= 3  # several verdicts are exercised
     for i in range(36):
         e = eff[i]
         seed_var = e.var(ddof=1) / 3

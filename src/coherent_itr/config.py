@@ -6,6 +6,7 @@ over 300-d word embeddings, vocabulary of training words with count ≥ 4, model
 best validation RSUM. A run is a pure function of its ``Config`` (and the library source), so
 ``Config.key()`` identifies it in the run cache.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,42 +37,42 @@ def _is_real(v) -> bool:
 @dataclass(frozen=True)
 class Config:
     # --- data -----------------------------------------------------------------------------
-    data: str = "synthetic"            # "synthetic", "flickr8k", "precomp", "toy"
-    data_scale: str = "default"        # size of the synthetic world ("smoke", "default", "paper")
-    data_dir: str | None = None        # folder for flickr8k / precomp (else $FLICKR8K_DIR)
-    data_seed: int = 0                 # seed of the synthetic world (fixed across training seeds)
-    train_fraction: float = 1.0        # random subset of training images (SAM Table 2: 0.1, 0.25)
-    relevance: str | None = None       # pseudo-label provider for the loss (None: the loss needs none)
+    data: str = "synthetic"  # "synthetic", "flickr8k", "precomp", "toy"
+    data_scale: str = "default"  # size of the synthetic world ("smoke", "default", "paper")
+    data_dir: str | None = None  # folder for flickr8k / precomp (else $FLICKR8K_DIR)
+    data_seed: int = 0  # seed of the synthetic world (fixed across training seeds)
+    train_fraction: float = 1.0  # random subset of training images (SAM Table 2: 0.1, 0.25)
+    relevance: str | None = None  # pseudo-label provider for the loss (None: the loss needs none)
     relevance_params: dict = field(default_factory=dict)
     # --- model (VSE++) ----------------------------------------------------------------------
-    embed_dim: int = 1024              # joint embedding size
+    embed_dim: int = 1024  # joint embedding size
     word_dim: int = 300
-    text_hidden: int = 1024            # GRU hidden size (= embed_dim in VSE++; projected if different)
-    vocab_min_count: int = 4           # words seen fewer times in *training* captions map to <unk>
+    text_hidden: int = 1024  # GRU hidden size (= embed_dim in VSE++; projected if different)
+    vocab_min_count: int = 4  # words seen fewer times in *training* captions map to <unk>
     # --- loss -------------------------------------------------------------------------------
-    loss: str = "triplet"              # any name in coherent_itr.losses.available()
+    loss: str = "triplet"  # any name in coherent_itr.losses.available()
     loss_params: dict = field(default_factory=dict)
     # --- optimisation -----------------------------------------------------------------------
     epochs: int = 30
     batch_size: int = 128
     lr: float = 2e-4
-    lr_decay_epoch: int = 15           # multiply lr by lr_decay after this many epochs
+    lr_decay_epoch: int = 15  # multiply lr by lr_decay after this many epochs
     lr_decay: float = 0.1
-    grad_clip: float = 2.0             # max gradient norm (0 disables)
-    sampling: str = "captions"         # "captions": every caption once per epoch (VSE++);
+    grad_clip: float = 2.0  # max gradient norm (0 disables)
+    sampling: str = "captions"  # "captions": every caption once per epoch (VSE++);
     #                                    "images": every image once with a random caption
     seed: int = 0
-    device: str = "auto"               # "auto" picks CUDA when present
-    warmup_epochs: int = 0             # first epochs on ALL negatives (VSE∞ vse_mean_warmup_epochs) for every
+    device: str = "auto"  # "auto" picks CUDA when present
+    warmup_epochs: int = 0  # first epochs on ALL negatives (VSE∞ vse_mean_warmup_epochs) for every
     #                                    loss built on hardest negatives; 0 = none (the papers' recipes)
-    early_stop_patience: int = 0       # stop when val RSUM has not improved for this many epochs (0 = off;
+    early_stop_patience: int = 0  # stop when val RSUM has not improved for this many epochs (0 = off;
     #                                    ``epochs`` is then the cap)
-    bf16: bool = False                 # bfloat16 autocast of the encoders' training forward (loss in float32); only
+    bf16: bool = False  # bfloat16 autocast of the encoders' training forward (loss in float32); only
     #                                    faster with AMX-BF16 or a GPU — ≈ 6.5× slower on an AVX2-only CPU
     #                                    (results/benchmarks/run_profile.md)
     # --- evaluation / logging ---------------------------------------------------------------
-    eval_fold_size: int = 1000         # COCO-style 1K folds when the test set has ≥ 2 folds
-    grad_diag_every: int = 0           # tangent-gradient diagnostics (Unified Eqs. 11–12, 17–18, Fig. 4) every
+    eval_fold_size: int = 1000  # COCO-style 1K folds when the test set has ≥ 2 folds
+    grad_diag_every: int = 0  # tangent-gradient diagnostics (Unified Eqs. 11–12, 17–18, Fig. 4) every
     #                                    k training steps into record["iterations"]; 0 = none
     max_eval_captions: int | None = None  # validation subset cap (None = whole dev split)
 
@@ -79,8 +80,15 @@ class Config:
         def bad(name, allowed):
             raise ValueError(f"Config.{name}={getattr(self, name)!r} is invalid; expected {allowed}")
 
-        for name in ("epochs", "batch_size", "embed_dim", "word_dim", "text_hidden", "vocab_min_count",
-                     "eval_fold_size"):
+        for name in (
+            "epochs",
+            "batch_size",
+            "embed_dim",
+            "word_dim",
+            "text_hidden",
+            "vocab_min_count",
+            "eval_fold_size",
+        ):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 bad(name, "a positive integer")
@@ -103,8 +111,11 @@ class Config:
         if not (_is_real(self.train_fraction) and 0 < self.train_fraction <= 1):
             bad("train_fraction", "a float in (0, 1]")
         if self.train_fraction < MIN_TRAIN_FRACTION:
-            bad("train_fraction", f"at least {MIN_TRAIN_FRACTION:.2g} (below it even {LARGEST_TRAIN_IMAGES:,} "
-                                  "training images leave fewer than 2)")
+            bad(
+                "train_fraction",
+                f"at least {MIN_TRAIN_FRACTION:.2g} (below it even {LARGEST_TRAIN_IMAGES:,} "
+                "training images leave fewer than 2)",
+            )
         if not (_is_int(self.data_seed) and self.data_seed >= 0):
             bad("data_seed", "an integer ≥ 0")
         if self.device not in DEVICES:
@@ -113,8 +124,9 @@ class Config:
             bad("sampling", f"one of {list(SAMPLINGS)}")
         if not _is_int(self.seed) or self.seed < 0:
             bad("seed", "an integer ≥ 0")
-        if self.max_eval_captions is not None and not (_is_int(self.max_eval_captions)
-                                                       and self.max_eval_captions >= 10):
+        if self.max_eval_captions is not None and not (
+            _is_int(self.max_eval_captions) and self.max_eval_captions >= 10
+        ):
             bad("max_eval_captions", "None or an integer ≥ 10")
         if self.loss not in _losses.available():
             bad("loss", f"one of {_losses.available()}")
@@ -123,8 +135,10 @@ class Config:
                 bad(name, "a dict of keyword arguments")
         crit = _losses.build(self.loss, **self.loss_params)  # raises ValueError naming bad params
         if getattr(crit, "requires_relevance", False) and self.relevance is None:
-            raise ValueError(f"Config.loss={self.loss!r} needs a relevance provider: set Config.relevance "
-                             "(e.g. 'sbert', 'cider', 'true')")
+            raise ValueError(
+                f"Config.loss={self.loss!r} needs a relevance provider: set Config.relevance "
+                "(e.g. 'sbert', 'cider', 'true')"
+            )
 
     def check_train_size(self, n_images: int, captions_per_image: int) -> None:
         """``ValueError`` naming the numbers unless ``train_fraction`` of a training split of ``n_images``
@@ -136,7 +150,8 @@ class Config:
             raise ValueError(
                 f"Config.train_fraction={self.train_fraction!r} keeps {kept} of {n_images} training images "
                 f"({kept * per_image} {unit} an epoch), fewer than one batch (batch_size={self.batch_size}); "
-                f"expected a fraction ≥ {self.batch_size / (n_images * per_image):.3g} for this data")
+                f"expected a fraction ≥ {self.batch_size / (n_images * per_image):.3g} for this data"
+            )
 
     # ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

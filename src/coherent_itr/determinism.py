@@ -1,4 +1,5 @@
 """Seeding and device choice: same config and seed on CPU → identical numbers."""
+
 from __future__ import annotations
 
 import os

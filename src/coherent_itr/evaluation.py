@@ -12,6 +12,7 @@ of :func:`coherent_itr.metrics.evaluate` against
 
 The first two are the circular yardsticks BCLS warns about; the last two are not (claim X2).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,7 @@ TRUE_POSITIVE_THRESHOLD = 0.8
 PSEUDO_PROVIDERS = {"sbert": {"mode": "paired", "scale": "unit"}, "cider": {"include_candidate": True}}
 
 
-_CACHE: dict[str, tuple] = {}   # split content key -> yardsticks (a few test splits per process)
+_CACHE: dict[str, tuple] = {}  # split content key -> yardsticks (a few test splits per process)
 
 
 def yardsticks(split: data_mod.CaptionedImages, cache_dir: str | None = None):
@@ -35,8 +36,10 @@ def yardsticks(split: data_mod.CaptionedImages, cache_dir: str | None = None):
     Providers cache their matrices on disk; this keeps the last few splits' in memory too."""
     key = f"{split.name}:{captions_hash(split.captions)}:{split.n_images}:{cache_dir}"
     if key not in _CACHE:
-        rel = {name: data_mod.relevance_provider(name, split, cache_dir=cache_dir, **params).matrix()
-               for name, params in PSEUDO_PROVIDERS.items()}
+        rel = {
+            name: data_mod.relevance_provider(name, split, cache_dir=cache_dir, **params).matrix()
+            for name, params in PSEUDO_PROVIDERS.items()
+        }
         true = None
         if split.true_relevance is not None or "world" in split.extras:
             true = data_mod.relevance_provider("true", split, cache_dir=cache_dir).matrix()
@@ -47,17 +50,28 @@ def yardsticks(split: data_mod.CaptionedImages, cache_dir: str | None = None):
     return _CACHE[key]
 
 
-def evaluate_embeddings(img: np.ndarray, cap: np.ndarray, split: data_mod.CaptionedImages,
-                        fold_size: int = 1000, cache_dir: str | None = None) -> dict[str, float]:
+def evaluate_embeddings(
+    img: np.ndarray,
+    cap: np.ndarray,
+    split: data_mod.CaptionedImages,
+    fold_size: int = 1000,
+    cache_dir: str | None = None,
+) -> dict[str, float]:
     """Every metric of the embeddings of ``split`` (images × captions cosine similarity)."""
     rel, true, human = yardsticks(split, cache_dir)
-    sim = (img.astype(np.float32) @ cap.astype(np.float32).T)
-    return metrics.evaluate(sim, split.image_of_caption, rel=rel, true_rel=true, human=human,
-                            true_positive_threshold=TRUE_POSITIVE_THRESHOLD if true is not None else None,
-                            fold_size=fold_size)
+    sim = img.astype(np.float32) @ cap.astype(np.float32).T
+    return metrics.evaluate(
+        sim,
+        split.image_of_caption,
+        rel=rel,
+        true_rel=true,
+        human=human,
+        true_positive_threshold=TRUE_POSITIVE_THRESHOLD if true is not None else None,
+        fold_size=fold_size,
+    )
 
 
-_SPLITS: dict[tuple, data_mod.CaptionedImages] = {}   # (data, dir, scale, seed, cache) -> test split
+_SPLITS: dict[tuple, data_mod.CaptionedImages] = {}  # (data, dir, scale, seed, cache) -> test split
 
 
 def _test_split(config: dict, cache_dir: str | None) -> data_mod.CaptionedImages:
@@ -65,9 +79,13 @@ def _test_split(config: dict, cache_dir: str | None) -> data_mod.CaptionedImages
     if key not in _SPLITS:
         if len(_SPLITS) >= 4:
             _SPLITS.pop(next(iter(_SPLITS)))
-        _SPLITS[key] = data_mod.load_splits(config["data"], data_dir=config.get("data_dir"),
-                                            scale=config["data_scale"], seed=config["data_seed"],
-                                            cache_dir=cache_dir).test
+        _SPLITS[key] = data_mod.load_splits(
+            config["data"],
+            data_dir=config.get("data_dir"),
+            scale=config["data_scale"],
+            seed=config["data_seed"],
+            cache_dir=cache_dir,
+        ).test
     return _SPLITS[key]
 
 
@@ -86,6 +104,8 @@ def evaluate_run(result, splits: data_mod.DataSplits | None = None, cache_dir: s
     split = splits.test if splits is not None else _test_split(config, cache_dir)
     img, cap = np.asarray(arrays["test_img"]), np.asarray(arrays["test_cap"])
     if img.shape[0] != split.n_images or cap.shape[0] != split.n_captions:
-        raise ValueError(f"run {name}: stored embeddings have {img.shape[0]} images and {cap.shape[0]} captions, "
-                         f"but the test split {split.name} has {split.n_images} and {split.n_captions}")
+        raise ValueError(
+            f"run {name}: stored embeddings have {img.shape[0]} images and {cap.shape[0]} captions, "
+            f"but the test split {split.name} has {split.n_images} and {split.n_captions}"
+        )
     return evaluate_embeddings(img, cap, split, config.get("eval_fold_size", 1000), cache_dir)

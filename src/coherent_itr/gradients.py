@@ -17,14 +17,16 @@ image→text direction alone and the text→image one mirrors it. The values sca
 reduction (sum vs mean): compare losses with the same reduction.
 Also returned: ``pos_sim`` (mean s_ii) and ``hardneg_sim`` (mean max_{j≠i} s_ij) of the batch.
 """
+
 from __future__ import annotations
 
 import torch
 
 
 @torch.no_grad()
-def tangent_gradient_stats(img: torch.Tensor, cap: torch.Tensor, sim: torch.Tensor, grad_sim: torch.Tensor,
-                           grad_img: torch.Tensor) -> dict[str, float]:
+def tangent_gradient_stats(
+    img: torch.Tensor, cap: torch.Tensor, sim: torch.Tensor, grad_sim: torch.Tensor, grad_img: torch.Tensor
+) -> dict[str, float]:
     """Diagnostics from unit-norm embeddings ``img``/``cap`` (B×d), ``sim = img @ cap.T`` and the
     autograd gradients ``grad_sim = ∂L/∂sim`` and ``grad_img = ∂L/∂img``."""
     b = sim.shape[0]

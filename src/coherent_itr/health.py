@@ -58,6 +58,7 @@ A run between 2× chance and a healthy score is *not* called collapsed here: it 
 ledger compares it as such. The rule is deliberately conservative (it flags failure, not
 mediocrity), so it cannot be tuned toward a claim.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,7 +84,7 @@ def chance_rsum(image_of_caption, ks=KS) -> float:
     total = 0.0
     for k in ks:
         t2i = min(k, n) / n
-        miss = np.ones(len(counts))                     # P(no own caption in the top K) = C(M − c, K)/C(M, K)
+        miss = np.ones(len(counts))  # P(no own caption in the top K) = C(M − c, K)/C(M, K)
         for t in range(min(k, m)):
             miss *= np.clip(m - counts - t, 0, None) / (m - t)
         total += t2i + float(np.mean(1.0 - miss))
@@ -107,8 +108,12 @@ def epoch_health(val_stats: dict) -> dict[str, float]:
     if missing:
         raise KeyError(f"epoch_health: validation stats lack {missing}; got keys {sorted(val_stats)}")
     pos, neg = float(val_stats["val_pos_sim"]), float(val_stats["val_hardneg_sim"])
-    return {"val_pos_sim": pos, "val_hardneg_sim": neg, "val_gap": pos - neg,
-            "val_rsum_over_chance": float(val_stats["val_rsum"]) / float(val_stats["val_rsum_chance"])}
+    return {
+        "val_pos_sim": pos,
+        "val_hardneg_sim": neg,
+        "val_gap": pos - neg,
+        "val_rsum_over_chance": float(val_stats["val_rsum"]) / float(val_stats["val_rsum_chance"]),
+    }
 
 
 def _selected(record_or_history) -> dict:
@@ -119,8 +124,10 @@ def _selected(record_or_history) -> dict:
             return record_or_history["health"]
         if all(k in record_or_history for k in HEALTH_KEYS):
             return record_or_history
-        raise ValueError("is_collapsed: expected a run record (with 'health'), a health dict "
-                         f"{list(HEALTH_KEYS)} or a history list; got a dict with keys {sorted(record_or_history)}")
+        raise ValueError(
+            "is_collapsed: expected a run record (with 'health'), a health dict "
+            f"{list(HEALTH_KEYS)} or a history list; got a dict with keys {sorted(record_or_history)}"
+        )
     history = list(record_or_history)
     if not history:
         raise ValueError("is_collapsed: empty history")
@@ -136,9 +143,12 @@ def is_collapsed(record_or_history) -> tuple[bool, str]:
     if not all(math.isfinite(x) for x in (pos, neg, gap, ratio)):
         return True, f"non-finite health values (pos={pos}, hardneg={neg}, rsum/chance={ratio})"
     if neg >= COLLAPSE_COS and abs(gap) <= COLLAPSE_GAP:
-        return True, (f"geometry: hardest-negative cosine {neg:.4f} ≥ {COLLAPSE_COS} and |gap| {abs(gap):.4f} "
-                      f"≤ {COLLAPSE_GAP} (positive {pos:.4f}): embeddings nearly identical")
+        return True, (
+            f"geometry: hardest-negative cosine {neg:.4f} ≥ {COLLAPSE_COS} and |gap| {abs(gap):.4f} "
+            f"≤ {COLLAPSE_GAP} (positive {pos:.4f}): embeddings nearly identical"
+        )
     if ratio <= COLLAPSE_RSUM_FACTOR:
         return True, f"retrieval: validation RSUM is {ratio:.2f}× chance ≤ {COLLAPSE_RSUM_FACTOR}×"
-    return False, (f"healthy: gap {gap:+.4f} (positive {pos:.4f}, hardest negative {neg:.4f}), "
-                   f"RSUM {ratio:.1f}× chance")
+    return False, (
+        f"healthy: gap {gap:+.4f} (positive {pos:.4f}, hardest negative {neg:.4f}), RSUM {ratio:.1f}× chance"
+    )

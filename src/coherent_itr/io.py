@@ -4,6 +4,7 @@ Every writer writes to a temporary file in the destination folder, flushes and f
 ``os.replace``s it into place (atomic on POSIX), so a reader sees the old file or the new one,
 never a fragment.
 """
+
 from __future__ import annotations
 
 import io

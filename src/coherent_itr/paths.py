@@ -5,6 +5,7 @@
 
 This module imports nothing heavy: the command line checks its inputs with it before any work.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,7 +52,8 @@ def flickr8k_dir(override: str | os.PathLike | None = None, required: bool = Tru
         raise FileNotFoundError(
             f"Flickr8k is not configured: set {FLICKR8K_ENV}=/path/to/flickr8k (the folder holding images/, "
             "Flickr8k.token.txt and Flickr_8k.*Images.txt), or pass data_dir=. The study runs without it on "
-            "the embedded synthetic world.")
+            "the embedded synthetic world."
+        )
     p = Path(raw).expanduser()
     if not p.is_dir():
         source = "data_dir" if override else f"${FLICKR8K_ENV}"

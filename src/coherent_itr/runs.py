@@ -25,6 +25,7 @@ training; :func:`check_writable` fails early on an unwritable or full cache fold
 file lock (``filelock``) makes two processes or drivers sharing one cache train each run once:
 the second waits for the first and then loads its result.
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,7 +52,7 @@ THREADS_ENV = "COHERENT_ITR_THREADS"
 CHECKSUM_FILE = "checksum.json"
 TRAIN_FILES = ("record.json", "arrays.npz")
 EVAL_FILES = ("metrics.json",)
-DEFAULT_BYTES_PER_RUN = 32 * 2**20      # free-space estimate when the cache holds no entry yet
+DEFAULT_BYTES_PER_RUN = 32 * 2**20  # free-space estimate when the cache holds no entry yet
 
 
 class CacheIntegrityWarning(UserWarning):
@@ -69,8 +70,9 @@ def source_hash(package_dir: str | os.PathLike = PACKAGE_DIR) -> str:
     Not part of any run key (see :func:`training_code_hash`); used to stamp notebooks and the
     results manifest with the library version they were produced by."""
     root = Path(package_dir)
-    return _hash_files(root, tuple(sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
-                                          if "__pycache__" not in f.parts)))
+    return _hash_files(
+        root, tuple(sorted(str(f.relative_to(root)) for f in root.rglob("*.py") if "__pycache__" not in f.parts))
+    )
 
 
 def _hash_files(root: Path, rel_paths: tuple[str, ...]) -> str:
@@ -93,18 +95,43 @@ def _expand(patterns) -> set[str]:
 
 # Code every training run executes. The validation R@K (metrics/retrieval.py + _blocks.py) picks
 # the checkpoint, so it belongs to training; every other metric belongs to evaluation.
-TRAINING_CORE = ("train.py", "config.py", "determinism.py", "io.py", "paths.py", "gradients.py", "health.py",
-                 "models/*.py", "data/__init__.py", "data/base.py", "metrics/retrieval.py", "metrics/_blocks.py",
-                 "losses/__init__.py", "losses/base.py", "losses/registry.py")
-DATA_SOURCE_FILES = {"synthetic": ("data/synthetic.py",),
-                     "flickr8k": ("data/flickr8k.py", "data/features.py", "data/precomp.py"),
-                     "precomp": ("data/precomp.py",),
-                     "toy": ("data/toy.py",)}
-RELEVANCE_FILES = {"sbert": ("data/sbert.py", "data/relevance.py"),
-                   "cider": ("data/cider.py", "data/relevance.py"),
-                   "true": ("data/synthetic.py",)}          # + data/base.py (TrueRelevance), in the core
-EVALUATION_CODE = ("evaluation.py", "metrics/*.py", "data/relevance.py", "data/sbert.py", "data/cider.py",
-                   "data/synthetic.py", "data/base.py")
+TRAINING_CORE = (
+    "train.py",
+    "config.py",
+    "determinism.py",
+    "io.py",
+    "paths.py",
+    "gradients.py",
+    "health.py",
+    "models/*.py",
+    "data/__init__.py",
+    "data/base.py",
+    "metrics/retrieval.py",
+    "metrics/_blocks.py",
+    "losses/__init__.py",
+    "losses/base.py",
+    "losses/registry.py",
+)
+DATA_SOURCE_FILES = {
+    "synthetic": ("data/synthetic.py",),
+    "flickr8k": ("data/flickr8k.py", "data/features.py", "data/precomp.py"),
+    "precomp": ("data/precomp.py",),
+    "toy": ("data/toy.py",),
+}
+RELEVANCE_FILES = {
+    "sbert": ("data/sbert.py", "data/relevance.py"),
+    "cider": ("data/cider.py", "data/relevance.py"),
+    "true": ("data/synthetic.py",),
+}  # + data/base.py (TrueRelevance), in the core
+EVALUATION_CODE = (
+    "evaluation.py",
+    "metrics/*.py",
+    "data/relevance.py",
+    "data/sbert.py",
+    "data/cider.py",
+    "data/synthetic.py",
+    "data/base.py",
+)
 
 
 def _relative_imports(rel: str) -> set[str]:
@@ -123,16 +150,17 @@ def _relative_imports(rel: str) -> set[str]:
 @lru_cache(maxsize=256)
 def _loss_files(loss: str, params_json: str) -> frozenset[str]:
     from . import losses
+
     crit = losses.build(loss, **json.loads(params_json))
     files = set()
     prefix = __package__ + "."
-    for m in crit.modules():                   # composite losses: every term's class and its bases
+    for m in crit.modules():  # composite losses: every term's class and its bases
         for cls in type(m).__mro__:
             if cls.__module__.startswith(prefix):
-                rel = cls.__module__[len(prefix):].replace(".", "/")
+                rel = cls.__module__[len(prefix) :].replace(".", "/")
                 files.add(f"{rel}.py" if (PACKAGE_DIR / f"{rel}.py").is_file() else f"{rel}/__init__.py")
     todo = list(files)
-    while todo:                                # helpers imported from sibling loss modules
+    while todo:  # helpers imported from sibling loss modules
         for dep in _relative_imports(todo.pop()):
             if dep not in files:
                 files.add(dep)
@@ -189,6 +217,7 @@ def pinned_threads(n: int):
     and fixed whatever the executor or worker count."""
     import torch
     from threadpoolctl import threadpool_limits
+
     prev = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -201,8 +230,16 @@ def pinned_threads(n: int):
 def run_key(config: Config, threads: int = 1) -> str:
     """Training key of ``config`` run with ``threads`` intra-op threads under the current code."""
     import torch
-    blob = json.dumps({"config": config.key(), "code": training_code_hash(config), "threads": int(threads),
-                       "torch": torch.__version__}, sort_keys=True)
+
+    blob = json.dumps(
+        {
+            "config": config.key(),
+            "code": training_code_hash(config),
+            "threads": int(threads),
+            "torch": torch.__version__,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -243,13 +280,13 @@ def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
         files = {name: {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
         atomic_write_json(tmp / CHECKSUM_FILE, {"key": final.name, "files": files})
         if final.exists():
-            if not replace and verify_entry(final) is None:   # another writer was first: keep theirs
+            if not replace and verify_entry(final) is None:  # another writer was first: keep theirs
                 shutil.rmtree(tmp, ignore_errors=True)
                 return final
-            _discard(final)                       # a corrupt entry is replaced
+            _discard(final)  # a corrupt entry is replaced
         try:
             os.rename(tmp, final)
-        except OSError:                           # another writer was first: keep a valid entry of theirs
+        except OSError:  # another writer was first: keep a valid entry of theirs
             if verify_entry(final) is not None:
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
@@ -303,8 +340,11 @@ def _report(kind: str, path: Path, problem: str) -> None:
     if (str(path), problem) in _REPORTED:
         return
     _REPORTED.add((str(path), problem))
-    warnings.warn(f"run cache: {kind} entry {path.name} at {path} is not usable: {problem}; it will be redone",
-                  CacheIntegrityWarning, stacklevel=3)
+    warnings.warn(
+        f"run cache: {kind} entry {path.name} at {path} is not usable: {problem}; it will be redone",
+        CacheIntegrityWarning,
+        stacklevel=3,
+    )
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -373,13 +413,18 @@ class RunCache:
         configs = list(configs)
         trained = [self.has_training(c) for c in configs]
         evaluated = [t and self._load_metrics(c) is not None for t, c in zip(trained, configs)]
-        return {"planned": len(configs), "to_train": trained.count(False),
-                "to_evaluate": sum(t and not e for t, e in zip(trained, evaluated)), "cached": sum(evaluated)}
+        return {
+            "planned": len(configs),
+            "to_train": trained.count(False),
+            "to_evaluate": sum(t and not e for t, e in zip(trained, evaluated)),
+            "cached": sum(evaluated),
+        }
 
     # reading ------------------------------------------------------------------------------
     def load_training(self, config: Config):
         """The verified training :class:`~coherent_itr.train.RunResult` (no test metrics), or ``None``."""
         from .train import RunResult
+
         p = self.train_path(config)
         if not self._valid("training", p):
             return None
@@ -397,8 +442,12 @@ class RunCache:
             return None
         ev = _read_json(p / "metrics.json", "evaluation entry")
         if ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
-            _report("evaluation", p, "it was computed from other test embeddings than those of the training "
-                    "entry now stored (retrained with different numbers?)")
+            _report(
+                "evaluation",
+                p,
+                "it was computed from other test embeddings than those of the training "
+                "entry now stored (retrained with different numbers?)",
+            )
             return None
         return ev
 
@@ -420,6 +469,7 @@ class RunCache:
 
     def _merge(self, trained, ev: dict):
         from .train import RunResult
+
         record = dict(trained.record)
         record["test"] = ev["test"]
         record["timing"] = {**record.get("timing", {}), "test_eval_s": ev["eval_s"]}
@@ -431,18 +481,29 @@ class RunCache:
     def store_training(self, config: Config, result) -> Path:
         """Store ``result`` (of :func:`~coherent_itr.train.train`) as the training entry of ``config``."""
         import numpy as np
+
         final = self.train_path(config)
         record = {k: v for k, v in result.record.items() if k != "test"}
         record.update(run_key=final.name, training_code_hash=training_code_hash(config), threads=self.threads)
         arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
-        return write_entry(final, {"arrays.npz": lambda p: atomic_save_npz(p, **arrays),
-                                   "record.json": lambda p: atomic_write_json(p, record)})
+        return write_entry(
+            final,
+            {
+                "arrays.npz": lambda p: atomic_save_npz(p, **arrays),
+                "record.json": lambda p: atomic_write_json(p, record),
+            },
+        )
 
     def store_evaluation(self, config: Config, test: dict, eval_s: float) -> Path:
         final = self.eval_path(config)
-        ev = {"test": test, "eval_s": eval_s, "eval_key": final.name, "run_key": self.train_key(config),
-              "evaluation_code_hash": evaluation_code_hash(),
-              "embeddings_sha256": _embeddings_sha256(self.train_path(config))}
+        ev = {
+            "test": test,
+            "eval_s": eval_s,
+            "eval_key": final.name,
+            "run_key": self.train_key(config),
+            "evaluation_code_hash": evaluation_code_hash(),
+            "embeddings_sha256": _embeddings_sha256(self.train_path(config)),
+        }
         write_entry(final, {"metrics.json": lambda p: atomic_write_json(p, ev)}, replace=True)
         return final
 
@@ -451,8 +512,9 @@ class RunCache:
 
     def _evaluate(self, config: Config, trained, splits) -> dict:
         from .evaluation import evaluate_run
+
         with self._lock(self.eval_key(config), f"evaluation of run {self.train_key(config)}"):
-            ev = self._load_metrics(config)            # another process may have evaluated meanwhile
+            ev = self._load_metrics(config)  # another process may have evaluated meanwhile
             if ev is not None:
                 return ev
             t0 = time.perf_counter()
@@ -461,8 +523,10 @@ class RunCache:
             self.store_evaluation(config, test, time.perf_counter() - t0)
         ev = self._load_metrics(config)
         if ev is None:
-            raise CacheEntryError(f"evaluation entry {self.eval_key(config)} at {self.eval_path(config)} "
-                                  "failed verification right after it was written")
+            raise CacheEntryError(
+                f"evaluation entry {self.eval_key(config)} at {self.eval_path(config)} "
+                "failed verification right after it was written"
+            )
         return ev
 
     def get_or_train(self, config: Config, progress: bool = True, splits=None):
@@ -471,6 +535,7 @@ class RunCache:
         Training holds a per-run lock: a second process asking for the same run waits, then
         loads the first one's result instead of training it again."""
         from . import train as train_mod
+
         hit = self.load(config, splits=splits)
         if hit is not None:
             return hit
@@ -478,13 +543,13 @@ class RunCache:
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
                 with pinned_threads(self.threads):
-                    result = train_mod.train(config, splits=splits, progress=progress,
-                                             cache_dir=str(self.root.parent))
+                    result = train_mod.train(config, splits=splits, progress=progress, cache_dir=str(self.root.parent))
                 self.store_training(config, result)
         res = self.load(config, splits=splits)
         if res is None:
-            raise CacheEntryError(f"training entry {key} at {self.train_path(config)} failed verification "
-                                  "right after it was written")
+            raise CacheEntryError(
+                f"training entry {key} at {self.train_path(config)} failed verification right after it was written"
+            )
         return res
 
     def verify(self) -> list[str]:
@@ -495,13 +560,13 @@ class RunCache:
 @contextlib.contextmanager
 def _wait_lock(lock_path: Path, what: str):
     from filelock import FileLock, Timeout
+
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_path))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        print(f"run cache: waiting for another process to finish the {what} ({lock_path})",
-              file=sys.stderr, flush=True)
+        print(f"run cache: waiting for another process to finish the {what} ({lock_path})", file=sys.stderr, flush=True)
         lock.acquire()
     try:
         yield
@@ -520,7 +585,7 @@ def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
         if not d.is_dir():
             continue
         for entry in sorted(d.iterdir()):
-            if entry.name.startswith("."):          # temporary folder of a run being written
+            if entry.name.startswith("."):  # temporary folder of a run being written
                 continue
             problem = verify_entry(entry, expected)
             if problem is None:
@@ -528,10 +593,13 @@ def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
                     obj = _read_json(entry / expected[0], f"{kind} entry")
                     if kind == "training":
                         _read_npz(entry / "arrays.npz", "training entry")
-                    elif (verify_entry(runs / "train" / str(obj.get("run_key")), TRAIN_FILES) is None
-                          and obj.get("embeddings_sha256") != _embeddings_sha256(runs / "train" / str(obj["run_key"]))):
-                        problem = (f"computed from other test embeddings than those of training entry "
-                                   f"{obj.get('run_key')} (retrained with different numbers?)")
+                    elif verify_entry(runs / "train" / str(obj.get("run_key")), TRAIN_FILES) is None and obj.get(
+                        "embeddings_sha256"
+                    ) != _embeddings_sha256(runs / "train" / str(obj["run_key"])):
+                        problem = (
+                            f"computed from other test embeddings than those of training entry "
+                            f"{obj.get('run_key')} (retrained with different numbers?)"
+                        )
                 except CacheEntryError as exc:
                     problem = str(exc)
             if problem is not None:
@@ -543,8 +611,11 @@ def _entry_bytes(runs: Path) -> list[int]:
     d = runs / "train"
     if not d.is_dir():
         return []
-    return [sum(f.stat().st_size for f in e.iterdir() if f.is_file()) for e in d.iterdir()
-            if e.is_dir() and not e.name.startswith(".")]
+    return [
+        sum(f.stat().st_size for f in e.iterdir() if f.is_file())
+        for e in d.iterdir()
+        if e.is_dir() and not e.name.startswith(".")
+    ]
 
 
 def check_writable(root: str | os.PathLike | None = None, n_runs: int = 0, bytes_per_run: int | None = None) -> Path:
@@ -565,16 +636,22 @@ def check_writable(root: str | os.PathLike | None = None, n_runs: int = 0, bytes
             os.close(fd)
             os.unlink(probe)
     except OSError as exc:
-        raise OSError(exc.errno, f"run cache {runs} is not writable ({exc.filename or runs}: "
-                      f"{exc.strerror or exc}); set "
-                      f"{paths.CACHE_ENV} to a writable folder or fix its permissions") from exc
+        raise OSError(
+            exc.errno,
+            f"run cache {runs} is not writable ({exc.filename or runs}: "
+            f"{exc.strerror or exc}); set "
+            f"{paths.CACHE_ENV} to a writable folder or fix its permissions",
+        ) from exc
     if n_runs > 0:
         sizes = _entry_bytes(runs)
         per_run = bytes_per_run or (sum(sizes) // len(sizes) if sizes else DEFAULT_BYTES_PER_RUN)
         need = 2 * n_runs * per_run
         free = shutil.disk_usage(runs).free
         if free < need:
-            raise OSError(28, f"run cache {runs}: {free / 2**20:.0f} MiB free, but {n_runs} run(s) need about "
-                              f"{need / 2**20:.0f} MiB ({per_run / 2**20:.1f} MiB each, ×2 while writing); "
-                              f"free space or set {paths.CACHE_ENV} to another folder")
+            raise OSError(
+                28,
+                f"run cache {runs}: {free / 2**20:.0f} MiB free, but {n_runs} run(s) need about "
+                f"{need / 2**20:.0f} MiB ({per_run / 2**20:.1f} MiB each, ×2 while writing); "
+                f"free space or set {paths.CACHE_ENV} to another folder",
+            )
     return runs

@@ -19,6 +19,7 @@ run, health at the selected checkpoint, timing, data, machine — **no test metr
 from :func:`coherent_itr.evaluation.evaluate_run` on the stored embeddings) and the selected
 checkpoint's test embeddings (float32), so any metric can be computed later without retraining.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,8 +42,8 @@ from .models import VSEModel, Vocabulary
 
 @dataclass
 class RunResult:
-    record: dict                                   # JSON-able: config, history, health, timing (+ "test" from the cache)
-    arrays: dict = field(default_factory=dict)     # test embeddings (float32 numpy)
+    record: dict  # JSON-able: config, history, health, timing (+ "test" from the cache)
+    arrays: dict = field(default_factory=dict)  # test embeddings (float32 numpy)
 
     @property
     def history(self) -> list[dict]:
@@ -51,22 +52,24 @@ class RunResult:
     @property
     def test(self) -> dict:
         if "test" not in self.record:
-            raise KeyError("RunResult.test: this record holds no test metrics — train() does not evaluate the test "
-                           "split; use coherent_itr.evaluation.evaluate_run(result) or RunCache.get_or_train(config)")
+            raise KeyError(
+                "RunResult.test: this record holds no test metrics — train() does not evaluate the test "
+                "split; use coherent_itr.evaluation.evaluate_run(result) or RunCache.get_or_train(config)"
+            )
         return self.record["test"]
 
 
 @torch.no_grad()
-def encode_split(model: VSEModel, split: data_mod.CaptionedImages, vocab: Vocabulary, device,
-                 batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def encode_split(
+    model: VSEModel, split: data_mod.CaptionedImages, vocab: Vocabulary, device, batch_size: int = 512
+) -> tuple[np.ndarray, np.ndarray]:
     """L2-normalised embeddings (float32 numpy) of every image and every caption of ``split``."""
     model.eval()
     feats = torch.from_numpy(np.ascontiguousarray(split.features, dtype=np.float32))
-    img = torch.cat([model.image(feats[s:s + batch_size].to(device)).cpu()
-                     for s in range(0, len(feats), batch_size)])
+    img = torch.cat([model.image(feats[s : s + batch_size].to(device)).cpu() for s in range(0, len(feats), batch_size)])
     caps = []
     for s in range(0, split.n_captions, batch_size):
-        tok, lens = vocab.encode_batch(split.captions[s:s + batch_size])
+        tok, lens = vocab.encode_batch(split.captions[s : s + batch_size])
         caps.append(model.text(tok.to(device), lens).cpu())
     return img.float().numpy(), torch.cat(caps).float().numpy()
 
@@ -90,14 +93,14 @@ def _batches(n_images: int, cpi: int, config: Config, g: torch.Generator):
     if config.sampling == "captions":
         order = torch.randperm(n_images * cpi, generator=g)
         for s in range(0, len(order), config.batch_size):
-            cap = order[s:s + config.batch_size]
+            cap = order[s : s + config.batch_size]
             if len(cap) >= 2:
                 yield cap // cpi, cap
     else:
         order = torch.randperm(n_images, generator=g)
         pick = torch.randint(0, cpi, (n_images,), generator=g)
         for s in range(0, n_images, config.batch_size):
-            img = order[s:s + config.batch_size]
+            img = order[s : s + config.batch_size]
             if len(img) >= 2:
                 yield img, img * cpi + pick[img]
 
@@ -105,6 +108,7 @@ def _batches(n_images: int, cpi: int, config: Config, g: torch.Generator):
 @dataclass
 class _Run:
     """Everything :func:`train` sets up once and its steps share."""
+
     config: Config
     device: torch.device
     generator: torch.Generator
@@ -120,7 +124,7 @@ class _Run:
     crit: torch.nn.Module
     opt: torch.optim.Optimizer
     dev_chance_rsum: float
-    step: int = 0                                  # updates done so far (0-based index of the next one)
+    step: int = 0  # updates done so far (0-based index of the next one)
     iterations: list = field(default_factory=list)
 
 
@@ -130,22 +134,41 @@ def _setup(config: Config, splits, cache_dir) -> _Run:
     use_deterministic_kernels()
     device = resolve_device(config.device)
     if splits is None:
-        splits = data_mod.load_splits(config.data, data_dir=config.data_dir, scale=config.data_scale,
-                                      seed=config.data_seed, cache_dir=cache_dir)
+        splits = data_mod.load_splits(
+            config.data, data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_dir
+        )
     tr = _train_subset(splits.train, config.train_fraction, config.seed)
     dev = splits.dev
     if config.max_eval_captions and dev.n_captions > config.max_eval_captions:
         dev = dev.subset_images(np.arange(config.max_eval_captions // dev.captions_per_image))
     vocab = Vocabulary.build(tr.captions, config.vocab_min_count)
-    provider = (data_mod.relevance_provider(config.relevance, tr, cache_dir=cache_dir, **config.relevance_params)
-                if config.relevance else None)
+    provider = (
+        data_mod.relevance_provider(config.relevance, tr, cache_dir=cache_dir, **config.relevance_params)
+        if config.relevance
+        else None
+    )
     tokens, lengths = vocab.encode_batch(tr.captions)
     feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32)).to(device)
     model = VSEModel(tr.features.shape[1], len(vocab), config.embed_dim, config.word_dim, config.text_hidden).to(device)
     crit = losses.build(config.loss, **config.loss_params).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    return _Run(config, device, g, splits, tr, dev, vocab, provider, tokens, lengths, feats, model, crit, opt,
-                health.chance_rsum(dev.image_of_caption))
+    return _Run(
+        config,
+        device,
+        g,
+        splits,
+        tr,
+        dev,
+        vocab,
+        provider,
+        tokens,
+        lengths,
+        feats,
+        model,
+        crit,
+        opt,
+        health.chance_rsum(dev.image_of_caption),
+    )
 
 
 def _set_lr(run: _Run, epoch: int) -> float:
@@ -162,10 +185,10 @@ def _train_step(run: _Run, img_idx: torch.Tensor, cap_idx: torch.Tensor, diagnos
     tangent-gradient stats of :func:`coherent_itr.gradients.tangent_gradient_stats`."""
     c, dev = run.config, run.device
     len_b = run.lengths[cap_idx]
-    tok_b = run.tokens[cap_idx][:, :int(len_b.max())]
+    tok_b = run.tokens[cap_idx][:, : int(len_b.max())]
     with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=c.bf16):
         v, t = run.model(run.feats[img_idx], tok_b.to(dev), len_b)
-    v, t = v.float(), t.float()                    # similarities and loss always in float32
+    v, t = v.float(), t.float()  # similarities and loss always in float32
     if diagnose:
         v.retain_grad()
     sim = v @ t.T
@@ -177,16 +200,22 @@ def _train_step(run: _Run, img_idx: torch.Tensor, cap_idx: torch.Tensor, diagnos
     loss = run.crit(sim, rel)
     loss_value = float(loss.detach())
     if not np.isfinite(loss_value):
-        raise FloatingPointError(f"non-finite loss {loss_value} at step {run.step} "
-                                 f"(loss={c.loss}, params={c.loss_params})")
+        raise FloatingPointError(
+            f"non-finite loss {loss_value} at step {run.step} (loss={c.loss}, params={c.loss_params})"
+        )
     run.opt.zero_grad(set_to_none=True)
     loss.backward()
     if c.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(run.model.parameters(), c.grad_clip)
     run.opt.step()
     stats = {"train_loss": loss_value}
-    stats.update({f"loss_{k}": float(x) for k, x in run.crit.diagnostics.items()
-                  if isinstance(x, (int, float)) and not isinstance(x, bool)})
+    stats.update(
+        {
+            f"loss_{k}": float(x)
+            for k, x in run.crit.diagnostics.items()
+            if isinstance(x, (int, float)) and not isinstance(x, bool)
+        }
+    )
     if diagnose:
         stats.update(tangent_gradient_stats(v.detach(), t.detach(), sim.detach(), sim.grad, v.grad))
     return stats
@@ -196,7 +225,7 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     """One epoch of updates; per-epoch means of every step stat (diagnostics: of the sampled steps)."""
     c = run.config
     warm = epoch < c.warmup_epochs
-    if hasattr(run.crit, "set_warmup"):            # every ITRLoss; a foreign nn.Module loss has no warm-up
+    if hasattr(run.crit, "set_warmup"):  # every ITRLoss; a foreign nn.Module loss has no warm-up
         run.crit.set_warmup(warm)
     run.model.train()
     sums: dict[str, float] = {}
@@ -249,8 +278,14 @@ class _Selector:
 def _selected_health(sel: _Selector) -> dict:
     h = {k: sel.best_row[k] for k in health.HEALTH_KEYS}
     collapsed, reason = health.is_collapsed(h)
-    return {**h, "epoch": sel.best_epoch, "val_rsum": sel.best_row["val_rsum"],
-            "val_rsum_chance": sel.best_row["val_rsum_chance"], "collapsed": collapsed, "reason": reason}
+    return {
+        **h,
+        "epoch": sel.best_epoch,
+        "val_rsum": sel.best_row["val_rsum"],
+        "val_rsum_chance": sel.best_row["val_rsum_chance"],
+        "collapsed": collapsed,
+        "reason": reason,
+    }
 
 
 def _record(run: _Run, history: list[dict], sel: _Selector, timing: dict) -> dict:
@@ -261,20 +296,33 @@ def _record(run: _Run, history: list[dict], sel: _Selector, timing: dict) -> dic
         "best_epoch": sel.best_epoch,
         "epochs_run": len(history),
         "health": _selected_health(sel),
-        "warmup": {"epochs": [h["epoch"] for h in history if h["warmup"]],
-                   "applies": bool(getattr(run.crit, "honours_warmup", False))},
+        "warmup": {
+            "epochs": [h["epoch"] for h in history if h["warmup"]],
+            "applies": bool(getattr(run.crit, "honours_warmup", False)),
+        },
         "iterations": run.iterations,
         "timing": timing,
-        "data": {"train": tr.name, "n_train_images": tr.n_images, "dev": run.dev.name,
-                 "n_dev_images": run.dev.n_images, "test": test.name, "n_test_images": test.n_images,
-                 "vocab_size": len(run.vocab)},
-        "machine": {"device": str(run.device), "torch": torch.__version__, "python": platform.python_version(),
-                    "threads": torch.get_num_threads()},
+        "data": {
+            "train": tr.name,
+            "n_train_images": tr.n_images,
+            "dev": run.dev.name,
+            "n_dev_images": run.dev.n_images,
+            "test": test.name,
+            "n_test_images": test.n_images,
+            "vocab_size": len(run.vocab),
+        },
+        "machine": {
+            "device": str(run.device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "threads": torch.get_num_threads(),
+        },
     }
 
 
-def train(config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True,
-          cache_dir: str | None = None) -> RunResult:
+def train(
+    config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True, cache_dir: str | None = None
+) -> RunResult:
     """Train a VSE++ model with ``config.loss``; return its best-validation checkpoint's record and
     test embeddings (test metrics: :func:`coherent_itr.evaluation.evaluate_run`)."""
     t_start = time.perf_counter()
@@ -305,7 +353,12 @@ def train(config: Config, splits: data_mod.DataSplits | None = None, progress: b
         t0 = time.perf_counter()
         img_e, cap_e = encode_split(run.model, run.splits.test, run.vocab, run.device)
         test_encode_s = time.perf_counter() - t0
-    timing = {"total_s": time.perf_counter() - t_start, "train_s": t_train,
-              "train_s_per_epoch": t_train / len(history), "val_s": t_val, "test_encode_s": test_encode_s}
+    timing = {
+        "total_s": time.perf_counter() - t_start,
+        "train_s": t_train,
+        "train_s_per_epoch": t_train / len(history),
+        "val_s": t_val,
+        "test_encode_s": test_encode_s,
+    }
     arrays = {"test_img": img_e.astype(np.float32), "test_cap": cap_e.astype(np.float32)}
     return RunResult(_record(run, history, sel, timing), arrays)

@@ -18,6 +18,7 @@ Providers (:data:`PROVIDERS`): ``"sbert"`` (params ``mode="paired"|"max5"``,
 ``scale="cosine"|"unit"``), ``"cider"`` (CIDEr-D; ``include_candidate=True|False``,
 ``tokenizer="simple"|"ptb"``), ``"true"`` (the synthetic world's r*).
 """
+
 from __future__ import annotations
 
 from .base import CaptionedImages, DataSplits, RelevanceProvider, TrueRelevance
@@ -27,20 +28,24 @@ SOURCES = ("synthetic", "flickr8k", "precomp", "toy")
 PROVIDERS = ("sbert", "cider", "true")
 
 
-def load_splits(source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0,
-                cache_dir: str | None = None) -> DataSplits:
+def load_splits(
+    source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0, cache_dir: str | None = None
+) -> DataSplits:
     """Load the train/dev/test splits of ``source`` (one of :data:`SOURCES`).
 
     ``scale`` is the size profile for generated sources and the data-set name for ``precomp``;
     ``seed`` only affects generated sources."""
     if source == "synthetic":
         from .synthetic import make_synthetic_splits
+
         return make_synthetic_splits(scale, seed=seed, cache_dir=cache_dir)
     if source == "flickr8k":
         from .flickr8k import load_flickr8k
+
         return load_flickr8k(data_dir, cache_dir=cache_dir)
     if source == "precomp":
         from .precomp import NAMES, load_precomp
+
         if scale not in NAMES:
             raise ValueError(f"precomp data: scale={scale!r} must name the data set, one of {list(NAMES)}")
         return load_precomp(data_dir, scale)
@@ -53,23 +58,37 @@ def load_splits(source: str, *, data_dir: str | None = None, scale: str = "defau
     raise ValueError(f"unknown data source {source!r}; valid sources: {', '.join(SOURCES)}")
 
 
-def relevance_provider(name: str, split: CaptionedImages, *, cache_dir: str | None = None, **params) -> RelevanceProvider:
+def relevance_provider(
+    name: str, split: CaptionedImages, *, cache_dir: str | None = None, **params
+) -> RelevanceProvider:
     """Build the relevance provider ``name`` (one of :data:`PROVIDERS`) over ``split``."""
     if name == "true":
         if params:
             raise ValueError(f"relevance provider 'true' takes no parameters, got {sorted(params)}")
         from .synthetic import SyntheticTrueRelevance, WorldAnnotations
+
         if isinstance(split.extras.get("world"), WorldAnnotations):
             return SyntheticTrueRelevance(split)
         return TrueRelevance(split)
     if name == "sbert":
         from .sbert import SBERTRelevance
+
         return SBERTRelevance(split, cache_dir=cache_dir, **params)
     if name == "cider":
         from .cider import CiderRelevance
+
         return CiderRelevance(split, cache_dir=cache_dir, **params)
     raise ValueError(f"unknown relevance provider {name!r}; valid providers: {', '.join(PROVIDERS)}")
 
 
-__all__ = ["CaptionedImages", "DataSplits", "RelevanceProvider", "TrueRelevance", "load_splits",
-           "relevance_provider", "make_toy_splits", "SOURCES", "PROVIDERS"]
+__all__ = [
+    "CaptionedImages",
+    "DataSplits",
+    "RelevanceProvider",
+    "TrueRelevance",
+    "load_splits",
+    "relevance_provider",
+    "make_toy_splits",
+    "SOURCES",
+    "PROVIDERS",
+]

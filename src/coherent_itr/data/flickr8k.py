@@ -29,6 +29,7 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
   Malformed judgement lines are skipped with one warning naming the file and the lines
   (``bad_lines="error"`` raises instead).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,11 @@ from .features import encoder_key, extract_features, file_hash
 from .precomp import load_precomp_split, write_precomp_split
 
 TOKEN_FILE = "Flickr8k.token.txt"
-SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
-               "test": "Flickr_8k.testImages.txt"}
+SPLIT_FILES = {
+    "train": "Flickr_8k.trainImages.txt",
+    "dev": "Flickr_8k.devImages.txt",
+    "test": "Flickr_8k.testImages.txt",
+}
 EXPERT_FILE = "ExpertAnnotations.txt"
 CROWD_FILE = "CrowdFlowerAnnotations.txt"
 CAPTIONS_PER_IMAGE = 5
@@ -59,7 +63,7 @@ class Flickr8kWarning(UserWarning):
     """Something in the release was skipped (the captions of a non-existent image, bad lines)."""
 
 
-_WARNED: set[str] = set()   # judgement files already reported missing in this process
+_WARNED: set[str] = set()  # judgement files already reported missing in this process
 
 
 def _lines(path: Path) -> list[str]:
@@ -75,8 +79,10 @@ def _lines(path: Path) -> list[str]:
         try:
             lines.append(b.decode("utf-8").rstrip("\r"))
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}: line {n}: not UTF-8 text (byte {b[exc.start:exc.start + 1]!r} at column "
-                             f"{exc.start + 1}); save the file as UTF-8") from None
+            raise ValueError(
+                f"{path}: line {n}: not UTF-8 text (byte {b[exc.start : exc.start + 1]!r} at column "
+                f"{exc.start + 1}); save the file as UTF-8"
+            ) from None
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
@@ -141,8 +147,11 @@ def read_token_file(path: Path, wanted: set[str], images_dir: Path) -> dict[str,
         per[int(k)] = text.strip()
     if skipped:
         what = ", ".join(f"{nm} ({c} captions)" for nm, c in sorted(skipped.items()))
-        warnings.warn(f"{path}: skipped the captions of image(s) that exist in no split and not in {images_dir}: "
-                      f"{what}", Flickr8kWarning, stacklevel=3)
+        warnings.warn(
+            f"{path}: skipped the captions of image(s) that exist in no split and not in {images_dir}: {what}",
+            Flickr8kWarning,
+            stacklevel=3,
+        )
     out = {}
     for name in wanted:
         per = caps.get(name, {})
@@ -178,6 +187,7 @@ _CAPTION_ID = re.compile(r"^([\w.\-]+\.jpg)#([0-4])$")
 def read_judgements(path: Path, kind: str, bad_lines: str = "warn"):
     """Raw table of ``ExpertAnnotations.txt`` (kind "expert") or ``CrowdFlowerAnnotations.txt`` ("crowd")."""
     import pandas as pd
+
     if kind not in ("expert", "crowd"):
         raise ValueError(f"kind={kind!r} is invalid; expected 'expert' or 'crowd'")
     if bad_lines not in ("warn", "error"):
@@ -185,7 +195,7 @@ def read_judgements(path: Path, kind: str, bad_lines: str = "warn"):
     if not path.is_file():
         raise FileNotFoundError(f"Flickr8k file {path} does not exist")
     rows, bad = [], []
-    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n")   # a UTF-8 byte-order mark is fine
+    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf").split(b"\n")  # a UTF-8 byte-order mark is fine
     while raw and not raw[-1].strip():
         raw.pop()
     for n, b in enumerate(raw, start=1):
@@ -219,13 +229,17 @@ def read_judgements(path: Path, kind: str, bad_lines: str = "warn"):
             if bad_lines == "error":
                 raise ValueError(f"{path}: line {n}: malformed judgement line ({problem})")
             bad.append(n)
-    cols = ["image_id", "caption_id"] + (["expert1", "expert2", "expert3"] if kind == "expert"
-                                         else ["frac_yes", "n_yes", "n_no"])
+    cols = ["image_id", "caption_id"] + (
+        ["expert1", "expert2", "expert3"] if kind == "expert" else ["frac_yes", "n_yes", "n_no"]
+    )
     df = pd.DataFrame(rows, columns=cols)
     df.attrs.update({"source": str(path), "n_lines": len(raw), "skipped_lines": _ranges(bad)})
     if bad:
-        warnings.warn(f"{path}: skipped {len(bad)} malformed line(s) ({_ranges(bad)}); kept {len(df)} rows",
-                      Flickr8kWarning, stacklevel=2)
+        warnings.warn(
+            f"{path}: skipped {len(bad)} malformed line(s) ({_ranges(bad)}); kept {len(df)} rows",
+            Flickr8kWarning,
+            stacklevel=2,
+        )
     return df
 
 
@@ -248,8 +262,9 @@ def align_judgements(df, image_names: list[str], kind: str):
     keep = df["image_id"].map(pos).notna() & cap_img.map(pos).notna()
     out = df[keep].copy()
     out.insert(0, "image_idx", out["image_id"].map(pos).astype(np.int64))
-    out.insert(1, "caption_idx", (cap_img[keep].map(pos).astype(np.int64) * CAPTIONS_PER_IMAGE
-                                  + cap_k[keep]).astype(np.int64))
+    out.insert(
+        1, "caption_idx", (cap_img[keep].map(pos).astype(np.int64) * CAPTIONS_PER_IMAGE + cap_k[keep]).astype(np.int64)
+    )
     if kind == "expert":
         out["score"] = out[["expert1", "expert2", "expert3"]].mean(axis=1)
     else:
@@ -297,32 +312,48 @@ def _content_fingerprint(images: Path, names: list[str], cache_root: Path) -> tu
     return content, hashes
 
 
-def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", batch_size: int = 32,
-                  progress: bool = True, judgements: bool = True, bad_lines: str = "warn") -> DataSplits:
+def load_flickr8k(
+    data_dir=None,
+    cache_dir=None,
+    precision: str = "float32",
+    batch_size: int = 32,
+    progress: bool = True,
+    judgements: bool = True,
+    bad_lines: str = "warn",
+) -> DataSplits:
     """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
     root = flickr8k_dir(data_dir)
     index = flickr8k_index(root)
     images = root / "images"
     all_names = [nm for s in ("train", "dev", "test") for nm in index[s][0]]
     content, hashes = _content_fingerprint(images, all_names, _cache_root(cache_dir))
-    key_src = "|".join([encoder_key(precision), content]
-                       + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")])
+    key_src = "|".join(
+        [encoder_key(precision), content] + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")]
+    )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
     done = folder / "DONE.json"
     if not done.exists():
         if hashes is None:
             hashes = [file_hash(images / nm) for nm in all_names]
-        feats = extract_features([images / nm for nm in all_names], cache_dir=cache_dir, batch_size=batch_size,
-                                 precision=precision, progress=progress, hashes=hashes,
-                                 desc="Flickr8k images → EfficientNet-Lite0 features")
+        feats = extract_features(
+            [images / nm for nm in all_names],
+            cache_dir=cache_dir,
+            batch_size=batch_size,
+            precision=precision,
+            progress=progress,
+            hashes=hashes,
+            desc="Flickr8k images → EfficientNet-Lite0 features",
+        )
         start = 0
         for s in ("train", "dev", "test"):
             names, caps = index[s]
-            write_precomp_split(folder, s, feats[start:start + len(names)], caps, names)
+            write_precomp_split(folder, s, feats[start : start + len(names)], caps, names)
             start += len(names)
-        atomic_write_json(done, {"encoder": encoder_key(precision), "source": str(root),
-                                 "n_images": {s: len(index[s][0]) for s in index}})
+        atomic_write_json(
+            done,
+            {"encoder": encoder_key(precision), "source": str(root), "n_images": {s: len(index[s][0]) for s in index}},
+        )
     out = {}
     for s in ("train", "dev", "test"):
         sp = load_precomp_split(folder, s, "flickr8k")
@@ -334,8 +365,12 @@ def load_flickr8k(data_dir=None, cache_dir=None, precision: str = "float32", bat
                 tables[kind] = read_judgements(root / fname, kind, bad_lines)
             elif str(root / fname) not in _WARNED:
                 _WARNED.add(str(root / fname))
-                warnings.warn(f"Flickr8k judgement file {root / fname} does not exist: the {kind} judgements "
-                              f"(and the metrics that need them) are left out", Flickr8kWarning, stacklevel=2)
+                warnings.warn(
+                    f"Flickr8k judgement file {root / fname} does not exist: the {kind} judgements "
+                    f"(and the metrics that need them) are left out",
+                    Flickr8kWarning,
+                    stacklevel=2,
+                )
         for s, sp in out.items():
             for kind, df in tables.items():
                 al = align_judgements(df, sp.image_ids, kind)

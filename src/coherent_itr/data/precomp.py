@@ -13,6 +13,7 @@ itself. Splits are ``train``, ``dev`` and ``test``; for COCO the 5K ``testall`` 
 test split when present (COCO 1K numbers are then the mean over its five folds). Region
 features (SCAN's (n, 36, 2048) arrays) are refused: pool them to one vector per image first.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,8 +42,10 @@ def precomp_folder(data_dir: str | os.PathLike, name: str) -> Path:
     for cand in (root / f"{name}_precomp", root / name, root):
         if (cand / "train_caps.txt").exists() or (cand / "test_caps.txt").exists():
             return cand
-    raise FileNotFoundError(f"no precomp files for {name!r} under {root}: expected {root / (name + '_precomp')}/"
-                            "{train,dev,test}_ims.npy and _caps.txt")
+    raise FileNotFoundError(
+        f"no precomp files for {name!r} under {root}: expected {root / (name + '_precomp')}/"
+        "{train,dev,test}_ims.npy and _caps.txt"
+    )
 
 
 def read_captions(path: Path) -> list[str]:
@@ -64,8 +67,10 @@ def read_features(path: Path) -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{path}: features must be a real numeric array, got dtype {arr.dtype}")
     if arr.ndim == 3:
-        raise ValueError(f"{path}: got region features of shape {arr.shape}; this study uses one vector per "
-                         "image — pool them first (e.g. arr.mean(axis=1))")
+        raise ValueError(
+            f"{path}: got region features of shape {arr.shape}; this study uses one vector per "
+            "image — pool them first (e.g. arr.mean(axis=1))"
+        )
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"{path}: features must be a non-empty 2-D array (rows × dim), got shape {arr.shape}")
     finite = np.isfinite(arr).all(axis=1)
@@ -75,8 +80,9 @@ def read_features(path: Path) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 
-def load_precomp_split(folder: str | os.PathLike, split: str, name: str = "precomp",
-                       captions_per_image: int = 5) -> CaptionedImages:
+def load_precomp_split(
+    folder: str | os.PathLike, split: str, name: str = "precomp", captions_per_image: int = 5
+) -> CaptionedImages:
     folder = Path(folder)
     ims_path, caps_path = folder / f"{split}_ims.npy", folder / f"{split}_caps.txt"
     caps = read_captions(caps_path)
@@ -89,12 +95,16 @@ def load_precomp_split(folder: str | os.PathLike, split: str, name: str = "preco
         groups = feats.reshape(n_img, cpi, -1)
         if not np.allclose(groups, groups[:, :1], rtol=1e-5, atol=1e-6):
             bad = int(np.flatnonzero(~np.isclose(groups, groups[:, :1], rtol=1e-5, atol=1e-6).all(axis=(1, 2)))[0])
-            raise ValueError(f"{ims_path}: one row per caption ({feats.shape[0]} rows) but the {cpi} rows of image "
-                             f"{bad} (rows {bad * cpi}–{bad * cpi + cpi - 1}) differ; expected each image's row repeated")
+            raise ValueError(
+                f"{ims_path}: one row per caption ({feats.shape[0]} rows) but the {cpi} rows of image "
+                f"{bad} (rows {bad * cpi}–{bad * cpi + cpi - 1}) differ; expected each image's row repeated"
+            )
         feats = np.ascontiguousarray(groups[:, 0])
     elif feats.shape[0] != n_img:
-        raise ValueError(f"{ims_path}: {feats.shape[0]} feature rows, but {caps_path} has {len(caps)} captions = "
-                         f"{n_img} images × {cpi}; expected {n_img} rows (per image) or {len(caps)} (per caption)")
+        raise ValueError(
+            f"{ims_path}: {feats.shape[0]} feature rows, but {caps_path} has {len(caps)} captions = "
+            f"{n_img} images × {cpi}; expected {n_img} rows (per image) or {len(caps)} (per caption)"
+        )
     ids_path = folder / f"{split}_ids.txt"
     if ids_path.exists():
         ids = [x.strip() for x in ids_path.read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -119,8 +129,13 @@ def load_precomp(data_dir: str | os.PathLike, name: str) -> DataSplits:
     return DataSplits(*out)
 
 
-def write_precomp_split(folder: str | os.PathLike, split: str, features: np.ndarray, captions: Sequence[str],
-                        image_ids: Sequence[str] | None = None) -> Path:
+def write_precomp_split(
+    folder: str | os.PathLike,
+    split: str,
+    features: np.ndarray,
+    captions: Sequence[str],
+    image_ids: Sequence[str] | None = None,
+) -> Path:
     """Write ``{split}_ims.npy``, ``{split}_caps.txt`` (and ``_ids.txt``) atomically."""
     folder = Path(folder)
     bad = [k for k, c in enumerate(captions) if not c.strip() or "\n" in c]

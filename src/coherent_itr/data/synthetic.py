@@ -33,6 +33,7 @@ in [0, 1]: 1 for a complete correct description, a little below 1 for a correct 
 one, and low when the caption mentions wrong things (a "man running in the park" caption for
 a scene of a dog running in the park scores 0.49). It plays the role of human judgements.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,8 @@ from .base import CaptionedImages, DataSplits
 
 FACETS = ("subject", "color", "action", "object", "place")
 FACET_WEIGHTS = np.array([0.35, 0.10, 0.20, 0.15, 0.20])
-HYPERNYM_CREDIT = 0.6          # η: credit for a correct hypernym mention
-UNMENTIONED_PENALTY = 0.25     # λ: weight of facets the caption leaves out
+HYPERNYM_CREDIT = 0.6  # η: credit for a correct hypernym mention
+UNMENTIONED_PENALTY = 0.25  # λ: weight of facets the caption leaves out
 ABSENT, EXACT, HYPER = 0, 1, 2
 
 SCALES = {"smoke": (500, 100, 100), "default": (3000, 500, 1000), "paper": (29000, 1000, 1000)}
@@ -79,10 +80,17 @@ SUBJECTS = [  # name, nouns, group, strength, kind
 SUBJECT_GROUPS = {"person": ["person", "someone"], "kid": ["kid", "child", "youngster"], "animal": ["animal"]}
 
 COLORS = [
-    ("black", ["black"], "dark", 1.0), ("white", ["white"], None, 1.0), ("red", ["red"], "bright", 1.0),
-    ("blue", ["blue"], "bright", 1.0), ("brown", ["brown"], "dark", 0.6), ("green", ["green"], "bright", 1.0),
-    ("yellow", ["yellow"], "bright", 1.0), ("pink", ["pink"], "bright", 0.6), ("orange", ["orange"], "bright", 0.3),
-    ("gray", ["gray", "grey"], "dark", 0.3), ("purple", ["purple"], "bright", 0.3),
+    ("black", ["black"], "dark", 1.0),
+    ("white", ["white"], None, 1.0),
+    ("red", ["red"], "bright", 1.0),
+    ("blue", ["blue"], "bright", 1.0),
+    ("brown", ["brown"], "dark", 0.6),
+    ("green", ["green"], "bright", 1.0),
+    ("yellow", ["yellow"], "bright", 1.0),
+    ("pink", ["pink"], "bright", 0.6),
+    ("orange", ["orange"], "bright", 0.3),
+    ("gray", ["gray", "grey"], "dark", 0.3),
+    ("purple", ["purple"], "bright", 0.3),
     ("striped", ["striped"], None, 0.3),
 ]
 COLOR_GROUPS = {"dark": ["dark"], "bright": ["colorful", "brightly colored"]}
@@ -107,12 +115,21 @@ ACTIONS = [  # name, (participle, 3rd-person present) forms, group, strength
 ACTION_GROUPS = {"motion": [("moving", "moves"), ("moving around", "moves around")], "rest": [("resting", "rests")]}
 
 OBJECTS = [
-    ("ball", ["ball"], None, 1.0), ("frisbee", ["frisbee", "flying disc"], None, 0.3),
-    ("stick", ["stick", "branch"], None, 0.6), ("bicycle", ["bicycle", "bike"], "vehicle", 1.0),
-    ("skateboard", ["skateboard"], "board", 1.0), ("surfboard", ["surfboard"], "board", 1.0),
-    ("kite", ["kite"], None, 1.0), ("umbrella", ["umbrella"], None, 1.0), ("bag", ["bag", "backpack"], None, 0.3),
-    ("rope", ["rope"], None, 0.3), ("bench", ["bench"], None, 1.0), ("car", ["car"], "vehicle", 1.0),
-    ("tree", ["tree"], None, 1.0), ("fence", ["fence"], None, 0.6), ("guitar", ["guitar"], None, 1.0),
+    ("ball", ["ball"], None, 1.0),
+    ("frisbee", ["frisbee", "flying disc"], None, 0.3),
+    ("stick", ["stick", "branch"], None, 0.6),
+    ("bicycle", ["bicycle", "bike"], "vehicle", 1.0),
+    ("skateboard", ["skateboard"], "board", 1.0),
+    ("surfboard", ["surfboard"], "board", 1.0),
+    ("kite", ["kite"], None, 1.0),
+    ("umbrella", ["umbrella"], None, 1.0),
+    ("bag", ["bag", "backpack"], None, 0.3),
+    ("rope", ["rope"], None, 0.3),
+    ("bench", ["bench"], None, 1.0),
+    ("car", ["car"], "vehicle", 1.0),
+    ("tree", ["tree"], None, 1.0),
+    ("fence", ["fence"], None, 0.6),
+    ("guitar", ["guitar"], None, 1.0),
     ("toy", ["toy"], None, 0.6),
 ]
 OBJECT_GROUPS = {"vehicle": ["vehicle"], "board": ["board"]}
@@ -136,7 +153,11 @@ PLACES = [
     ("sidewalk", ["on the sidewalk", "on a sidewalk"], "outdoors", 0.3),
     ("yard", ["in the yard", "in a backyard"], "outdoors", 0.6),
 ]
-PLACE_GROUPS = {"outdoors": ["outside", "outdoors"], "indoors": ["inside", "indoors"], "water": ["in the water", "near the water"]}
+PLACE_GROUPS = {
+    "outdoors": ["outside", "outdoors"],
+    "indoors": ["inside", "indoors"],
+    "water": ["in the water", "near the water"],
+}
 
 ADVERBS = ["quickly", "happily", "alone", "slowly", "together with a friend"]
 TIME_PHRASES = ["on a sunny day", "during the day", "in the afternoon", "at night", "in the evening"]
@@ -153,8 +174,13 @@ MIN_WORDS, MAX_WORDS = 6, 14
 def _facet_tables():
     """Per facet: concept names, group index per concept (-1: none), group names, strengths."""
     out = []
-    for concepts, groups in ((SUBJECTS, SUBJECT_GROUPS), (COLORS, COLOR_GROUPS), (ACTIONS, ACTION_GROUPS),
-                             (OBJECTS, OBJECT_GROUPS), (PLACES, PLACE_GROUPS)):
+    for concepts, groups in (
+        (SUBJECTS, SUBJECT_GROUPS),
+        (COLORS, COLOR_GROUPS),
+        (ACTIONS, ACTION_GROUPS),
+        (OBJECTS, OBJECT_GROUPS),
+        (PLACES, PLACE_GROUPS),
+    ):
         gnames = list(groups)
         names = [c[0] for c in concepts]
         gidx = np.array([gnames.index(c[2]) if c[2] else -1 for c in concepts])
@@ -172,13 +198,13 @@ class WorldParams:
     """Knobs of the world. Defaults were tuned so that the pseudo labels are informative but
     noisy and VSE++ leaves headroom (see the data card in tests/test_data_synthetic.py)."""
 
-    dim: int = 256              # feature dimension of an "image"
-    latent: int = 64            # latent scene dimension
-    zipf: float = 1.0           # exponent of the facet frequency law
-    group_share: float = 0.6    # how much a concept's look is shared with its hypernym group
-    binding: float = 0.5        # weight of the subject×action and object×place interaction vectors
-    nuisance: float = 1.0       # norm of the per-image nuisance latent (things captions ignore)
-    noise: float = 0.3          # observation noise added to each feature
+    dim: int = 256  # feature dimension of an "image"
+    latent: int = 64  # latent scene dimension
+    zipf: float = 1.0  # exponent of the facet frequency law
+    group_share: float = 0.6  # how much a concept's look is shared with its hypernym group
+    binding: float = 0.5  # weight of the subject×action and object×place interaction vectors
+    nuisance: float = 1.0  # norm of the per-image nuisance latent (things captions ignore)
+    noise: float = 0.3  # observation noise added to each feature
 
     def key(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -190,17 +216,17 @@ class World:
     def __init__(self, seed: int = 0, params: WorldParams = WorldParams()) -> None:
         self.seed, self.params = seed, params
         p = params
-        rng = np.random.default_rng([seed, 1])            # world stream, independent of the scale
+        rng = np.random.default_rng([seed, 1])  # world stream, independent of the scale
         k = p.latent
         self.facet_probs = []
-        self.looks = []        # per facet: (n_concepts, k) latent look of every concept
+        self.looks = []  # per facet: (n_concepts, k) latent look of every concept
         for names, gidx, gnames, strength in TABLES:
             w = 1.0 / np.arange(1, len(names) + 1) ** p.zipf
             self.facet_probs.append(w / w.sum())
             g = rng.normal(size=(max(len(gnames), 1), k))
             e = rng.normal(size=(len(names), k))
             shared = np.where(gidx[:, None] >= 0, g[np.maximum(gidx, 0)], 0.0)
-            look = p.group_share * shared + np.sqrt(1 - p.group_share ** 2) * e
+            look = p.group_share * shared + np.sqrt(1 - p.group_share**2) * e
             look /= np.linalg.norm(look, axis=1, keepdims=True)
             self.looks.append(look * strength[:, None])
         n_s, n_a, n_o, n_p = N_CONCEPTS[0], N_CONCEPTS[2], N_CONCEPTS[3], N_CONCEPTS[4]
@@ -292,8 +318,13 @@ def _realise(kind: np.ndarray, value: np.ndarray, rng: np.random.Generator) -> s
         else:
             style = rng.integers(3) if " " not in color else rng.integers(2)
             garment = _pick(GARMENTS, rng)
-            post += ([ "in", _article(color), color, garment] if style == 0 else
-                     ["wearing", _article(color), color, garment] if style == 1 else ["dressed in", color])
+            post += (
+                ["in", _article(color), color, garment]
+                if style == 0
+                else ["wearing", _article(color), color, garment]
+                if style == 1
+                else ["dressed in", color]
+            )
     if noun == "someone":
         subj = ["someone"] + post
     else:
@@ -307,8 +338,11 @@ def _realise(kind: np.ndarray, value: np.ndarray, rng: np.random.Generator) -> s
         part = pres = None
     obj: list[str] = []
     if kind[O] != ABSENT:
-        word = _pick(OBJECTS[value[O]][1], rng) if kind[O] == EXACT else _pick(
-            OBJECT_GROUPS[list(OBJECT_GROUPS)[value[O]]], rng)
+        word = (
+            _pick(OBJECTS[value[O]][1], rng)
+            if kind[O] == EXACT
+            else _pick(OBJECT_GROUPS[list(OBJECT_GROUPS)[value[O]]], rng)
+        )
         obj = [_pick(OBJECT_PREPS, rng), _article(word), word]
     place: list[str] = []
     if kind[P] == EXACT:
@@ -386,8 +420,8 @@ class WorldAnnotations:
     """What the world knows about a split, looked up by image id and caption text (so it stays
     correct after ``CaptionedImages.subset_images``)."""
 
-    scene_of: dict           # image id -> (5,) concept indices
-    content_of: dict         # caption text -> ((5,) kind, (5,) value)
+    scene_of: dict  # image id -> (5,) concept indices
+    content_of: dict  # caption text -> ((5,) kind, (5,) value)
 
     def scenes(self, image_ids) -> np.ndarray:
         return np.stack([self.scene_of[i] for i in image_ids])
@@ -421,8 +455,12 @@ class SyntheticTrueRelevance:
     def matrix(self, chunk: int = 1000) -> np.ndarray:
         if self.split.true_relevance is not None:
             return self.split.true_relevance.astype(np.float32)
-        return np.concatenate([true_relevance(self._scenes[s:s + chunk], self._kind, self._value)
-                               for s in range(0, len(self._scenes), chunk)])
+        return np.concatenate(
+            [
+                true_relevance(self._scenes[s : s + chunk], self._kind, self._value)
+                for s in range(0, len(self._scenes), chunk)
+            ]
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,24 +482,29 @@ def _generate_split(world: World, n: int, rng: np.random.Generator):
 def _assemble(name: str, feats, scenes, caps, kinds, values, content_of: dict) -> CaptionedImages:
     for text, k, v in zip(caps, kinds, values):
         prev = content_of.setdefault(text, (k, v))
-        if prev[0] is not k and (prev[0].tobytes() != k.tobytes() or prev[1].tobytes() != v.tobytes()):  # pragma: no cover
+        if prev[0] is not k and (
+            prev[0].tobytes() != k.tobytes() or prev[1].tobytes() != v.tobytes()
+        ):  # pragma: no cover
             raise AssertionError(f"caption {text!r} realised from two different contents")
     n = len(scenes)
     ids = [f"{name}/{i:06d}" for i in range(n)]
     # dense true relevance for evaluation splits; training splits use the lazy provider
     rel = true_relevance(scenes, kinds, values) if name != "train" and n * n * 5 <= 25_000_000 else None
     ann = WorldAnnotations(dict(zip(ids, scenes)), content_of)
-    return CaptionedImages(f"synthetic/{name}", feats, list(caps), ids, 5, rel,
-                           {"world": ann, "scenes": scenes, "facets": FACETS})
+    return CaptionedImages(
+        f"synthetic/{name}", feats, list(caps), ids, 5, rel, {"world": ann, "scenes": scenes, "facets": FACETS}
+    )
 
 
 def _source_hash() -> str:
     from pathlib import Path
+
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def _cache_path(sizes, seed, params, cache_dir):
     from ..paths import cache_dir as root
+
     key = hashlib.sha256(f"{WORLD_VERSION}|{_source_hash()}|{sizes}|{seed}|{params.key()}".encode()).hexdigest()[:16]
     return root(cache_dir) / "synthetic" / f"world-{key}.npz"
 
@@ -471,27 +514,42 @@ def _cached_splits(sizes: tuple[int, int, int], seed: int, params: WorldParams, 
     from pathlib import Path
 
     from ..io import atomic_save_npz, load_npz
+
     names = ("train", "dev", "test")
     path = None if path is None else Path(path)
     if path is not None and path.exists():
         z = load_npz(path)
-        parts = [(z[f"{nm}_feats"], z[f"{nm}_scenes"], z[f"{nm}_caps"].tolist(), z[f"{nm}_kinds"], z[f"{nm}_values"])
-                 for nm in names]
+        parts = [
+            (z[f"{nm}_feats"], z[f"{nm}_scenes"], z[f"{nm}_caps"].tolist(), z[f"{nm}_kinds"], z[f"{nm}_values"])
+            for nm in names
+        ]
     else:
         world = World(seed, params)
         parts = [_generate_split(world, n, np.random.default_rng([seed, 2, i])) for i, n in enumerate(sizes)]
         if path is not None:
             arrays = {}
             for nm, (f, sc, c, k, v) in zip(names, parts):
-                arrays.update({f"{nm}_feats": f, f"{nm}_scenes": sc, f"{nm}_caps": np.array(c, dtype=str),
-                               f"{nm}_kinds": k, f"{nm}_values": v})
+                arrays.update(
+                    {
+                        f"{nm}_feats": f,
+                        f"{nm}_scenes": sc,
+                        f"{nm}_caps": np.array(c, dtype=str),
+                        f"{nm}_kinds": k,
+                        f"{nm}_values": v,
+                    }
+                )
             atomic_save_npz(path, **arrays)
     content_of: dict = {}
     return DataSplits(*(_assemble(nm, *p, content_of) for nm, p in zip(names, parts)))
 
 
-def make_synthetic_splits(scale: str = "default", seed: int = 0, sizes: tuple[int, int, int] | None = None,
-                          params: WorldParams = WorldParams(), cache_dir=None) -> DataSplits:
+def make_synthetic_splits(
+    scale: str = "default",
+    seed: int = 0,
+    sizes: tuple[int, int, int] | None = None,
+    params: WorldParams = WorldParams(),
+    cache_dir=None,
+) -> DataSplits:
     """Train/dev/test of the synthetic world. ``scale`` picks sizes from :data:`SCALES` unless
     ``sizes=(n_train, n_dev, n_test)`` is given. Deterministic in (sizes, seed, params); the
     rendering map depends on ``seed`` only, so every scale of one seed shares the same "camera".
@@ -509,5 +567,11 @@ def make_synthetic_splits(scale: str = "default", seed: int = 0, sizes: tuple[in
         raise ValueError(f"synthetic data: seed must be an integer ≥ 0, got {seed!r}")
     path = None if cache_dir is False else str(_cache_path(sizes, int(seed), params, cache_dir))
     s = _cached_splits(sizes, int(seed), params, path)
-    return DataSplits(*(CaptionedImages(x.name, x.features, list(x.captions), list(x.image_ids), 5,
-                                        x.true_relevance, dict(x.extras)) for x in (s.train, s.dev, s.test)))
+    return DataSplits(
+        *(
+            CaptionedImages(
+                x.name, x.features, list(x.captions), list(x.image_ids), 5, x.true_relevance, dict(x.extras)
+            )
+            for x in (s.train, s.dev, s.test)
+        )
+    )

@@ -6,18 +6,46 @@ projection of the concept indicator plus Gaussian noise; its captions name its c
 overlap of concept sets. This is *not* the study's synthetic world (see ``synthetic``); it only
 has to be learnable and deterministic.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .base import CaptionedImages, DataSplits
 
-_WORDS = ["dog", "cat", "man", "woman", "child", "ball", "grass", "beach", "car", "bike", "tree", "water",
-          "snow", "red", "blue", "running", "sitting", "jumping", "city", "park"]
+_WORDS = [
+    "dog",
+    "cat",
+    "man",
+    "woman",
+    "child",
+    "ball",
+    "grass",
+    "beach",
+    "car",
+    "bike",
+    "tree",
+    "water",
+    "snow",
+    "red",
+    "blue",
+    "running",
+    "sitting",
+    "jumping",
+    "city",
+    "park",
+]
 
 
-def make_toy_splits(n_train: int = 200, n_dev: int = 40, n_test: int = 40, dim: int = 32,
-                    n_concepts: int = 12, noise: float = 0.3, seed: int = 0) -> DataSplits:
+def make_toy_splits(
+    n_train: int = 200,
+    n_dev: int = 40,
+    n_test: int = 40,
+    dim: int = 32,
+    n_concepts: int = 12,
+    noise: float = 0.3,
+    seed: int = 0,
+) -> DataSplits:
     if n_concepts > len(_WORDS):
         raise ValueError(f"n_concepts must be ≤ {len(_WORDS)}, got {n_concepts}")
     rng = np.random.default_rng(seed)

@@ -10,6 +10,7 @@ registered under a name for :func:`build`::
 Importing this package imports every loss module in it (one per family), so the registry is
 complete; ``available()`` lists the names.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -44,6 +44,7 @@ sampling, as in ``ladder``.
 L_MIN = L_MAX = 1 gives the plain triplet loss (Table VIII row (1, 1)); L_MIN = 1 < L_MAX is
 rejected because one cluster has no silhouette.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -83,8 +84,9 @@ def _static(n: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return _STATIC[key]
 
 
-def exact_kmeans_1d_sorted(xs: torch.Tensor, k_max: int,
-                           table_dtype: torch.dtype | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def exact_kmeans_1d_sorted(
+    xs: torch.Tensor, k_max: int, table_dtype: torch.dtype | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Globally optimal 1-D k-means of every row of ``xs`` (rows sorted ascending), k = 1…k_max.
 
     Returns ``(starts, ok)``: for each k, ``starts[k-1]`` is a (rows × k) int64 tensor of the
@@ -104,27 +106,27 @@ def exact_kmeans_1d_sorted(xs: torch.Tensor, k_max: int,
     rows, n = xs.shape
     dev, dt = xs.device, (table_dtype or xs.dtype)
     inv, bad = _static(n, dev, dt)
-    p1, p2 = (p.to(dt) for p in _prefix(xs - xs.mean(dim=1, keepdim=True)))   # centring: less cancellation
+    p1, p2 = (p.to(dt) for p in _prefix(xs - xs.mean(dim=1, keepdim=True)))  # centring: less cancellation
     # t[r, b, a] = P2[a] + (P1[b] − P1[a])² / (b − a), −∞ where a ≥ b, so SSE(a, b) = P2[b] − t
     t = p1.unsqueeze(2) - p1.unsqueeze(1)
     t.square_().mul_(inv).add_(p2.unsqueeze(1)).sub_(bad)
     cut_ok = torch.ones(rows, n + 1, dtype=torch.bool, device=dev)
-    cut_ok[:, 1:n] = xs[:, 1:] > xs[:, :-1]                      # a boundary before sorted index c
+    cut_ok[:, 1:n] = xs[:, 1:] > xs[:, :-1]  # a boundary before sorted index c
     bad_end = ~cut_ok
-    d = (p2 - t[:, :, 0]).masked_fill(bad_end, float("inf"))     # D_1[b]
-    back = []                                                    # back[k-2][r, b] = argmin a of D_k[b]
+    d = (p2 - t[:, :, 0]).masked_fill(bad_end, float("inf"))  # D_1[b]
+    back = []  # back[k-2][r, b] = argmin a of D_k[b]
     for k in range(2, k_max + 1):
         if k < k_max:
             m, arg = (d.unsqueeze(1) - t).min(dim=2)
             d = (p2 + m).masked_fill(bad_end, float("inf"))
-        else:                                                    # last level: only b = n
+        else:  # last level: only b = n
             arg = torch.zeros(rows, n + 1, dtype=torch.long, device=dev)
             arg[:, n] = (d - t[:, n, :]).argmin(dim=1)
         back.append(arg)
     starts = []
     for k in range(1, k_max + 1):
         cuts = [torch.full((rows,), n, dtype=torch.long, device=dev)]
-        for j in range(k, 1, -1):                                # back-track from b = n
+        for j in range(k, 1, -1):  # back-track from b = n
             cuts.append(back[j - 2].gather(1, cuts[-1].unsqueeze(1)).squeeze(1))
         starts.append(torch.stack([torch.zeros_like(cuts[0])] + cuts[1:][::-1], dim=1))
     n_distinct = 1 + cut_ok[:, 1:n].sum(1)
@@ -154,11 +156,15 @@ def silhouette_1d_sorted(xs: torch.Tensor, starts: torch.Tensor) -> torch.Tensor
     p1, _ = _prefix(xs)
     size = (ends - starts).to(xs.dtype)
     mu = (p1.gather(1, ends) - p1.gather(1, starts)) / size.clamp(min=1)
-    own = labels_from_starts(starts, n)                                  # rows × n
+    own = labels_from_starts(starts, n)  # rows × n
     a_idx, b_idx = starts.gather(1, own), ends.gather(1, own)
     pos = torch.arange(n, device=xs.device).view(1, n)
-    intra = ((pos - a_idx) * xs - (p1[:, :n] - p1.gather(1, a_idx))
-             + (p1.gather(1, b_idx) - p1[:, 1:]) - (b_idx - pos - 1) * xs)
+    intra = (
+        (pos - a_idx) * xs
+        - (p1[:, :n] - p1.gather(1, a_idx))
+        + (p1.gather(1, b_idx) - p1[:, 1:])
+        - (b_idx - pos - 1) * xs
+    )
     own_size = (b_idx - a_idx).to(xs.dtype)
     a_val = intra / (own_size - 1).clamp(min=1)
     inf = torch.full_like(xs, float("inf"))
@@ -181,7 +187,7 @@ def adaptive_levels_torch(values: torch.Tensor, l_min: int, l_max: int) -> tuple
     rows, n = values.shape
     xs, order = values.detach().to(torch.float64).sort(dim=1)
     chunk = max(1, DP_CHUNK_ELEMENTS // ((n + 1) * (n + 1)))
-    parts = [exact_kmeans_1d_sorted(xs[r0:r0 + chunk], l_max, DP_DTYPE) for r0 in range(0, rows, chunk)]
+    parts = [exact_kmeans_1d_sorted(xs[r0 : r0 + chunk], l_max, DP_DTYPE) for r0 in range(0, rows, chunk)]
     starts = [torch.cat([p[0][k] for p in parts]) for k in range(l_max)]
     ok = [torch.cat([p[1][k] for p in parts]) for k in range(l_max)]
     cand = list(range(l_min, l_max + 1))
@@ -193,18 +199,19 @@ def adaptive_levels_torch(values: torch.Tensor, l_min: int, l_max: int) -> tuple
     else:
         scores = torch.stack([silhouette_1d_sorted(xs, starts[k - 1]) for k in cand], dim=1)
         scores = scores.masked_fill(~elig, _NEG_INF)
-        best = torch.tensor(cand, device=xs.device)[scores.argmax(dim=1)]      # first max on ties
+        best = torch.tensor(cand, device=xs.device)[scores.argmax(dim=1)]  # first max on ties
         best = torch.where(elig.any(dim=1), best, 1)
     seg = torch.ones_like(order)
-    for k in range(max(2, l_min), l_max + 1):                                 # 1 = highest cluster
+    for k in range(max(2, l_min), l_max + 1):  # 1 = highest cluster
         seg = torch.where(best.unsqueeze(1) == k, k - labels_from_starts(starts[k - 1], n), seg)
-    level = torch.empty_like(seg).scatter_(1, order, seg)                      # back to original order
+    level = torch.empty_like(seg).scatter_(1, order, seg)  # back to original order
     return level, best
 
 
 # --------------------------------------------------------------------------- sklearn back-end
-def adaptive_levels_sklearn(values: torch.Tensor, l_min: int, l_max: int, n_init: int = 10,
-                            random_state: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def adaptive_levels_sklearn(
+    values: torch.Tensor, l_min: int, l_max: int, n_init: int = 10, random_state: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference back-end: per row, sklearn ``KMeans`` + ``silhouette_score`` (Eqs. 9–12)."""
     from threadpoolctl import threadpool_limits
 
@@ -212,13 +219,14 @@ def adaptive_levels_sklearn(values: torch.Tensor, l_min: int, l_max: int, n_init
     rows, n = x_all.shape
     levels = np.ones((rows, n), dtype=np.int64)
     ks = np.ones(rows, dtype=np.int64)
-    with threadpool_limits(1):       # one thread: 10–40× faster on 1-D problems of ~100 points
+    with threadpool_limits(1):  # one thread: 10–40× faster on 1-D problems of ~100 points
         _sklearn_rows(x_all, levels, ks, l_min, l_max, n_init, random_state)
     return torch.from_numpy(levels).to(values.device), torch.from_numpy(ks).to(values.device)
 
 
-def _sklearn_rows(x_all: np.ndarray, levels: np.ndarray, ks: np.ndarray, l_min: int, l_max: int, n_init: int,
-                  random_state: int) -> None:
+def _sklearn_rows(
+    x_all: np.ndarray, levels: np.ndarray, ks: np.ndarray, l_min: int, l_max: int, n_init: int, random_state: int
+) -> None:
     """Fill ``levels``/``ks`` in place: the per-row loop of the reference back-end."""
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
@@ -240,7 +248,7 @@ def _sklearn_rows(x_all: np.ndarray, levels: np.ndarray, ks: np.ndarray, l_min: 
             else:
                 score = float(silhouette_score(x, lab))
             if score > best_score:
-                rank = np.argsort(np.argsort(-km.cluster_centers_.ravel()))   # 0 = highest centroid
+                rank = np.argsort(np.argsort(-km.cluster_centers_.ravel()))  # 0 = highest centroid
                 best_k, best_score, best_labels = k, score, rank[lab] + 1
         ks[r] = best_k
         levels[r] = best_labels if best_k > 1 else 1
@@ -273,9 +281,18 @@ class AdaptiveLadderLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, l_min: int = 2, l_max: int = 4, alpha: Sequence[float] | None = None,
-                 beta: Sequence[float] | None = None, backend: str = "torch", hard_contrastive: bool = True,
-                 reduction: str = "sum", n_init: int = 10, random_state: int = 0) -> None:
+    def __init__(
+        self,
+        l_min: int = 2,
+        l_max: int = 4,
+        alpha: Sequence[float] | None = None,
+        beta: Sequence[float] | None = None,
+        backend: str = "torch",
+        hard_contrastive: bool = True,
+        reduction: str = "sum",
+        n_init: int = 10,
+        random_state: int = 0,
+    ) -> None:
         super().__init__()
         owner = "adaptive_ladder"
         for field, v in (("l_min", l_min), ("l_max", l_max), ("n_init", n_init)):
@@ -284,8 +301,10 @@ class AdaptiveLadderLoss(ITRLoss):
         check_range(owner, "l_min", l_min, lo=1)
         check_range(owner, "l_max", l_max, lo=l_min)
         if l_min == 1 and l_max > 1:
-            raise ValueError(f"{owner}: l_min=1 with l_max={l_max} is not allowed: one cluster has no silhouette; "
-                             "use l_min=l_max=1 for the triplet baseline or l_min ≥ 2")
+            raise ValueError(
+                f"{owner}: l_min=1 with l_max={l_max} is not allowed: one cluster has no silhouette; "
+                "use l_min=l_max=1 for the triplet baseline or l_min ≥ 2"
+            )
         check_range(owner, "n_init", n_init, lo=1)
         check_choice(owner, "backend", backend, ("torch", "sklearn"))
         check_choice(owner, "reduction", reduction, ("sum", "mean"))
@@ -316,19 +335,25 @@ class AdaptiveLadderLoss(ITRLoss):
         if not torch.isfinite(rel).all():
             raise ValueError("adaptive_ladder: rel contains NaN or infinite values")
         b = sim.shape[0]
-        if torch.equal(rel, rel.T):                  # symmetric relevance: one clustering serves both
+        if torch.equal(rel, rel.T):  # symmetric relevance: one clustering serves both
             level_i2t, k_i2t = self.levels(rel)
             level_t2i, k_t2i = level_i2t, k_i2t
-        else:                                        # both directions' rows in one batched call
+        else:  # both directions' rows in one batched call
             level, k = self.levels(torch.cat([rel, rel.T], dim=0))
             level_i2t, level_t2i, k_i2t, k_t2i = level[:b], level[b:], k[:b], k[b:]
-        hard = self.hard_contrastive and not self.warmup      # warm-up: all pairs (Eq. 7), see ladder
+        hard = self.hard_contrastive and not self.warmup  # warm-up: all pairs (Eq. 7), see ladder
         per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, hard)
         per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, hard)
         with torch.no_grad():
-            hist = {f"levels_histogram_{d}": {int(k): int((kk == k).sum()) for k in range(1, self.l_max + 1)}
-                    for d, kk in (("i2t", k_i2t), ("t2i", k_t2i))}
-            self.diagnostics = {"levels_per_row_i2t": k_i2t.tolist(), "levels_per_row_t2i": k_t2i.tolist(), **hist,
-                                **direction_diagnostics("i2t", level_i2t, self.l_max, c_i2t),
-                                **direction_diagnostics("t2i", level_t2i, self.l_max, c_t2i)}
+            hist = {
+                f"levels_histogram_{d}": {int(k): int((kk == k).sum()) for k in range(1, self.l_max + 1)}
+                for d, kk in (("i2t", k_i2t), ("t2i", k_t2i))
+            }
+            self.diagnostics = {
+                "levels_per_row_i2t": k_i2t.tolist(),
+                "levels_per_row_t2i": k_t2i.tolist(),
+                **hist,
+                **direction_diagnostics("i2t", level_i2t, self.l_max, c_i2t),
+                **direction_diagnostics("t2i", level_t2i, self.l_max, c_t2i),
+            }
         return reduce(per_i2t + per_t2i, self.reduction)

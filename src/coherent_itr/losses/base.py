@@ -16,6 +16,7 @@ A loss that selects hardest negatives declares ``uses_hardest_negative = True`` 
 ``self.warmup`` in ``forward``; every other loss ignores the flag. The training loop
 (:func:`coherent_itr.train.train`) sets it for the first ``Config.warmup_epochs`` epochs.
 """
+
 from __future__ import annotations
 
 import torch
@@ -101,5 +102,7 @@ def check_range(owner: str, field: str, value, lo=None, hi=None, lo_open=False, 
     if not ok:
         lb = "(" if lo_open else "["
         rb = ")" if hi_open else "]"
-        raise ValueError(f"{owner}: {field}={value!r} out of range; expected {lb}{lo if lo is not None else '-inf'}, "
-                         f"{hi if hi is not None else 'inf'}{rb}")
+        raise ValueError(
+            f"{owner}: {field}={value!r} out of range; expected {lb}{lo if lo is not None else '-inf'}, "
+            f"{hi if hi is not None else 'inf'}{rb}"
+        )

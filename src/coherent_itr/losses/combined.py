@@ -22,6 +22,7 @@ Warm-up (``set_warmup``, :mod:`coherent_itr.losses.base`) reaches every term: du
 Triplet-HN term (VSE++, the listwise paper's triplet, BCLS's T-HN ablation) or a ladder term sums
 over all negatives; the other terms are unchanged.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,9 @@ class CompositeLoss(ITRLoss):
         self.terms = torch.nn.ModuleList(modules)
         if all(w == 0 for w in self.weights):
             raise ValueError(f"{owner}: every term has weight 0; the loss would be identically 0")
-        self.requires_relevance = any(getattr(m, "requires_relevance", False) and w > 0
-                                      for m, w in zip(self.terms, self.weights))
+        self.requires_relevance = any(
+            getattr(m, "requires_relevance", False) and w > 0 for m, w in zip(self.terms, self.weights)
+        )
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
@@ -97,8 +99,10 @@ class WeightedSumLoss(CompositeLoss):
     def __init__(self, terms: list) -> None:
         owner = "weighted_sum"
         if not isinstance(terms, (list, tuple)) or not terms:
-            raise ValueError(f"{owner}: terms must be a non-empty list of "
-                             f'{{"name": ..., "weight": ..., "params": {{...}}}} dicts, got {terms!r}')
+            raise ValueError(
+                f"{owner}: terms must be a non-empty list of "
+                f'{{"name": ..., "weight": ..., "params": {{...}}}} dicts, got {terms!r}'
+            )
         specs = []
         for k, t in enumerate(terms):
             if not isinstance(t, dict) or "name" not in t:
@@ -106,8 +110,13 @@ class WeightedSumLoss(CompositeLoss):
             unknown = sorted(set(t) - set(_TERM_KEYS))
             if unknown:
                 raise ValueError(f"{owner}: terms[{k}] has unknown key(s) {unknown}; valid keys: {list(_TERM_KEYS)}")
-            specs.append((t["name"], _check_weight(owner, f"terms[{k}].weight", t.get("weight", 1.0)),
-                          _check_params(owner, f"terms[{k}].params", t.get("params"))))
+            specs.append(
+                (
+                    t["name"],
+                    _check_weight(owner, f"terms[{k}].weight", t.get("weight", 1.0)),
+                    _check_params(owner, f"terms[{k}].params", t.get("params")),
+                )
+            )
         super().__init__(owner, specs)
 
 
@@ -115,34 +124,60 @@ class WeightedSumLoss(CompositeLoss):
 class BCLSLoss(CompositeLoss):
     """BCLS: ``weight_triplet · L_T-SN + weight_kendall · L_K-SW-HS`` (BCLS Eqs. 14 and 19)."""
 
-    def __init__(self, weight_triplet: float = 1.0, weight_kendall: float = 1.0, triplet: str = "triplet_sn",
-                 kendall: str = "kendall_sw_hs", triplet_params: dict | None = None,
-                 kendall_params: dict | None = None) -> None:
+    def __init__(
+        self,
+        weight_triplet: float = 1.0,
+        weight_kendall: float = 1.0,
+        triplet: str = "triplet_sn",
+        kendall: str = "kendall_sw_hs",
+        triplet_params: dict | None = None,
+        kendall_params: dict | None = None,
+    ) -> None:
         owner = "bcls"
         check_choice(owner, "triplet", triplet, ("triplet_sn", "triplet"))
         check_choice(owner, "kendall", kendall, ("kendall_sw_hs", "kendall"))
-        super().__init__(owner, [
-            (triplet, _check_weight(owner, "weight_triplet", weight_triplet),
-             _check_params(owner, "triplet_params", triplet_params)),
-            (kendall, _check_weight(owner, "weight_kendall", weight_kendall),
-             _check_params(owner, "kendall_params", kendall_params)),
-        ])
+        super().__init__(
+            owner,
+            [
+                (
+                    triplet,
+                    _check_weight(owner, "weight_triplet", weight_triplet),
+                    _check_params(owner, "triplet_params", triplet_params),
+                ),
+                (
+                    kendall,
+                    _check_weight(owner, "weight_kendall", weight_kendall),
+                    _check_params(owner, "kendall_params", kendall_params),
+                ),
+            ],
+        )
 
 
 @register("listwise")
 class ListwiseLoss(CompositeLoss):
     """Listwise ITR Eq. 22: mean-reduced Triplet-HN (Eqs. 1–3) + S-NDCG (Eqs. 19–21)."""
 
-    def __init__(self, weight_triplet: float = 1.0, weight_sndcg: float = 1.0, triplet_params: dict | None = None,
-                 sndcg_params: dict | None = None) -> None:
+    def __init__(
+        self,
+        weight_triplet: float = 1.0,
+        weight_sndcg: float = 1.0,
+        triplet_params: dict | None = None,
+        sndcg_params: dict | None = None,
+    ) -> None:
         owner = "listwise"
         tp = {"margin": 0.2, "max_violation": True, "reduction": "mean"}
         tp.update(_check_params(owner, "triplet_params", triplet_params))
-        super().__init__(owner, [
-            ("triplet", _check_weight(owner, "weight_triplet", weight_triplet), tp),
-            ("sndcg", _check_weight(owner, "weight_sndcg", weight_sndcg),
-             _check_params(owner, "sndcg_params", sndcg_params)),
-        ])
+        super().__init__(
+            owner,
+            [
+                ("triplet", _check_weight(owner, "weight_triplet", weight_triplet), tp),
+                (
+                    "sndcg",
+                    _check_weight(owner, "weight_sndcg", weight_sndcg),
+                    _check_params(owner, "sndcg_params", sndcg_params),
+                ),
+            ],
+        )
 
 
 @register("cvsepp")
@@ -153,8 +188,10 @@ class CVSEppLoss(CompositeLoss):
         owner = "cvsepp"
         if not isinstance(adaptive, bool):
             raise ValueError(f"{owner}: adaptive={adaptive!r} must be True or False")
-        super().__init__(owner, [("adaptive_ladder" if adaptive else "ladder", 1.0,
-                                  _check_params(owner, "ladder_params", ladder_params))])
+        super().__init__(
+            owner,
+            [("adaptive_ladder" if adaptive else "ladder", 1.0, _check_params(owner, "ladder_params", ladder_params))],
+        )
 
 
 @register("vsepp")
@@ -163,5 +200,4 @@ class VSEppLoss(CompositeLoss):
 
     def __init__(self, margin: float = 0.2, reduction: str = "sum") -> None:
         check_range("vsepp", "margin", margin, lo=0.0)
-        super().__init__("vsepp", [("triplet", 1.0, {"margin": margin, "max_violation": True,
-                                                     "reduction": reduction})])
+        super().__init__("vsepp", [("triplet", 1.0, {"margin": margin, "max_violation": True, "reduction": reduction})])

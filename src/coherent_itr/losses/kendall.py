@@ -53,6 +53,7 @@ of the authors' later ITM_CLS code, which also drops windows and mining.
 Diagnostics: constrained and active triples (``kendall``); per window the anchors with both sets
 non-empty, the windows used, and the active hinges (``kendall_sw_hs``).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ import torch
 from .base import ITRLoss, check_choice, check_range, reduce
 from .registry import register
 
-_CHUNK_ELEMENTS = 1 << 22          # ~4M (anchor, j, k) triples per chunk of the full Kendall loss
+_CHUNK_ELEMENTS = 1 << 22  # ~4M (anchor, j, k) triples per chunk of the full Kendall loss
 
 
 def _check_rel_values(owner: str, rel: torch.Tensor, bounded: bool = False, tol: float = 1e-4) -> None:
@@ -71,8 +72,10 @@ def _check_rel_values(owner: str, rel: torch.Tensor, bounded: bool = False, tol:
     if bounded:
         rmin, rmax = float(rel.min()), float(rel.max())
         if rmin < -1 - tol or rmax > 1 + tol:
-            raise ValueError(f"{owner}: rel values must lie in [-1, 1] (BCLS Sec. III-A; the windows cover that "
-                             f"range), got min {rmin:.6g}, max {rmax:.6g}")
+            raise ValueError(
+                f"{owner}: rel values must lie in [-1, 1] (BCLS Sec. III-A; the windows cover that "
+                f"range), got min {rmin:.6g}, max {rmax:.6g}"
+            )
 
 
 def _chunks(n: int):
@@ -94,7 +97,7 @@ class _KendallDirection(torch.autograd.Function):
     @staticmethod
     def forward(ctx, sim, rel, alpha, margin):
         out = torch.empty(sim.shape[0], dtype=sim.dtype, device=sim.device)
-        counts = torch.zeros(2, dtype=torch.int64, device=sim.device)   # (constrained, active) triples
+        counts = torch.zeros(2, dtype=torch.int64, device=sim.device)  # (constrained, active) triples
         for a, b in _chunks(sim.shape[0]):
             d, x = _triple_masks(sim[a:b], rel[a:b], alpha, margin)
             act = d & (x > 0)
@@ -174,23 +177,24 @@ def _hardest_per_window(sim: torch.Tensor, bucket: torch.Tensor, n_win: int, lar
     fill = float("-inf") if largest else float("inf")
     red = "amax" if largest else "amin"
     ext = torch.full((n_rows, n_win + 1), fill, dtype=sim.dtype, device=sim.device)
-    ext = ext.scatter_reduce(1, bucket, sim, reduce=red, include_self=True)           # per-bucket extreme
+    ext = ext.scatter_reduce(1, bucket, sim, reduce=red, include_self=True)  # per-bucket extreme
     cols = torch.arange(n_cols, device=sim.device).expand(n_rows, n_cols)
-    hit = sim == ext.gather(1, bucket)                                                 # candidates attaining it
+    hit = sim == ext.gather(1, bucket)  # candidates attaining it
     arg = torch.full((n_rows, n_win + 1), n_cols, dtype=torch.long, device=sim.device)
     arg = arg.scatter_reduce(1, bucket, torch.where(hit, cols, n_cols), reduce="amin", include_self=True)
-    if largest:      # window m (1..M): buckets 0..m−1 → running max, read at m−1
+    if largest:  # window m (1..M): buckets 0..m−1 → running max, read at m−1
         run, which = ext.cummax(dim=1)
         run, which = run[:, :n_win], which[:, :n_win]
-    else:            # window m: buckets m..M → running min from the end, read at m
+    else:  # window m: buckets m..M → running min from the end, read at m
         run, which = ext.flip(1).cummin(dim=1)
         run, which = run.flip(1)[:, 1:], (n_win - which.flip(1))[:, 1:]
     idx = arg.gather(1, which)
     return torch.where(torch.isfinite(run), idx, torch.full_like(idx, -1))
 
 
-def sw_hs_direction(sim: torch.Tensor, rel: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor,
-                    margin: float = 0.0):
+def sw_hs_direction(
+    sim: torch.Tensor, rel: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, margin: float = 0.0
+):
     """Hinges (M×B) of Eq. 19 for the rows of ``sim`` as anchors, and the (M×B) mask of valid (window, anchor).
 
     No M×B×B mask is built. Each candidate's relevance is bucketed against the lower edges,
@@ -206,8 +210,8 @@ def sw_hs_direction(sim: torch.Tensor, rel: torch.Tensor, lower: torch.Tensor, u
     j_neg = _hardest_per_window(sim.detach(), torch.bucketize(rel, lower, right=True), n_win, largest=True)
     j_pos = _hardest_per_window(sim.detach(), torch.bucketize(rel, upper, right=True), n_win, largest=False)
     valid = (j_neg >= 0) & (j_pos >= 0)
-    hardest_neg = sim.gather(1, j_neg.clamp(min=0))                 # T^: most similar of Neg^m = {r < l_m}
-    hardest_pos = sim.gather(1, j_pos.clamp(min=0))                 # T~: least similar of Pos^m = {r ≥ u_m}
+    hardest_neg = sim.gather(1, j_neg.clamp(min=0))  # T^: most similar of Neg^m = {r < l_m}
+    hardest_pos = sim.gather(1, j_pos.clamp(min=0))  # T~: least similar of Pos^m = {r ≥ u_m}
     zero = torch.zeros((), dtype=sim.dtype, device=sim.device)
     hinge = torch.where(valid, (hardest_neg - hardest_pos + margin).clamp(min=0), zero)
     return hinge.T, valid.T
@@ -219,8 +223,9 @@ class KendallSWHSLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, alpha: float = 0.2, beta: float = 0.1, margin: float = 0.0, reduction: str = "sum",
-                 edge_tol: float = 1e-6) -> None:
+    def __init__(
+        self, alpha: float = 0.2, beta: float = 0.1, margin: float = 0.0, reduction: str = "sum", edge_tol: float = 1e-6
+    ) -> None:
         super().__init__()
         check_range("kendall_sw_hs", "alpha", alpha, lo=0.0, hi=2.0, hi_open=True)
         check_range("kendall_sw_hs", "beta", beta, lo=0.0, lo_open=True, hi=2.0)
@@ -229,8 +234,10 @@ class KendallSWHSLoss(ITRLoss):
         check_choice("kendall_sw_hs", "reduction", reduction, ("sum", "mean"))
         lower, upper = window_edges(alpha, beta, edge_tol)
         if not lower:
-            raise ValueError(f"kendall_sw_hs: (2 − alpha)/beta = {(2 - alpha) / beta:.4g} < 1 gives no window; "
-                             f"choose beta ≤ 2 − alpha")
+            raise ValueError(
+                f"kendall_sw_hs: (2 − alpha)/beta = {(2 - alpha) / beta:.4g} < 1 gives no window; "
+                f"choose beta ≤ 2 − alpha"
+            )
         self.alpha, self.beta, self.margin = float(alpha), float(beta), float(margin)
         self.reduction = reduction
         self.edge_tol = float(edge_tol)
@@ -246,7 +253,7 @@ class KendallSWHSLoss(ITRLoss):
         upper = torch.tensor(self.upper, dtype=torch.float64, device=sim.device)
         h_i2t, v_i2t = sw_hs_direction(sim, rel64, lower, upper, self.margin)
         h_t2i, v_t2i = sw_hs_direction(sim.T, rel64.T, lower, upper, self.margin)
-        per_i2t = h_i2t.sum(dim=0) / self.n_windows     # Eq. 19: (1/M) Σ_m, per anchor
+        per_i2t = h_i2t.sum(dim=0) / self.n_windows  # Eq. 19: (1/M) Σ_m, per anchor
         per_t2i = h_t2i.sum(dim=0) / self.n_windows
         with torch.no_grad():
             valid = int(v_i2t.sum() + v_t2i.sum())
@@ -255,8 +262,8 @@ class KendallSWHSLoss(ITRLoss):
                 "n_windows": float(self.n_windows),
                 "windows_used_i2t": float(v_i2t.any(dim=1).sum()),
                 "windows_used_t2i": float(v_t2i.any(dim=1).sum()),
-                "valid_pairs": float(valid),            # (window, anchor) with Pos and Neg non-empty
-                "active_pairs": float(active),          # … whose hinge is > 0
+                "valid_pairs": float(valid),  # (window, anchor) with Pos and Neg non-empty
+                "active_pairs": float(active),  # … whose hinge is > 0
                 "active_fraction": float(active / valid) if valid else 0.0,
                 "valid_anchors_per_window_i2t": [int(x) for x in v_i2t.sum(dim=1).tolist()],
                 "valid_anchors_per_window_t2i": [int(x) for x in v_t2i.sum(dim=1).tolist()],

@@ -46,6 +46,7 @@ ladder's own all-negatives objective, which for β_2 = … = 0 is the all-negati
 (BCLS Eq. 12). Same for ``adaptive_ladder``. Memory O(B³) per level during warm-up (B = 128:
 2·10⁶ entries).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -65,18 +66,20 @@ def default_alphas(n_levels: int) -> list[float]:
 
 def default_betas(n_levels: int) -> list[float]:
     """Paper weights: β_1 = 1, β_l = 1/2^l for l ≥ 2 (Sec. IV-A; β_2 = 0.25, β_3 = 0.125)."""
-    return [1.0] + [2.0 ** -l for l in range(2, n_levels + 1)]
+    return [1.0] + [2.0**-l for l in range(2, n_levels + 1)]
 
 
-def resolve_alpha_beta(owner: str, n_levels: int, alpha: Sequence[float] | None,
-                       beta: Sequence[float] | None) -> tuple[list[float], list[float]]:
+def resolve_alpha_beta(
+    owner: str, n_levels: int, alpha: Sequence[float] | None, beta: Sequence[float] | None
+) -> tuple[list[float], list[float]]:
     """Validate user margins/weights (or fill the paper defaults) for ``n_levels`` levels."""
     alpha = default_alphas(n_levels) if alpha is None else [float(a) for a in alpha]
     beta = default_betas(n_levels) if beta is None else [float(b) for b in beta]
     for field, vals in (("alpha", alpha), ("beta", beta)):
         if len(vals) != n_levels:
-            raise ValueError(f"{owner}: {field} has {len(vals)} entries {vals}; expected one per level, "
-                             f"i.e. {n_levels}")
+            raise ValueError(
+                f"{owner}: {field} has {len(vals)} entries {vals}; expected one per level, i.e. {n_levels}"
+            )
         for v in vals:
             check_range(owner, field + " entry", v, lo=0.0)
     return alpha, beta
@@ -96,8 +99,9 @@ def level_sizes(level: torch.Tensor, n_levels: int) -> torch.Tensor:
     return torch.stack([(level == l).sum(dim=1) for l in range(1, n_levels + 1)], dim=1)
 
 
-def ladder_per_anchor(sim: torch.Tensor, level: torch.Tensor, alpha: Sequence[float],
-                      beta: Sequence[float], hard: bool) -> tuple[torch.Tensor, dict[str, int]]:
+def ladder_per_anchor(
+    sim: torch.Tensor, level: torch.Tensor, alpha: Sequence[float], beta: Sequence[float], hard: bool
+) -> tuple[torch.Tensor, dict[str, int]]:
     """Per-anchor ladder loss ``L_lad(q)`` (Eqs. 6–8) for one retrieval direction.
 
     ``sim[q, j]``: similarity of anchor q to candidate j (positive on the diagonal).
@@ -113,20 +117,20 @@ def ladder_per_anchor(sim: torch.Tensor, level: torch.Tensor, alpha: Sequence[fl
     total = sim.new_zeros(sim.shape[0])
     counts = {"terms": 0, "active": 0, "empty": 0}
     for l, (a_l, b_l) in enumerate(zip(alpha, beta), start=1):
-        more = level == (l - 1)          # N_{l-1} (N_0 = the positive)
-        less = level >= l                # N_{l:L}
+        more = level == (l - 1)  # N_{l-1} (N_0 = the positive)
+        less = level >= l  # N_{l:L}
         valid = more.any(dim=1) & less.any(dim=1)
         counts["empty"] += int((~valid).sum())
         if hard:
-            lo = masked_min(sim, more, dim=1)          # least similar of the more-relevant set
-            hi = masked_max(sim, less, dim=1)          # most similar of the less-relevant set
+            lo = masked_min(sim, more, dim=1)  # least similar of the more-relevant set
+            hi = masked_max(sim, less, dim=1)  # most similar of the less-relevant set
             # replace ±inf of empty rows before combining so no inf/NaN reaches autograd
             hinge = (a_l - torch.where(valid, lo, 0.0) + torch.where(valid, hi, 0.0)).clamp(min=0)
             term = torch.where(valid, hinge, 0.0)
             counts["terms"] += int(valid.sum())
             counts["active"] += int((term > 0).sum())
         else:
-            pair_mask = more.unsqueeze(2) & less.unsqueeze(1)          # [q, i, j]
+            pair_mask = more.unsqueeze(2) & less.unsqueeze(1)  # [q, i, j]
             hinge = (a_l - sim.unsqueeze(2) + sim.unsqueeze(1)).clamp(min=0)
             hinge = torch.where(pair_mask, hinge, 0.0)
             term = hinge.sum(dim=(1, 2))
@@ -165,9 +169,14 @@ class LadderLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, thresholds: Sequence[float] = (0.40,), alpha: Sequence[float] | None = None,
-                 beta: Sequence[float] | None = None, hard_contrastive: bool = True,
-                 reduction: str = "sum") -> None:
+    def __init__(
+        self,
+        thresholds: Sequence[float] = (0.40,),
+        alpha: Sequence[float] | None = None,
+        beta: Sequence[float] | None = None,
+        hard_contrastive: bool = True,
+        reduction: str = "sum",
+    ) -> None:
         super().__init__()
         owner = "ladder"
         th = [float(t) for t in thresholds]
@@ -195,6 +204,8 @@ class LadderLoss(ITRLoss):
         per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, hard)
         per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, hard)
         with torch.no_grad():
-            self.diagnostics = {**direction_diagnostics("i2t", level_i2t, self.n_levels, c_i2t),
-                                **direction_diagnostics("t2i", level_t2i, self.n_levels, c_t2i)}
+            self.diagnostics = {
+                **direction_diagnostics("i2t", level_i2t, self.n_levels, c_i2t),
+                **direction_diagnostics("t2i", level_t2i, self.n_levels, c_t2i),
+            }
         return reduce(per_i2t + per_t2i, self.reduction)

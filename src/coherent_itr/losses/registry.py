@@ -3,6 +3,7 @@
 ``build("triplet", margin=0.2)`` constructs a registered loss; an unknown name or an
 unknown/invalid parameter raises ``ValueError`` listing what is allowed.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -35,8 +36,11 @@ def parameters(name: str) -> dict[str, object]:
     """The constructor parameters of loss ``name`` with their defaults (``inspect.Parameter.empty`` if required)."""
     cls = _get(name)
     sig = inspect.signature(cls.__init__)
-    return {p.name: p.default for p in list(sig.parameters.values())[1:]
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {
+        p.name: p.default
+        for p in list(sig.parameters.values())[1:]
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
 
 
 def _get(name: str) -> type[torch.nn.Module]:
@@ -55,9 +59,10 @@ def build(name: str, **params) -> torch.nn.Module:
     allowed = parameters(name)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(f"loss {name!r} got unknown parameter(s) {unknown}; valid parameters: "
-                         + ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else k
-                                     for k, v in allowed.items()))
+        raise ValueError(
+            f"loss {name!r} got unknown parameter(s) {unknown}; valid parameters: "
+            + ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else k for k, v in allowed.items())
+        )
     try:
         return cls(**params)
     except TypeError as exc:  # e.g. a missing required argument

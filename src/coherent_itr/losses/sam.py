@@ -48,6 +48,7 @@ active hinges, the mean similarity of the sampled negatives, the sampled indices
 (``negatives_i2t[q]`` = caption sampled for image q, ``negatives_t2i[q]`` = image sampled for
 caption q), and the triplet term's diagnostics when ``keep_triplet``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -66,11 +67,11 @@ def sample_negatives(sim: torch.Tensor, sampling: str, generator: torch.Generato
         if sampling == "RS":
             r = torch.randint(0, b - 1, (b,), generator=generator, device="cpu").to(sim.device)
             q = torch.arange(b, device=sim.device)
-            return r + (r >= q).long()                  # uniform over the b − 1 columns ≠ q
+            return r + (r >= q).long()  # uniform over the b − 1 columns ≠ q
         neg = off_diagonal_mask(b, sim.device)
         if sampling == "HN":
             return sim.detach().masked_fill(~neg, float("-inf")).argmax(dim=1)
-        return sim.detach().masked_fill(~neg, float("inf")).argmin(dim=1)   # SN: furthest
+        return sim.detach().masked_fill(~neg, float("inf")).argmin(dim=1)  # SN: furthest
 
 
 @register("sam")
@@ -79,10 +80,21 @@ class SAMLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, tau: float = 3.0, sampling: str = "SN", keep_triplet: bool = True, weight: float = 1.0,
-                 margin_min: float | None = None, margin_max: float | None = None,
-                 margin_pairing: str = "matched", t2i_phi: str = "anchor_refs", triplet_margin: float = 0.2,
-                 reduction: str = "sum", seed: int = 0, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        tau: float = 3.0,
+        sampling: str = "SN",
+        keep_triplet: bool = True,
+        weight: float = 1.0,
+        margin_min: float | None = None,
+        margin_max: float | None = None,
+        margin_pairing: str = "matched",
+        t2i_phi: str = "anchor_refs",
+        triplet_margin: float = 0.2,
+        reduction: str = "sum",
+        seed: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         owner = "sam"
         check_range(owner, "tau", tau, lo=0.0, lo_open=True)
@@ -116,17 +128,17 @@ class SAMLoss(ITRLoss):
         b = sim.shape[0]
         q = torch.arange(b, device=sim.device)
         pos = sim.diagonal()
-        m_idx = sample_negatives(sim, self.sampling, self.generator)      # caption for image anchor q
-        l_idx = sample_negatives(sim.T, self.sampling, self.generator)    # image for caption anchor q
+        m_idx = sample_negatives(sim, self.sampling, self.generator)  # caption for image anchor q
+        l_idx = sample_negatives(sim.T, self.sampling, self.generator)  # image for caption anchor q
         phi_pos = phi.diagonal()
-        alpha_m = (phi_pos - phi[q, m_idx]) / self.tau                    # margin of negative caption c_m
+        alpha_m = (phi_pos - phi[q, m_idx]) / self.tau  # margin of negative caption c_m
         if self.t2i_phi == "anchor_refs":
-            alpha_l = (phi_pos - phi[q, l_idx]) / self.tau                # φ(G_q, c_l)
+            alpha_l = (phi_pos - phi[q, l_idx]) / self.tau  # φ(G_q, c_l)
         else:
-            alpha_l = (phi_pos - phi[l_idx, q]) / self.tau                # φ(G_l, c_q)
+            alpha_l = (phi_pos - phi[l_idx, q]) / self.tau  # φ(G_l, c_q)
         if self.margin_pairing == "matched":
             a_i2t, a_t2i = alpha_m, alpha_l
-        else:                                                             # Eq. 7 verbatim / code
+        else:  # Eq. 7 verbatim / code
             a_i2t, a_t2i = alpha_l, alpha_m
         a_i2t, a_t2i = self._clamp(a_i2t), self._clamp(a_t2i)
         h_i2t = (a_i2t + sim[q, m_idx] - pos).clamp(min=0)
@@ -136,12 +148,14 @@ class SAMLoss(ITRLoss):
             loss = loss + self.triplet(sim)
         with torch.no_grad():
             self.diagnostics = {
-                "margin_mean_i2t": float(a_i2t.mean()), "margin_mean_t2i": float(a_t2i.mean()),
+                "margin_mean_i2t": float(a_i2t.mean()),
+                "margin_mean_t2i": float(a_t2i.mean()),
                 "negative_margin_fraction": float(((a_i2t < 0).double().mean() + (a_t2i < 0).double().mean()) / 2),
                 "active_fraction_i2t": float((h_i2t > 0).double().mean()),
                 "active_fraction_t2i": float((h_t2i > 0).double().mean()),
                 "sampled_negative_sim_mean": float((sim[q, m_idx].mean() + sim[l_idx, q].mean()) / 2),
-                "negatives_i2t": m_idx.tolist(), "negatives_t2i": l_idx.tolist(),
+                "negatives_i2t": m_idx.tolist(),
+                "negatives_t2i": l_idx.tolist(),
             }
             if self.keep_triplet:
                 self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
@@ -181,9 +195,17 @@ class SAMAuthorsLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, tau: float = 3.0, sampling: str = "SN", keep_triplet: bool = True, weight: float = 5.0,
-                 margin_max: float = 1.0, triplet_margin: float = 0.2, seed: int = 0,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        tau: float = 3.0,
+        sampling: str = "SN",
+        keep_triplet: bool = True,
+        weight: float = 5.0,
+        margin_max: float = 1.0,
+        triplet_margin: float = 0.2,
+        seed: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         owner = "sam_authors"
         check_range(owner, "tau", tau, lo=0.0, lo_open=True)
@@ -205,8 +227,8 @@ class SAMAuthorsLoss(ITRLoss):
         b = sim.shape[0]
         q = torch.arange(b, device=sim.device)
         pos = sim.diagonal()
-        d = sim - pos[:, None]                 # d[q, j] = s_qj − s_qq   (image→text)
-        e = sim - pos[None, :]                 # e[q, j] = s_qj − s_jj   (text→image, indexed by the image)
+        d = sim - pos[:, None]  # d[q, j] = s_qj − s_qq   (image→text)
+        e = sim - pos[None, :]  # e[q, j] = s_qj − s_jj   (text→image, indexed by the image)
         m_idx = _code_rank_pick(d, self.sampling, self.generator)
         l_idx = _code_rank_pick(e, self.sampling, self.generator)
         phi_pos = phi.diagonal()
@@ -219,13 +241,16 @@ class SAMAuthorsLoss(ITRLoss):
             loss = loss + self.triplet(sim)
         with torch.no_grad():
             self.diagnostics = {
-                "margin_mean_i2t": float(a_i2t.mean()), "margin_mean_t2i": float(a_t2i.mean()),
-                "margin_clamped_fraction": float(((a_i2t >= self.margin_max).double().mean()
-                                                  + (a_t2i >= self.margin_max).double().mean()) / 2),
+                "margin_mean_i2t": float(a_i2t.mean()),
+                "margin_mean_t2i": float(a_t2i.mean()),
+                "margin_clamped_fraction": float(
+                    ((a_i2t >= self.margin_max).double().mean() + (a_t2i >= self.margin_max).double().mean()) / 2
+                ),
                 "self_sampled_fraction": float(((m_idx == q).double().mean() + (l_idx == q).double().mean()) / 2),
                 "active_fraction_i2t": float((h_i2t > 0).double().mean()),
                 "active_fraction_t2i": float((h_t2i > 0).double().mean()),
-                "negatives_i2t": m_idx.tolist(), "negatives_t2i": l_idx.tolist(),
+                "negatives_i2t": m_idx.tolist(),
+                "negatives_t2i": l_idx.tolist(),
             }
             if self.keep_triplet:
                 self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})

@@ -34,6 +34,7 @@ rows inside a custom autograd function whose backward recomputes the sigmoids ch
 batch (B ≤ 256 in float32 by default) the forward keeps the sigmoid derivatives instead of
 recomputing them.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,7 +56,7 @@ def peak_bytes_per_element(dtype: torch.dtype) -> int:
 def chunk_rows_for(b: int, dtype: torch.dtype, max_chunk_mb: float) -> int:
     """Rows per chunk so that ``rows · b² · peak_bytes_per_element`` ≤ ``max_chunk_mb`` MiB (≥ 1)."""
     per_row = b * b * peak_bytes_per_element(dtype)
-    return max(1, min(b, int(max_chunk_mb * 2 ** 20) // per_row))
+    return max(1, min(b, int(max_chunk_mb * 2**20) // per_row))
 
 
 def clamp_is_negligible(clamp: float, dtype: torch.dtype) -> bool:
@@ -70,8 +71,8 @@ def _chunk_sigmoids(s: torch.Tensor, tau: float, clamp: float, with_grad: bool):
     """For rows s (c×B): sig[c, j, k] = σ(clamp((s_k − s_j)/τ)) with the diagonal j = k zeroed,
     and, if asked, dsig = σ'·1{inside the clamp}, so that ∂sig/∂s_k = −∂sig/∂s_j = dsig/τ
     (0 beyond the clamp, as autograd through the clamp, and on the diagonal)."""
-    st = (s / tau).contiguous()                            # rows of sim.T are strided: copy them once
-    x = st.unsqueeze(1) - st.unsqueeze(2)                 # x[c, j, k] = (s_k − s_j)/τ
+    st = (s / tau).contiguous()  # rows of sim.T are strided: copy them once
+    x = st.unsqueeze(1) - st.unsqueeze(2)  # x[c, j, k] = (s_k − s_j)/τ
     exact = not clamp_is_negligible(clamp, s.dtype)
     sig = torch.sigmoid(x.clamp(-clamp, clamp) if exact else x)
     sig.diagonal(dim1=1, dim2=2).zero_()
@@ -79,14 +80,15 @@ def _chunk_sigmoids(s: torch.Tensor, tau: float, clamp: float, with_grad: bool):
         return sig, None
     outside = (x.abs_() > clamp) if exact else None
     del x
-    dsig = torch.addcmul(sig, sig, sig, value=-1.0)        # σ − σ² = σ(1 − σ); diagonal 0
+    dsig = torch.addcmul(sig, sig, sig, value=-1.0)  # σ − σ² = σ(1 − σ); diagonal 0
     if exact:
         dsig.masked_fill_(outside, 0.0)
     return sig, dsig
 
 
-def _dcg_grad(grad_out: torch.Tensor, gains: torch.Tensor, rank: torch.Tensor, dsig: torch.Tensor,
-              tau: float) -> torch.Tensor:
+def _dcg_grad(
+    grad_out: torch.Tensor, gains: torch.Tensor, rank: torch.Tensor, dsig: torch.Tensor, tau: float
+) -> torch.Tensor:
     """Gradient of Σ_i grad_out_i · DCG-hat_i w.r.t. the rows' similarities (closed form).
 
     ∂DCG_i/∂R_ij = −g_ij / ((1 + R_ij) · ln2 · log2(1 + R_ij)²); R_ij depends on s_ik through
@@ -110,10 +112,10 @@ class _SmoothDCG(torch.autograd.Function):
         keep = ctx.needs_input_grad[0] and chunk >= b
         out = sim.new_empty(b)
         for r0 in range(0, b, chunk):
-            sig, dsig = _chunk_sigmoids(sim[r0:r0 + chunk], tau, clamp, with_grad=keep)
+            sig, dsig = _chunk_sigmoids(sim[r0 : r0 + chunk], tau, clamp, with_grad=keep)
             rank = 1.0 + sig.sum(dim=2)
             del sig
-            out[r0:r0 + chunk] = (gains[r0:r0 + chunk] / torch.log2(1.0 + rank)).sum(dim=1)
+            out[r0 : r0 + chunk] = (gains[r0 : r0 + chunk] / torch.log2(1.0 + rank)).sum(dim=1)
         if keep:
             ctx.save_for_backward(gains, rank, dsig)
         else:
@@ -165,8 +167,14 @@ class SmoothNDCGLoss(ITRLoss):
 
     requires_relevance = True
 
-    def __init__(self, tau: float = 0.01, clamp: float = 50.0, idcg: str = "paper", t2i_rel: str = "transposed",
-                 max_chunk_mb: float = 256.0) -> None:
+    def __init__(
+        self,
+        tau: float = 0.01,
+        clamp: float = 50.0,
+        idcg: str = "paper",
+        t2i_rel: str = "transposed",
+        max_chunk_mb: float = 256.0,
+    ) -> None:
         super().__init__()
         owner = "sndcg"
         check_range(owner, "tau", tau, lo=0.0, lo_open=True)
@@ -193,16 +201,21 @@ class SmoothNDCGLoss(ITRLoss):
         self.check_inputs(sim, rel)
         rel = rel.detach().to(sim.dtype)
         if not torch.isfinite(rel).all() or rel.min() < -1e-6 or rel.max() > 1 + 1e-6:
-            raise ValueError(f"sndcg: rel must be finite and in [0, 1] (RSC scores, Listwise Eq. 8); got range "
-                             f"[{float(rel.min()):.4g}, {float(rel.max()):.4g}]")
+            raise ValueError(
+                f"sndcg: rel must be finite and in [0, 1] (RSC scores, Listwise Eq. 8); got range "
+                f"[{float(rel.min()):.4g}, {float(rel.max()):.4g}]"
+            )
         rel = rel.clamp(0.0, 1.0)
         chunk = chunk_rows_for(sim.shape[0], sim.dtype, self.max_chunk_mb)
         l_i2t, nh_i2t, n_i2t = self._direction(sim, rel, chunk)
         rel_t = rel.T if self.t2i_rel == "transposed" else rel
         l_t2i, nh_t2i, n_t2i = self._direction(sim.T, rel_t, chunk)
         self.diagnostics = {
-            "ndcg_hat_i2t": float(nh_i2t.mean()), "ndcg_i2t": float(n_i2t.mean()),
-            "ndcg_hat_t2i": float(nh_t2i.mean()), "ndcg_t2i": float(n_t2i.mean()),
-            "chunk_rows": chunk, "n_chunks": -(-sim.shape[0] // chunk),
+            "ndcg_hat_i2t": float(nh_i2t.mean()),
+            "ndcg_i2t": float(n_i2t.mean()),
+            "ndcg_hat_t2i": float(nh_t2i.mean()),
+            "ndcg_t2i": float(n_t2i.mean()),
+            "chunk_rows": chunk,
+            "n_chunks": -(-sim.shape[0] // chunk),
         }
         return l_i2t + l_t2i

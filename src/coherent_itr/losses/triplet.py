@@ -14,6 +14,7 @@ Warm-up (``set_warmup(True)``, VSE∞'s ``vse_mean_warmup_epochs``): a max-viola
 the all-negatives objective instead — the hinges summed over every negative (BCLS Eq. 12, VSE0),
 same margin and reduction — exactly the value of ``max_violation=False``.
 """
+
 from __future__ import annotations
 
 import torch

@@ -22,6 +22,7 @@ Reduction over anchors: ``sum`` (Eq. 14, default) or ``mean`` (divided by B).
 The log-sum-exp is computed with ``torch.logsumexp`` (max-shifted), so values and gradients stay
 finite in float32 for γ up to at least 1e4.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ import torch
 from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce
 from .registry import register
 
-_ONE_TOL = 1e-6          # r ≥ 1 − tol counts as "r = 1" (fully relevant) for the negative sets of Eqs. 13/15
+_ONE_TOL = 1e-6  # r ≥ 1 − tol counts as "r = 1" (fully relevant) for the negative sets of Eqs. 13/15
 
 
 def soft_max_over(x: torch.Tensor, mask: torch.Tensor, gamma: float, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,7 +42,7 @@ def soft_max_over(x: torch.Tensor, mask: torch.Tensor, gamma: float, dim: int) -
     (the caller must drop them). Never produces NaN gradients for empty rows.
     """
     nonempty = mask.any(dim=dim)
-    safe_mask = mask | ~nonempty.unsqueeze(dim)        # empty rows: compute on everything, then discard
+    safe_mask = mask | ~nonempty.unsqueeze(dim)  # empty rows: compute on everything, then discard
     val = torch.logsumexp((gamma * x).masked_fill(~safe_mask, float("-inf")), dim=dim) / gamma
     return torch.where(nonempty, val, torch.zeros_like(val)), nonempty
 
@@ -50,8 +51,9 @@ def soft_max_over(x: torch.Tensor, mask: torch.Tensor, gamma: float, dim: int) -
 class TripletSNLoss(ITRLoss):
     """Triplet-SN of BCLS (Eqs. 14–15): hinge on a log-sum-exp soft hardest negative."""
 
-    def __init__(self, margin: float = 0.2, gamma: float = 50.0, reduction: str = "sum",
-                 negatives: str = "off_diagonal") -> None:
+    def __init__(
+        self, margin: float = 0.2, gamma: float = 50.0, reduction: str = "sum", negatives: str = "off_diagonal"
+    ) -> None:
         super().__init__()
         check_range("triplet_sn", "margin", margin, lo=0.0)
         check_range("triplet_sn", "gamma", gamma, lo=0.0, lo_open=True)
@@ -73,8 +75,8 @@ class TripletSNLoss(ITRLoss):
             neg = (rel < 1.0 - _ONE_TOL) & off_diagonal_mask(sim.shape[0], sim.device)
         else:
             neg = off_diagonal_mask(sim.shape[0], sim.device)
-        soft_i2t, ok_i2t = soft_max_over(sim, neg, self.gamma, dim=1)      # s~(V_i): over captions j
-        soft_t2i, ok_t2i = soft_max_over(sim, neg, self.gamma, dim=0)      # s~(T_i): over images j (r_ji)
+        soft_i2t, ok_i2t = soft_max_over(sim, neg, self.gamma, dim=1)  # s~(V_i): over captions j
+        soft_t2i, ok_t2i = soft_max_over(sim, neg, self.gamma, dim=0)  # s~(T_i): over images j (r_ji)
         per_i2t = torch.where(ok_i2t, (soft_i2t - pos + self.margin).clamp(min=0), torch.zeros_like(pos))
         per_t2i = torch.where(ok_t2i, (soft_t2i - pos + self.margin).clamp(min=0), torch.zeros_like(pos))
         with torch.no_grad():

@@ -6,7 +6,8 @@ With ``sim[i, j] = s_ij`` for a batch of B matched pairs (positives on the diago
   — the symmetric InfoNCE / CLIP loss with scale γ (= 1/temperature). Eq. 4 (derived in Eq. 20)
   rewrites it as ``Σ_i [ log(1 + Σ_{j≠i} e^{γ(s_ij − s_ii)}) + log(1 + Σ_{j≠i} e^{γ(s_ji − s_ii)}) ]``;
   the two forms are algebraically identical (the j = i term of the denominator is the "1").
-* **Unified** (Eq. 5): ``L = (1/γ) Σ_i [ log(1 + Σ_{j≠i} e^{γ(s_ij − s_ii + m)}) + log(1 + Σ_{j≠i} e^{γ(s_ji − s_ii + m)}) ]``.
+* **Unified** (Eq. 5): ``L = (1/γ) Σ_i [ log(1 + Σ_{j≠i} e^{γ(s_ij − s_ii + m)})``
+  ``+ log(1 + Σ_{j≠i} e^{γ(s_ji − s_ii + m)}) ]``.
   Special cases: γ → ∞ gives Triplet-HN with margin m (Eqs. 6, 21–22; for finite γ,
   ``0 ≤ L_Unified − L_Triplet-HN ≤ 2·B·log(B)/γ`` under sum reduction); m = 0 gives
   ``L_VLC = γ · L_Unified(m = 0)`` (Eqs. 7, 23).
@@ -20,6 +21,7 @@ Numerics: ``log(1 + Σ_j e^{x_j})`` is ``logsumexp([0, x_1, …])`` — computed
 on the matrix whose diagonal is replaced by 0 (= log of the "1"), so values and gradients are
 finite in float32 for γ up to at least 1e4.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +71,8 @@ class VLCLoss(_DirectionalLoss):
         self.check_inputs(sim, rel)
         z = self.gamma * sim
         pos = z.diagonal()
-        per_i2t = torch.logsumexp(z, dim=1) - pos          # −log softmax over captions j (row i)
-        per_t2i = torch.logsumexp(z, dim=0) - pos          # −log softmax over images j (column i)
+        per_i2t = torch.logsumexp(z, dim=1) - pos  # −log softmax over captions j (row i)
+        per_t2i = torch.logsumexp(z, dim=0) - pos  # −log softmax over images j (column i)
         with torch.no_grad():
             self.diagnostics = {
                 "loss_i2t": float(per_i2t.mean()),
@@ -84,8 +86,9 @@ class VLCLoss(_DirectionalLoss):
 class UnifiedLoss(_DirectionalLoss):
     """Unified loss (Eq. 5): VLC with the triplet margin m, scaled by 1/γ."""
 
-    def __init__(self, margin: float = 0.2, gamma: float = 50.0, reduction: str = "sum",
-                 average_directions: bool = False) -> None:
+    def __init__(
+        self, margin: float = 0.2, gamma: float = 50.0, reduction: str = "sum", average_directions: bool = False
+    ) -> None:
         super().__init__()
         check_range("unified", "margin", margin, lo=0.0)
         _check_gamma("unified", gamma)
@@ -98,8 +101,8 @@ class UnifiedLoss(_DirectionalLoss):
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
         pos = sim.diagonal()
-        d_i2t = sim - pos[:, None] + self.margin           # [i, j] = s_ij − s_ii + m
-        d_t2i = sim - pos[None, :] + self.margin           # [j, i] = s_ji − s_ii + m
+        d_i2t = sim - pos[:, None] + self.margin  # [i, j] = s_ij − s_ii + m
+        d_t2i = sim - pos[None, :] + self.margin  # [j, i] = s_ji − s_ii + m
         per_i2t = log1p_sum_exp_offdiag(self.gamma * d_i2t, dim=1) / self.gamma
         per_t2i = log1p_sum_exp_offdiag(self.gamma * d_t2i, dim=0) / self.gamma
         with torch.no_grad():

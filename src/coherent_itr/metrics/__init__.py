@@ -11,19 +11,52 @@ record; the modules hold the single metrics:
 
 All ranking metrics share one tie rule and one rule for undefined queries (see :mod:`._blocks`).
 """
+
 from .coherence import coherent_score, kendall_tau, one_caption_per_image
 from .eccv import positive_matrices as eccv_positive_matrices
 from .eccv import ranked_ids as eccv_ranked_ids
 from .eccv import run_eccv_caption
 from .evaluate import evaluate
-from .human import (EXPERT_POSITIVE_THRESHOLD, HumanJudgements, agreement, agreement_at_pairs, positive_matrix,
-                    provider_agreement)
-from .retrieval import (fold_averaged_retrieval_metrics, i2t_map, i2t_ranks, recall_from_ranks, retrieval_metrics,
-                        t2i_ranks)
+from .human import (
+    EXPERT_POSITIVE_THRESHOLD,
+    HumanJudgements,
+    agreement,
+    agreement_at_pairs,
+    positive_matrix,
+    provider_agreement,
+)
+from .retrieval import (
+    fold_averaged_retrieval_metrics,
+    i2t_map,
+    i2t_ranks,
+    recall_from_ranks,
+    retrieval_metrics,
+    t2i_ranks,
+)
 from .semantic import ncs, ndcg, positive_set_metrics, semantic_recall
 
-__all__ = ["EXPERT_POSITIVE_THRESHOLD", "HumanJudgements", "agreement", "agreement_at_pairs", "coherent_score",
-           "eccv_positive_matrices", "eccv_ranked_ids", "evaluate", "fold_averaged_retrieval_metrics", "i2t_map",
-           "i2t_ranks", "kendall_tau", "ncs", "ndcg", "one_caption_per_image", "positive_matrix",
-           "positive_set_metrics", "provider_agreement", "recall_from_ranks", "retrieval_metrics",
-           "run_eccv_caption", "semantic_recall", "t2i_ranks"]
+__all__ = [
+    "EXPERT_POSITIVE_THRESHOLD",
+    "HumanJudgements",
+    "agreement",
+    "agreement_at_pairs",
+    "coherent_score",
+    "eccv_positive_matrices",
+    "eccv_ranked_ids",
+    "evaluate",
+    "fold_averaged_retrieval_metrics",
+    "i2t_map",
+    "i2t_ranks",
+    "kendall_tau",
+    "ncs",
+    "ndcg",
+    "one_caption_per_image",
+    "positive_matrix",
+    "positive_set_metrics",
+    "provider_agreement",
+    "recall_from_ranks",
+    "retrieval_metrics",
+    "run_eccv_caption",
+    "semantic_recall",
+    "t2i_ranks",
+]

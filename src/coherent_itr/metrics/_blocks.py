@@ -15,6 +15,7 @@ the lower index). This is the pessimistic rule of the binary recall in :mod:`.re
 constant similarity matrix never looks good on any metric. "Relevant" is whatever the metric
 measures — the relevance value for CS/NDCG/NCS/SR, the positive flag for mAP@R/R-P/R@1.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,7 +48,7 @@ def check_finite(m: np.ndarray, name: str) -> None:
         return
     step = max(1, BLOCK_ELEMENTS // max(1, m.shape[1]))
     for s in range(0, m.shape[0], step):
-        blk = m[s:s + step]
+        blk = m[s : s + step]
         if not np.isfinite(blk).all():
             r, c = np.argwhere(~np.isfinite(blk))[0]
             raise ValueError(f"{name} contains NaN or infinite values (first at [{s + r}, {c}] = {blk[r, c]})")
@@ -70,8 +71,9 @@ def check_matrix(m, shape: tuple[int, int], name: str, dtype=None) -> np.ndarray
     """A relevance / positive matrix aligned with ``sim`` (same shape, finite)."""
     m = to_numpy(m, name)
     if m.shape != tuple(shape):
-        raise ValueError(f"{name} must have the shape of sim {tuple(shape)} (rows images, columns captions), "
-                         f"got {m.shape}")
+        raise ValueError(
+            f"{name} must have the shape of sim {tuple(shape)} (rows images, columns captions), got {m.shape}"
+        )
     if dtype is bool:
         if m.dtype != bool:
             raise ValueError(f"{name} must be a boolean matrix (True = positive), got dtype {m.dtype}")
@@ -145,7 +147,7 @@ class SparsePositives:
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         self.shape = tuple(shape)
         key = np.unique(rows * shape[1] + cols)
-        self.rows, self.cols = key // shape[1], key % shape[1]          # sorted by row
+        self.rows, self.cols = key // shape[1], key % shape[1]  # sorted by row
         self._by_col = np.lexsort((self.rows, self.cols))
 
     def block(self, direction: str, s: int, e: int) -> np.ndarray:
@@ -220,8 +222,8 @@ class Ranking:
     def __init__(self, scores: np.ndarray) -> None:
         self.scores = scores
         self.base = np.argsort(-scores, axis=1)
-        self.sorted = take(scores, self.base)         # scores in ranking order (same for every key)
-        self.ties = tie_runs(self.sorted)             # (rows, cols, start_cols) of tied positions
+        self.sorted = take(scores, self.base)  # scores in ranking order (same for every key)
+        self.ties = tie_runs(self.sorted)  # (rows, cols, start_cols) of tied positions
         self.tied = self.ties is not None
         if self.tied:
             rows, cols, starts = self.ties
@@ -249,8 +251,9 @@ class RankedRelevance:
     the query row and relevance of every ground-truth pair in the block.
     """
 
-    def __init__(self, ranking: Ranking, rel: np.ndarray, gt: np.ndarray, gt_rows: np.ndarray,
-                 gt_cols: np.ndarray) -> None:
+    def __init__(
+        self, ranking: Ranking, rel: np.ndarray, gt: np.ndarray, gt_rows: np.ndarray, gt_cols: np.ndarray
+    ) -> None:
         self.ranking = ranking
         self.perm = ranking.order(rel)
         self.scores = ranking.sorted
@@ -289,7 +292,7 @@ class RankedRelevance:
             return mask
         head = self.rel_desc[:, :length]
         pos = (head[self.gt_rows] > self.gt_vals[:, None]).sum(axis=1)
-        o = np.lexsort((self.gt_vals, self.gt_rows))           # equal (row, value) pairs adjacent
+        o = np.lexsort((self.gt_vals, self.gt_rows))  # equal (row, value) pairs adjacent
         r, v = self.gt_rows[o], self.gt_vals[o]
         same = np.zeros(len(o), dtype=bool)
         same[1:] = (r[1:] == r[:-1]) & (v[1:] == v[:-1])

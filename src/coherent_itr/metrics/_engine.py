@@ -11,6 +11,7 @@ Per-query keys (``d`` = i2t / t2i, ``name`` = relevance or positive-set name):
 ``ncs{K}_{d}_{name}`` (ground truth kept), ``ncs{K}ngt_{d}_{name}`` (removed),
 ``sr{K}m{m}_{d}_{name}``, ``srhit{K}m{m}_{d}_{name}``, ``mapr_/rprec_/r1_/ap_{d}_{name}``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -18,20 +19,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._blocks import (DIRECTIONS, RankedRelevance, Ranking, block, check_direction, default_chunk, gt_block, gt_pairs,
-                      masked_mean, n_candidates, n_queries, positives_block, query_slices)
+from ._blocks import (
+    DIRECTIONS,
+    RankedRelevance,
+    Ranking,
+    block,
+    check_direction,
+    default_chunk,
+    gt_block,
+    gt_pairs,
+    masked_mean,
+    n_candidates,
+    n_queries,
+    positives_block,
+    query_slices,
+)
 
 GT = "gt"  # reserved positive-set name: the ground-truth pairs given by image_of_caption
 
 
 @dataclass
 class Plan:
-    rels: dict = field(default_factory=dict)          # name -> (n_images, n_captions) relevance
-    positives: dict = field(default_factory=dict)     # name -> (P for i2t, P for t2i): bool matrices, None
+    rels: dict = field(default_factory=dict)  # name -> (n_images, n_captions) relevance
+    positives: dict = field(default_factory=dict)  # name -> (P for i2t, P for t2i): bool matrices, None
     #                                                   (skip that direction), or for name GT any non-None
     directions: tuple = DIRECTIONS
     cs_ks: tuple = ()
-    tau_variant: str | None = None                    # "a" / "b" / None (no τ over the whole list)
+    tau_variant: str | None = None  # "a" / "b" / None (no τ over the whole list)
     ndcg_ks: tuple = ()
     ncs_ks: tuple = ()
     ncs_remove_gt: tuple = (False, True)
@@ -39,7 +53,7 @@ class Plan:
     sr_ks: tuple = ()
     sr_ms: tuple = ()
     sr_remove_gt: bool = True
-    ap_for: tuple = ()                                # positive-set names that also get full-list AP
+    ap_for: tuple = ()  # positive-set names that also get full-list AP
     kendall_backend: str = "fast"
     chunk: int | None = None
 
@@ -51,8 +65,9 @@ def _relevance_metrics(plan: Plan, rr: RankedRelevance, d: str, name: str, acc) 
     sfx = f"_{d}_{name}"
     if plan.cs_ks or plan.tau_variant:
         ks = list(plan.cs_ks) + ([rr.n] if plan.tau_variant else [])
-        st = prefix_stats(rr.scores, rr.y_rank(), ks, ties=rr.ranking.ties, y_sorted=rr.rel_asc,
-                          backend=plan.kendall_backend)
+        st = prefix_stats(
+            rr.scores, rr.y_rank(), ks, ties=rr.ranking.ties, y_sorted=rr.rel_asc, backend=plan.kendall_backend
+        )
         if plan.cs_ks:
             tb, vb = tau_from_stats(st, "b")
             for j, k in enumerate(plan.cs_ks):
@@ -96,8 +111,9 @@ def run(sim: np.ndarray, image_of_caption: np.ndarray, plan: Plan) -> dict[str, 
                 pos = gt if name == GT else positives_block(p, d, s, e)
                 for key, v in positive_block(ranking, pos, with_ap=name in plan.ap_for).items():
                     acc[f"{key}_{d}_{name}"].append(v)
-    return {k: (np.concatenate([v for v, _ in parts]), np.concatenate([ok for _, ok in parts]))
-            for k, parts in acc.items()}
+    return {
+        k: (np.concatenate([v for v, _ in parts]), np.concatenate([ok for _, ok in parts])) for k, parts in acc.items()
+    }
 
 
 def reduce(per_query: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
@@ -116,8 +132,8 @@ def strip_name(record: dict[str, float], name: str) -> dict[str, float]:
     out = {}
     for k, v in record.items():
         if k.endswith(tag):
-            k = k[:-len(tag)]
+            k = k[: -len(tag)]
         elif k.endswith(tag + "_nq"):
-            k = k[:-len(tag) - 3] + "_nq"
+            k = k[: -len(tag) - 3] + "_nq"
         out[k] = v
     return out

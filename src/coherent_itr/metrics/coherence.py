@@ -27,6 +27,7 @@ gives 0); with many tied relevance values its magnitude stays below 1 (ties coun
 The per-query τ uses scipy's O(n log n) discordant-pair counter (see :mod:`.kendall`); one pass
 gives CS@K for every K and τ over the whole list (they share the ranking).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,27 +55,54 @@ def _restrict(sim, image_of_caption, rel, candidates: str):
     return sim[:, cols], image_of_caption[cols], rel[:, cols]
 
 
-def coherent_score(sim, image_of_caption, rel, ks=CS_KS, directions=DIRECTIONS, candidates: str = "all",
-                   chunk: int | None = None, backend: str = "fast") -> dict[str, float]:
+def coherent_score(
+    sim,
+    image_of_caption,
+    rel,
+    ks=CS_KS,
+    directions=DIRECTIONS,
+    candidates: str = "all",
+    chunk: int | None = None,
+    backend: str = "fast",
+) -> dict[str, float]:
     """CS@K for each K and direction: ``{"cs100_i2t": …, "cs100_i2t_nq": …, …}`` (values in [−1, 1])."""
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
     ks = check_ks(ks)
     sim, img, rel = _restrict(sim, img, rel, candidates)
-    res = reduce(run(sim, img, Plan(rels={"r": rel}, directions=tuple(directions), cs_ks=ks, chunk=chunk,
-                                    kendall_backend=backend)))
+    res = reduce(
+        run(
+            sim,
+            img,
+            Plan(rels={"r": rel}, directions=tuple(directions), cs_ks=ks, chunk=chunk, kendall_backend=backend),
+        )
+    )
     return strip_name(res, "r")
 
 
-def kendall_tau(sim, image_of_caption, rel, variant: str = "a", directions=DIRECTIONS, chunk: int | None = None,
-                backend: str = "fast") -> dict[str, float]:
+def kendall_tau(
+    sim,
+    image_of_caption,
+    rel,
+    variant: str = "a",
+    directions=DIRECTIONS,
+    chunk: int | None = None,
+    backend: str = "fast",
+) -> dict[str, float]:
     """Per-query Kendall τ over all candidates, averaged: ``{"tau_i2t": …, "tau_i2t_nq": …, …}``."""
     if variant not in ("a", "b"):
         raise ValueError(f"variant must be 'a' (BCLS Eq. 2) or 'b' (τ-b), got {variant!r}")
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
-    res = reduce(run(sim, img, Plan(rels={"r": rel}, directions=tuple(directions), tau_variant=variant,
-                                    chunk=chunk, kendall_backend=backend)))
+    res = reduce(
+        run(
+            sim,
+            img,
+            Plan(
+                rels={"r": rel}, directions=tuple(directions), tau_variant=variant, chunk=chunk, kendall_backend=backend
+            ),
+        )
+    )
     return strip_name(res, "r")

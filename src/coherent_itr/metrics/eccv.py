@@ -15,6 +15,7 @@ package: no download is needed except for PMRP (``pm_*`` files, > 140 MB), which
 
 Only meaningful with real MS-COCO features; here it is exercised on ids (see the tests).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,6 +31,7 @@ SOURCES = ("original", "cxc", "eccv")
 
 def _data_dir() -> Path:
     import eccv_caption
+
     return Path(eccv_caption.__file__).parent / "data"
 
 
@@ -54,8 +56,10 @@ def load_positive_sets(source: str = "eccv") -> dict[str, dict[int, list[int]]]:
 def _ids(x, n: int, name: str) -> np.ndarray:
     a = to_numpy(x, name).astype(np.int64)
     if a.shape != (n,):
-        raise ValueError(f"{name} must have one COCO id per {'row' if name == 'image_ids' else 'column'} "
-                         f"of sim ({n}), got shape {a.shape}")
+        raise ValueError(
+            f"{name} must have one COCO id per {'row' if name == 'image_ids' else 'column'} "
+            f"of sim ({n}), got shape {a.shape}"
+        )
     if len(np.unique(a)) != n:
         raise ValueError(f"{name} must be unique")
     return a
@@ -107,9 +111,15 @@ def positive_matrices(image_ids, caption_ids, source: str = "eccv") -> tuple[np.
     return p_i2t, p_t2i
 
 
-def run_eccv_caption(sim, image_ids, caption_ids,
-                     target_metrics=("eccv_map_at_r", "eccv_rprecision", "eccv_r1", "coco_5k_recalls"),
-                     ks=(1, 5, 10), max_len: int | None = 100, restrict_to_queries=False) -> dict[str, float]:
+def run_eccv_caption(
+    sim,
+    image_ids,
+    caption_ids,
+    target_metrics=("eccv_map_at_r", "eccv_rprecision", "eccv_r1", "coco_5k_recalls"),
+    ks=(1, 5, 10),
+    max_len: int | None = 100,
+    restrict_to_queries=False,
+) -> dict[str, float]:
     """Run ``eccv_caption.Metrics`` on ``sim``; returns ``{f"{metric}_{i2t|t2i}": value}`` (fractions).
 
     The package evaluates every query of its positive sets, so ``sim`` must cover the whole 5K
@@ -121,16 +131,27 @@ def run_eccv_caption(sim, image_ids, caption_ids,
     i2t, t2i = ranked_ids(sim, image_ids, caption_ids, max_len=max_len)
     m = Metrics()
     if restrict_to_queries is not False:
-        keep_i, keep_t = (set(i2t), set(t2i)) if restrict_to_queries is True else \
-            (set(int(x) for x in restrict_to_queries[0]), set(int(x) for x in restrict_to_queries[1]))
+        keep_i, keep_t = (
+            (set(i2t), set(t2i))
+            if restrict_to_queries is True
+            else (set(int(x) for x in restrict_to_queries[0]), set(int(x) for x in restrict_to_queries[1]))
+        )
         for attr in ("coco_gts", "cxc_gts", "eccv_gts"):
             gts = getattr(m, attr)
-            setattr(m, attr, {"i2t": {k: v for k, v in gts["i2t"].items() if k in keep_i and k in i2t},
-                              "t2i": {k: v for k, v in gts["t2i"].items() if k in keep_t and k in t2i}})
+            setattr(
+                m,
+                attr,
+                {
+                    "i2t": {k: v for k, v in gts["i2t"].items() if k in keep_i and k in i2t},
+                    "t2i": {k: v for k, v in gts["t2i"].items() if k in keep_t and k in t2i},
+                },
+            )
     else:
         missing = set(m.eccv_gts["i2t"]) - set(i2t)
         if missing:
-            warnings.warn(f"{len(missing)} ECCV image queries are not rows of sim; the package will fail — "
-                          f"pass the full COCO 5K test split or restrict_to_queries=True")
+            warnings.warn(
+                f"{len(missing)} ECCV image queries are not rows of sim; the package will fail — "
+                f"pass the full COCO 5K test split or restrict_to_queries=True"
+            )
     res = m.compute_all_metrics(i2t, t2i, target_metrics=list(target_metrics), Ks=list(ks), verbose=False)
     return {f"{k}_{d}": float(v) for k, dv in res.items() for d, v in dv.items()}

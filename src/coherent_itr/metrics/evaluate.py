@@ -31,6 +31,7 @@ positive for mAP@R …) is skipped and counted in ``_nq``; a key with no defined
 never NaN. Tie rule, candidate sets and variants: see :mod:`._blocks`, :mod:`.coherence`,
 :mod:`.semantic`, :mod:`.human`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,12 +72,28 @@ def _humans(human) -> list[HumanJudgements]:
     return [as_judgements(human, human.name if isinstance(human, HumanJudgements) else "expert")]
 
 
-def evaluate(sim, image_of_caption, rel=None, true_rel=None, human=None, *, positives=None,
-             ks=KS, cs_ks=CS_KS, cs_candidates: str = "all", tau_variant: str | None = "a",
-             ndcg_ks=NDCG_KS, ncs_ks=NCS_KS, sr_ks=SR_KS, sr_ms=SR_MS,
-             true_positive_threshold: float | None = None, human_positives_include_gt: bool = False,
-             fold_size: int | None = None, chunk: int | None = None,
-             kendall_backend: str = "fast") -> dict[str, float]:
+def evaluate(
+    sim,
+    image_of_caption,
+    rel=None,
+    true_rel=None,
+    human=None,
+    *,
+    positives=None,
+    ks=KS,
+    cs_ks=CS_KS,
+    cs_candidates: str = "all",
+    tau_variant: str | None = "a",
+    ndcg_ks=NDCG_KS,
+    ncs_ks=NCS_KS,
+    sr_ks=SR_KS,
+    sr_ms=SR_MS,
+    true_positive_threshold: float | None = None,
+    human_positives_include_gt: bool = False,
+    fold_size: int | None = None,
+    chunk: int | None = None,
+    kendall_backend: str = "fast",
+) -> dict[str, float]:
     """All metrics of ``sim`` (n_images × n_captions) as one flat dict (see the module docstring).
 
     * ``rel``: pseudo-label relevance (rows images, columns captions) — one matrix (named
@@ -114,11 +131,19 @@ def evaluate(sim, image_of_caption, rel=None, true_rel=None, human=None, *, posi
         raise ValueError(f"cs_candidates must be one of {list(CANDIDATES)}, got {cs_candidates!r}")
     if tau_variant not in ("a", "b", None):
         raise ValueError(f"tau_variant must be 'a', 'b' or None, got {tau_variant!r}")
-    opts = dict(ks=check_ks(ks), cs_ks=check_ks(cs_ks, "cs_ks") if cs_ks else (), cs_candidates=cs_candidates,
-                tau_variant=tau_variant, ndcg_ks=check_ndcg_ks(ndcg_ks),
-                ncs_ks=check_ks(ncs_ks, "ncs_ks") if ncs_ks else (),
-                sr_ks=check_ks(sr_ks, "sr_ks") if sr_ks else (), sr_ms=check_ks(sr_ms, "sr_ms") if sr_ms else (),
-                human_positives_include_gt=human_positives_include_gt, chunk=chunk, kendall_backend=kendall_backend)
+    opts = dict(
+        ks=check_ks(ks),
+        cs_ks=check_ks(cs_ks, "cs_ks") if cs_ks else (),
+        cs_candidates=cs_candidates,
+        tau_variant=tau_variant,
+        ndcg_ks=check_ndcg_ks(ndcg_ks),
+        ncs_ks=check_ks(ncs_ks, "ncs_ks") if ncs_ks else (),
+        sr_ks=check_ks(sr_ks, "sr_ks") if sr_ks else (),
+        sr_ms=check_ks(sr_ms, "sr_ms") if sr_ms else (),
+        human_positives_include_gt=human_positives_include_gt,
+        chunk=chunk,
+        kendall_backend=kendall_backend,
+    )
     if opts["ndcg_ks"] or opts["ncs_ks"]:
         for name, r in rels.items():
             check_nonnegative(r, f"relevance {name!r}", "NDCG/NCS")
@@ -134,10 +159,16 @@ def evaluate(sim, image_of_caption, rel=None, true_rel=None, human=None, *, posi
         images = np.arange(f * fold_size, (f + 1) * fold_size)
         caps = np.flatnonzero((img >= images[0]) & (img <= images[-1]))
         sub = np.ix_(images, caps)
-        per_fold.append(_evaluate_one(
-            sim[sub], img[caps] - images[0], {k: r[sub] for k, r in rels.items()},
-            [h.restrict(images, caps) for h in humans],
-            {k: tuple(None if p is None else p[sub] for p in pair) for k, pair in pos_sets.items()}, **opts))
+        per_fold.append(
+            _evaluate_one(
+                sim[sub],
+                img[caps] - images[0],
+                {k: r[sub] for k, r in rels.items()},
+                [h.restrict(images, caps) for h in humans],
+                {k: tuple(None if p is None else p[sub] for p in pair) for k, pair in pos_sets.items()},
+                **opts,
+            )
+        )
     out = {}
     for k in per_fold[0]:
         vals = [p[k] for p in per_fold]
@@ -155,13 +186,31 @@ def _positive_sets(positives, shape) -> dict[str, tuple]:
         pair = p if isinstance(p, tuple) else (p, p)
         if len(pair) != 2:
             raise ValueError(f"positives[{name!r}] must be a boolean matrix or an (i2t, t2i) pair of them")
-        out[name] = tuple(None if q is None else check_matrix(q, shape, f"positives[{name!r}]", dtype=bool)
-                          for q in pair)
+        out[name] = tuple(
+            None if q is None else check_matrix(q, shape, f"positives[{name!r}]", dtype=bool) for q in pair
+        )
     return out
 
 
-def _evaluate_one(sim, img, rels, humans, pos_sets, *, ks, cs_ks, cs_candidates, tau_variant, ndcg_ks, ncs_ks,
-                  sr_ks, sr_ms, human_positives_include_gt, chunk, kendall_backend) -> dict[str, float]:
+def _evaluate_one(
+    sim,
+    img,
+    rels,
+    humans,
+    pos_sets,
+    *,
+    ks,
+    cs_ks,
+    cs_candidates,
+    tau_variant,
+    ndcg_ks,
+    ncs_ks,
+    sr_ks,
+    sr_ms,
+    human_positives_include_gt,
+    chunk,
+    kendall_backend,
+) -> dict[str, float]:
     out = retrieval_metrics(sim, img, ks)
     positives = {GT: (True, None), **pos_sets}
     for h in humans:
@@ -174,17 +223,28 @@ def _evaluate_one(sim, img, rels, humans, pos_sets, *, ks, cs_ks, cs_candidates,
                 rows, cols = np.r_[rows, img], np.r_[cols, np.arange(len(img))]
             p = SparsePositives(rows, cols, sim.shape)
             positives[h.name] = (p, p)
-    plan = Plan(rels=rels, positives=positives, ap_for=(GT,), cs_ks=cs_ks if cs_candidates == "all" else (),
-                tau_variant=tau_variant, ndcg_ks=ndcg_ks, ncs_ks=ncs_ks, sr_ks=sr_ks, sr_ms=sr_ms,
-                kendall_backend=kendall_backend, chunk=chunk)
+    plan = Plan(
+        rels=rels,
+        positives=positives,
+        ap_for=(GT,),
+        cs_ks=cs_ks if cs_candidates == "all" else (),
+        tau_variant=tau_variant,
+        ndcg_ks=ndcg_ks,
+        ncs_ks=ncs_ks,
+        sr_ks=sr_ks,
+        sr_ms=sr_ms,
+        kendall_backend=kendall_backend,
+        chunk=chunk,
+    )
     res = reduce(run(sim, img, plan))
     out["i2t_map"] = res.pop(f"ap_i2t_{GT}")
     for k in [k for k in res if k.endswith(f"_i2t_{GT}") or k.endswith(f"_i2t_{GT}_nq")]:
         del res[k]  # mAP@R/R-P/R@1 against the 5 captions: not a table metric (binary R@K covers it)
     if cs_ks and cs_candidates == "one_per_image" and rels:
         cols = one_caption_per_image(img)
-        sub = Plan(rels={k: r[:, cols] for k, r in rels.items()}, cs_ks=cs_ks, kendall_backend=kendall_backend,
-                   chunk=chunk)
+        sub = Plan(
+            rels={k: r[:, cols] for k, r in rels.items()}, cs_ks=cs_ks, kendall_backend=kendall_backend, chunk=chunk
+        )
         res.update(reduce(run(sim[:, cols], img[cols], sub)))
     out.update(res)
     for name in rels:

@@ -18,6 +18,7 @@ evaluated split (rows of ``sim``, columns of ``sim``). Two uses:
    queries with ≥ 1 positive are evaluated (the others are skipped, see ``_nq``). Duplicate
    judgements of one pair are averaged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ class HumanJudgements:
     caption_idx: np.ndarray
     score: np.ndarray
     name: str = "human"
-    positive_threshold: float | None = None   # None: agreement only, no positive set
+    positive_threshold: float | None = None  # None: agreement only, no positive set
 
     def __post_init__(self) -> None:
         img = to_numpy(self.image_idx, "image_idx")
@@ -48,12 +49,16 @@ class HumanJudgements:
             if a.ndim != 1:
                 raise ValueError(f"HumanJudgements({self.name}).{fld} must be 1-D, got shape {a.shape}")
         if not (len(img) == len(cap) == len(sc)):
-            raise ValueError(f"HumanJudgements({self.name}): image_idx, caption_idx and score must have one entry "
-                             f"per judged pair, got lengths {len(img)}, {len(cap)}, {len(sc)}")
+            raise ValueError(
+                f"HumanJudgements({self.name}): image_idx, caption_idx and score must have one entry "
+                f"per judged pair, got lengths {len(img)}, {len(cap)}, {len(sc)}"
+            )
         for fld, a in (("image_idx", img), ("caption_idx", cap)):
             if a.size and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0):
-                raise ValueError(f"HumanJudgements({self.name}).{fld} must hold non-negative integer indices, "
-                                 f"got dtype {a.dtype}, min {a.min()}")
+                raise ValueError(
+                    f"HumanJudgements({self.name}).{fld} must hold non-negative integer indices, "
+                    f"got dtype {a.dtype}, min {a.min()}"
+                )
         if not np.isfinite(sc).all():
             k = int(np.flatnonzero(~np.isfinite(sc))[0])
             raise ValueError(f"HumanJudgements({self.name}).score[{k}] = {sc[k]} is not finite")
@@ -76,8 +81,10 @@ class HumanJudgements:
 
     def check_shape(self, shape: tuple[int, int]) -> None:
         if len(self) and (self.image_idx.max() >= shape[0] or self.caption_idx.max() >= shape[1]):
-            raise ValueError(f"HumanJudgements({self.name}) index out of range for a {shape[0]} × {shape[1]} "
-                             f"matrix: max image_idx {self.image_idx.max()}, max caption_idx {self.caption_idx.max()}")
+            raise ValueError(
+                f"HumanJudgements({self.name}) index out of range for a {shape[0]} × {shape[1]} "
+                f"matrix: max image_idx {self.image_idx.max()}, max caption_idx {self.caption_idx.max()}"
+            )
 
     def restrict(self, images: np.ndarray, captions: np.ndarray) -> "HumanJudgements":
         """The judgements within a sub-matrix (e.g. a 1K fold), re-indexed to it."""
@@ -103,16 +110,24 @@ def as_judgements(h, name: str = "human") -> HumanJudgements:
         cols = set(h.columns) if hasattr(h, "columns") else set(h)
         missing = {"image_idx", "caption_idx", "score"} - cols
         if missing:
-            raise ValueError(f"human judgements {name!r}: columns {sorted(missing)} are missing "
-                             f"(have {sorted(map(str, cols))[:8]})")
+            raise ValueError(
+                f"human judgements {name!r}: columns {sorted(missing)} are missing (have {sorted(map(str, cols))[:8]})"
+            )
         thr = h.get("positive_threshold", default_thr) if isinstance(h, dict) else default_thr
-        return HumanJudgements(np.asarray(h["image_idx"]), np.asarray(h["caption_idx"]),
-                               np.asarray(h["score"], dtype=np.float64), name, thr)
+        return HumanJudgements(
+            np.asarray(h["image_idx"]),
+            np.asarray(h["caption_idx"]),
+            np.asarray(h["score"], dtype=np.float64),
+            name,
+            thr,
+        )
     if isinstance(h, (tuple, list)) and len(h) == 3:
         return HumanJudgements(*h, name=name, positive_threshold=default_thr)
-    raise ValueError(f"human judgements {name!r}: expected HumanJudgements, a DataFrame / mapping with "
-                     f"image_idx, caption_idx, score, or an (image_idx, caption_idx, score) tuple, "
-                     f"got {type(h).__name__}")
+    raise ValueError(
+        f"human judgements {name!r}: expected HumanJudgements, a DataFrame / mapping with "
+        f"image_idx, caption_idx, score, or an (image_idx, caption_idx, score) tuple, "
+        f"got {type(h).__name__}"
+    )
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> float:
@@ -135,8 +150,10 @@ def agreement_at_pairs(x, judgements: HumanJudgements, image_of_caption) -> dict
         raise ValueError(f"x must hold one value per judged pair ({len(judgements)}), got shape {x.shape}")
     img = np.asarray(image_of_caption)
     if len(judgements) and judgements.caption_idx.max() >= len(img):
-        raise ValueError(f"HumanJudgements({judgements.name}).caption_idx max {judgements.caption_idx.max()} "
-                         f"out of range for {len(img)} captions")
+        raise ValueError(
+            f"HumanJudgements({judgements.name}).caption_idx max {judgements.caption_idx.max()} "
+            f"out of range for {len(img)} captions"
+        )
     y = judgements.score
     nongt = img[judgements.caption_idx] != judgements.image_idx
     out = {}
@@ -163,17 +180,26 @@ def binary_at_pairs(judgements: HumanJudgements, image_of_caption) -> np.ndarray
     return (img[judgements.caption_idx] == judgements.image_idx).astype(np.float64)
 
 
-def provider_agreement(providers: dict, judgements: HumanJudgements, image_of_caption,
-                       include_binary: bool = True) -> dict[str, float]:
+def provider_agreement(
+    providers: dict, judgements: HumanJudgements, image_of_caption, include_binary: bool = True
+) -> dict[str, float]:
     """Agreement of several relevance providers (name → matrix) with one human source, as one flat
     record ``{f"{source}_{provider}_{stat}"}``; ``include_binary`` adds the ground-truth indicator
     as provider ``binary`` (SAM Table 1's "Binary relevance (GT)")."""
-    out = {f"{judgements.name}_{p}_{k}": v for p, m in providers.items()
-           for k, v in agreement(m, judgements, image_of_caption).items()}
+    out = {
+        f"{judgements.name}_{p}_{k}": v
+        for p, m in providers.items()
+        for k, v in agreement(m, judgements, image_of_caption).items()
+    }
     if include_binary:
-        out.update({f"{judgements.name}_binary_{k}": v for k, v in
-                    agreement_at_pairs(binary_at_pairs(judgements, image_of_caption), judgements,
-                                       image_of_caption).items()})
+        out.update(
+            {
+                f"{judgements.name}_binary_{k}": v
+                for k, v in agreement_at_pairs(
+                    binary_at_pairs(judgements, image_of_caption), judgements, image_of_caption
+                ).items()
+            }
+        )
     return out
 
 
@@ -191,8 +217,13 @@ def positive_pairs(judgements: HumanJudgements, shape: tuple[int, int], threshol
     return hit // shape[1], hit % shape[1]
 
 
-def positive_matrix(judgements: HumanJudgements, shape: tuple[int, int], image_of_caption=None,
-                    include_gt: bool = False, threshold: float | None = None) -> np.ndarray:
+def positive_matrix(
+    judgements: HumanJudgements,
+    shape: tuple[int, int],
+    image_of_caption=None,
+    include_gt: bool = False,
+    threshold: float | None = None,
+) -> np.ndarray:
     """Boolean (n_images, n_captions): judged pairs with mean score ≥ threshold (default: the
     source's ``positive_threshold``), plus every ground-truth pair if ``include_gt``."""
     rows, cols = positive_pairs(judgements, shape, threshold)

@@ -26,6 +26,7 @@ Undefined values: τ-b is undefined when all x or all y in the list are equal (a
 denominator) or the list has < 2 items; τ-a when the list has < 2 items. Such lists are marked
 invalid (``valid`` False) and skipped by the averages (see ``_blocks.masked_mean``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,6 +42,7 @@ except ImportError:  # pragma: no cover - numba is pinned in requirements.txt
     numba = None
 
 if numba is not None:
+
     @numba.njit(cache=True, nogil=True)
     def _discordant_prefixes_numba(y_rank, start, ks):  # pragma: no cover - compiled; tested via its output
         """Q of every top-K prefix of every row: rows in *descending* x, ``start[r, p]`` = first
@@ -60,13 +62,13 @@ if numba is not None:
             q_cum = 0
             j = 0
             for p in range(n):
-                while inserted < start[r, p]:          # insert the positions with strictly higher x
+                while inserted < start[r, p]:  # insert the positions with strictly higher x
                     i = y_rank[r, inserted]
                     while i <= size:
                         tree[i] += 1
                         i += i & (-i)
                     inserted += 1
-                i = y_rank[r, p] - 1                   # how many of them have y < y_p
+                i = y_rank[r, p] - 1  # how many of them have y < y_p
                 c = 0
                 while i > 0:
                     c += tree[i]
@@ -95,8 +97,9 @@ def _earlier_equal(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     return pos - np.maximum.accumulate(np.where(new, pos, 0), axis=1)
 
 
-def prefix_stats(x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.ndarray | None = None,
-                 backend: str = "fast") -> dict[str, np.ndarray]:
+def prefix_stats(
+    x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.ndarray | None = None, backend: str = "fast"
+) -> dict[str, np.ndarray]:
     """Kendall counts of every row's top-K prefix, for each K in ``ks``.
 
     ``x``: (B, n) model scores in ranking order (non-increasing along each row); ``y_rank``: (B, n)
@@ -109,6 +112,7 @@ def prefix_stats(x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.
     (pairs tied in y). K larger than n is clipped to n.
     """
     from ._blocks import tie_runs
+
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
     if backend == "fast" and _kendall_dis is None:  # pragma: no cover
@@ -124,7 +128,7 @@ def prefix_stats(x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.
         rows, cols, start = ties
         yt = y_rank[rows, cols]
         idx = np.arange(len(cols))
-        new_sub = (start == cols)
+        new_sub = start == cols
         new_sub[1:] |= yt[1:] != yt[:-1]
         earlier_x = cols - start
         earlier_xy = idx - np.maximum.accumulate(np.where(new_sub, idx, 0))
@@ -145,6 +149,7 @@ def prefix_stats(x: np.ndarray, y_rank: np.ndarray, ks, ties=None, y_sorted: np.
         st["s"] = base - 2 * _discordant(y_rank, uniq, ties)
     else:
         from scipy.stats import kendalltau
+
         den = np.sqrt((st["n0"] - st["n1"]) * (st["n0"] - st["n2"]))
         for r in range(bsz):
             for j, k in enumerate(uniq):
@@ -164,8 +169,9 @@ def _discordant(y_rank: np.ndarray, ks, ties, counter: str | None = None) -> np.
         if ties is not None:
             rows, cols, st = ties
             start[rows, cols] = st
-        return _discordant_prefixes_numba(np.ascontiguousarray(y_rank, dtype=np.int64), start,
-                                          np.asarray(ks, dtype=np.int64))
+        return _discordant_prefixes_numba(
+            np.ascontiguousarray(y_rank, dtype=np.int64), start, np.asarray(ks, dtype=np.int64)
+        )
     return _discordant_scipy(y_rank, ks, ties)
 
 

@@ -14,6 +14,7 @@ Ties are broken pessimistically (an equal-scoring wrong item counts as ranked ab
 constant similarity matrix never looks good. Computation is chunked over queries (blocks of
 about one million entries by default) and the input is never copied as a whole.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -112,6 +113,7 @@ def i2t_map(sim, image_of_caption, chunk: int | None = None) -> float:
     (Table XI's column header reads "Sentence to Image", its text says image-to-sentence, the
     only direction with several positives; we follow the text.)"""
     from ._engine import GT, Plan, reduce, run
+
     sim, img = _as_arrays(sim, image_of_caption)
     res = reduce(run(sim, img, Plan(positives={GT: (True, None)}, ap_for=(GT,), directions=("i2t",), chunk=chunk)))
     return res["ap_i2t_gt"]

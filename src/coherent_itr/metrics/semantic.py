@@ -33,6 +33,7 @@ Definitions (n candidates per query, the model's ranking under the package's tie
   (1/R) Σ_{k: item_k ∈ P} P@k over the whole list, as a fraction. Undefined when P is empty
   (such queries are skipped: e.g. queries with no human-judged positive).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -99,7 +100,7 @@ class _Eligible:
             above -= np.bincount(rr.gt_rows, weights=rr.gt_vals > t, minlength=bsz).astype(np.int64)
             n_tied -= np.bincount(rr.gt_rows, weights=rr.gt_vals == t, minlength=bsz).astype(np.int64)
         slots = m_eff - above
-        head = rr.rel[:, :self.L]
+        head = rr.rel[:, : self.L]
         is_tied = self.row & (head == thr[:, None])
         w = (self.row & (head > thr[:, None])) + is_tied * (slots / np.maximum(n_tied, 1))[:, None]
         w[m_eff == 0] = 0.0
@@ -109,8 +110,8 @@ class _Eligible:
 def ncs_block(rr: RankedRelevance, ks, remove_gt: bool, restrict_to_ideal: bool = False) -> dict:
     """{K: (NCS@K per query in percent, defined)} (SAM Eq. 5; see the module docstring)."""
     el = _Eligible(rr, remove_gt, max(ks))
-    head = rr.rel[:, :el.L].astype(np.float64)
-    head_desc = rr.rel_desc[:, :el.L].astype(np.float64)
+    head = rr.rel[:, : el.L].astype(np.float64)
+    head_desc = rr.rel_desc[:, : el.L].astype(np.float64)
     out = {}
     for k in ks:
         q = el.first(el.row, k)
@@ -134,7 +135,7 @@ def sr_block(rr: RankedRelevance, ks, ms, remove_gt: bool = True) -> dict:
             q = el.first(el.row, k)
             frac = (w * q).sum(axis=1) / np.maximum(m_eff, 1)
             out[("fraction", k, m)] = (np.where(valid, 100.0 * frac, 0.0), valid)
-            sure = (q & (w >= 1.0)).any(axis=1)          # a certain member of G̃ was retrieved
+            sure = (q & (w >= 1.0)).any(axis=1)  # a certain member of G̃ was retrieved
             # otherwise P(none of the q_t retrieved tied candidates is among the `slots` members
             # drawn uniformly from the n_tied tied ones) = C(n_tied − q_t, slots) / C(n_tied, slots)
             q_t = (q & is_tied).sum(axis=1)
@@ -163,9 +164,11 @@ def positive_block(ranking: Ranking, pos: np.ndarray, with_ap: bool = False) -> 
     r1 = np.maximum(r, 1)
     mapr = (hits * (cum / ranks) * within).sum(axis=1) / r1
     rprec = cum[np.arange(len(r)), np.clip(r - 1, 0, rmax - 1)] / r1
-    out = {"mapr": (np.where(valid, 100.0 * mapr, 0.0), valid),
-           "rprec": (np.where(valid, 100.0 * rprec, 0.0), valid),
-           "r1": (np.where(valid, 100.0 * hits[:, 0], 0.0), valid)}
+    out = {
+        "mapr": (np.where(valid, 100.0 * mapr, 0.0), valid),
+        "rprec": (np.where(valid, 100.0 * rprec, 0.0), valid),
+        "r1": (np.where(valid, 100.0 * hits[:, 0], 0.0), valid),
+    }
     if with_ap:
         out["ap"] = (_average_precision(ranking.scores, pos, r), valid)
     return out
@@ -181,7 +184,7 @@ def _average_precision(x: np.ndarray, pos: np.ndarray, r: np.ndarray) -> np.ndar
         return np.zeros(bsz)
     rows, cols = np.nonzero(pos)
     vals = x[rows, cols]
-    o = np.lexsort((-vals, rows))                       # by row, then score decreasing
+    o = np.lexsort((-vals, rows))  # by row, then score decreasing
     rows, vals = rows[o], vals[o]
     first = np.searchsorted(rows, np.arange(bsz))
     ps = np.full((bsz, rmax), -np.inf)
@@ -199,15 +202,19 @@ def _average_precision(x: np.ndarray, pos: np.ndarray, r: np.ndarray) -> np.ndar
 
 # ---------------------------------------------------------------- public, whole-matrix functions
 
+
 def check_nonnegative(rel: np.ndarray, name: str, metric: str) -> None:
     lo = float(rel.min()) if rel.size else 0.0
     if lo < 0:
-        raise ValueError(f"{metric} needs relevance ≥ 0, but {name} has minimum {lo:.4g}; map a cosine "
-                         f"s in [−1, 1] to (1 + s)/2 first (CS@K and Kendall τ are unchanged by that map)")
+        raise ValueError(
+            f"{metric} needs relevance ≥ 0, but {name} has minimum {lo:.4g}; map a cosine "
+            f"s in [−1, 1] to (1 + s)/2 first (CS@K and Kendall τ are unchanged by that map)"
+        )
 
 
 def _prepare(sim, image_of_caption, rel, metric):
     from ._blocks import check_image_of_caption, check_matrix, check_sim
+
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
@@ -218,37 +225,67 @@ def _prepare(sim, image_of_caption, rel, metric):
 
 def _run_one(sim, img, rel, **plan_kw) -> dict[str, float]:
     from ._engine import Plan, reduce, run, strip_name
+
     return strip_name(reduce(run(sim, img, Plan(rels={"r": rel}, **plan_kw))), "r")
 
 
 def ndcg(sim, image_of_caption, rel, ks=(10, 100, None), directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
     """NDCG@K per direction: ``{"ndcg10_i2t": …, "ndcg_i2t" (whole list): …, "…_nq": …}``, in [0, 1]."""
     from ._blocks import check_ndcg_ks
+
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NDCG")
     ks = check_ndcg_ks(ks)
     return _run_one(sim, img, rel, ndcg_ks=ks, directions=tuple(directions), chunk=chunk)
 
 
-def ncs(sim, image_of_caption, rel, ks=(1, 5, 10), remove_gt: bool = False, restrict_to_ideal: bool = False,
-        directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
+def ncs(
+    sim,
+    image_of_caption,
+    rel,
+    ks=(1, 5, 10),
+    remove_gt: bool = False,
+    restrict_to_ideal: bool = False,
+    directions=("i2t", "t2i"),
+    chunk=None,
+) -> dict[str, float]:
     """NCS@K (percent): ``{"ncs5_i2t": …}`` with ground truth kept, ``{"ncs5ngt_i2t": …}`` removed."""
     from ._blocks import check_ks
+
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NCS")
-    return _run_one(sim, img, rel, ncs_ks=check_ks(ks), ncs_remove_gt=(bool(remove_gt),),
-                    ncs_restrict_to_ideal=restrict_to_ideal, directions=tuple(directions), chunk=chunk)
+    return _run_one(
+        sim,
+        img,
+        rel,
+        ncs_ks=check_ks(ks),
+        ncs_remove_gt=(bool(remove_gt),),
+        ncs_restrict_to_ideal=restrict_to_ideal,
+        directions=tuple(directions),
+        chunk=chunk,
+    )
 
 
-def semantic_recall(sim, image_of_caption, rel, ks=(5,), ms=(5,), remove_gt: bool = True,
-                    directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
+def semantic_recall(
+    sim, image_of_caption, rel, ks=(5,), ms=(5,), remove_gt: bool = True, directions=("i2t", "t2i"), chunk=None
+) -> dict[str, float]:
     """Semantic Recall@K with |G̃| = m (percent): ``{"sr5m10_i2t": …, "srhit5m10_i2t": …}``."""
     from ._blocks import check_ks
+
     sim, img, rel = _prepare(sim, image_of_caption, rel, None)
-    return _run_one(sim, img, rel, sr_ks=check_ks(ks), sr_ms=check_ks(ms, "ms"), sr_remove_gt=remove_gt,
-                    directions=tuple(directions), chunk=chunk)
+    return _run_one(
+        sim,
+        img,
+        rel,
+        sr_ks=check_ks(ks),
+        sr_ms=check_ks(ms, "ms"),
+        sr_remove_gt=remove_gt,
+        directions=tuple(directions),
+        chunk=chunk,
+    )
 
 
-def positive_set_metrics(sim, image_of_caption, positives, positives_t2i=None, with_ap: bool = False,
-                         directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
+def positive_set_metrics(
+    sim, image_of_caption, positives, positives_t2i=None, with_ap: bool = False, directions=("i2t", "t2i"), chunk=None
+) -> dict[str, float]:
     """mAP@R, R-P, R@1 (percent) against a boolean positive matrix (rows images, columns captions).
 
     ``positives`` is used for both directions unless ``positives_t2i`` is given (ECCV Caption has
@@ -257,10 +294,12 @@ def positive_set_metrics(sim, image_of_caption, positives, positives_t2i=None, w
     """
     from ._blocks import check_image_of_caption, check_matrix, check_sim
     from ._engine import Plan, reduce, run, strip_name
+
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     p_i2t = check_matrix(positives, sim.shape, "positives", dtype=bool)
     p_t2i = p_i2t if positives_t2i is None else check_matrix(positives_t2i, sim.shape, "positives_t2i", dtype=bool)
-    plan = Plan(positives={"p": (p_i2t, p_t2i)}, ap_for=("p",) if with_ap else (), directions=tuple(directions),
-                chunk=chunk)
+    plan = Plan(
+        positives={"p": (p_i2t, p_t2i)}, ap_for=("p",) if with_ap else (), directions=tuple(directions), chunk=chunk
+    )
     return strip_name(reduce(run(sim, img, plan)), "p")

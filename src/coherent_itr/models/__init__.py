@@ -1,4 +1,5 @@
 """Encoders (VSE++) and caption tokenisation."""
+
 from .text import Vocabulary, tokenize
 from .vse import ImageEncoder, TextEncoder, VSEModel
 

@@ -5,6 +5,7 @@ and keeps words seen at least 4 times. We use an equivalent regex tokenizer (wor
 inner apostrophes, and single punctuation marks) so NLTK's data files are not needed. The
 released VSE++ vocabulary was built on all splits, leaking test words; ours never sees them.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,5 +49,5 @@ class Vocabulary:
         lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
         out = torch.zeros(len(ids), int(lengths.max()) if ids else 0, dtype=torch.long)
         for i, x in enumerate(ids):
-            out[i, :len(x)] = torch.tensor(x, dtype=torch.long)
+            out[i, : len(x)] = torch.tensor(x, dtype=torch.long)
         return out, lengths

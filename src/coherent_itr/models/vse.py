@@ -6,6 +6,7 @@
 
 Similarity is the cosine ``s(V_i, T_j) = v_i·t_j`` of the normalised embeddings.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,7 @@ class TextEncoder(nn.Module):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         packed = pack_padded_sequence(self.embed(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False)
-        _, h = self.gru(packed)              # h: (1, n, hidden), the state after each caption's last token
+        _, h = self.gru(packed)  # h: (1, n, hidden), the state after each caption's last token
         out = h[-1]
         if self.proj is not None:
             out = self.proj(out)
@@ -48,8 +49,9 @@ class TextEncoder(nn.Module):
 class VSEModel(nn.Module):
     """Image and text encoders into a joint space of size ``embed_dim``."""
 
-    def __init__(self, feature_dim: int, vocab_size: int, embed_dim: int = 1024, word_dim: int = 300,
-                 text_hidden: int = 1024) -> None:
+    def __init__(
+        self, feature_dim: int, vocab_size: int, embed_dim: int = 1024, word_dim: int = 300, text_hidden: int = 1024
+    ) -> None:
         super().__init__()
         self.image = ImageEncoder(feature_dim, embed_dim)
         self.text = TextEncoder(vocab_size, word_dim, text_hidden, embed_dim)
