@@ -29,7 +29,7 @@ TINY = dict(
     lr=2e-3,
     lr_decay_epoch=1,
     vocab_min_count=1,
-    grad_diagnostics=False,
+    grad_diag_every=0,
 )
 BASE = Config(**TINY)
 BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})

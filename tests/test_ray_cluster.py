@@ -40,7 +40,7 @@ TINY = dict(
     lr=2e-3,
     lr_decay_epoch=1,
     vocab_min_count=1,
-    grad_diagnostics=False,
+    grad_diag_every=0,
 )
 START_TIMEOUT_S = 120
 PLAN_TIMEOUT_S = 300

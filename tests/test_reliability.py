@@ -114,7 +114,7 @@ from coherent_itr.config import Config
 from coherent_itr.runs import RunCache
 from reproduce.executors import LocalExecutor
 cfgs = [Config(data="toy", data_scale="smoke", epochs=100000, embed_dim=8, word_dim=8, text_hidden=8, batch_size=16,
-               vocab_min_count=1, grad_diagnostics=False, device="cpu", seed=s) for s in range(2)]
+               vocab_min_count=1, grad_diag_every=0, device="cpu", seed=s) for s in range(2)]
 LocalExecutor(workers=2, progress=False).run(cfgs, RunCache(sys.argv[1]))
 """
 

@@ -362,7 +362,7 @@ def test_a_real_run_record_is_read_by_the_tuner(tmp_path, monkeypatch):
         lr=2e-3,
         lr_decay_epoch=2,
         vocab_min_count=1,
-        grad_diagnostics=False,
+        grad_diag_every=0,
     )
     res = train(cfg, progress=False, cache_dir=str(tmp_path))
     t = tuning.trial_from_record(res.record, is_collapsed=lambda v: (False, ""))
