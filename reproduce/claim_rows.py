@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims as registry
+from .tuning import TuningIncomplete
 from .ledger import N_BOOT, NOTEBOOK_COLUMNS, paired_bootstrap, per_query_recall, verdict
 
 
@@ -130,7 +131,11 @@ def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
         for arm in study.arms(p.paper):
             if arm.name not in names or (study.data, arm.name) in out:
                 continue
-            for cfg in study.configs(arm):  # the tuned configs when the profile tunes
+            try:  # the tuned configs when the profile tunes; never trains (an untuned paper: health unknown)
+                cfgs = study.configs(arm, train_missing=False)
+            except TuningIncomplete:
+                continue
+            for cfg in cfgs:
                 res = study.cache.load(cfg)
                 if res is None:
                     continue

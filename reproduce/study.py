@@ -72,13 +72,15 @@ class Study:
     def arms(self, paper: str, group: str | None = None) -> list[experiments.Arm]:
         return [a for a in experiments.arms(paper, self.profile) if group is None or a.group == group]
 
-    def configs(self, arm: experiments.Arm) -> list:
+    def configs(self, arm: experiments.Arm, train_missing: bool = True) -> list:
         """The configs of ``arm`` that enter tables: every seed at the tuned setting of its family (when the
-        profile tunes; its tuning runs are trained on the spot if missing), else at the profile's lr."""
+        profile tunes; its tuning runs are trained on the spot if missing — with ``train_missing=False`` a
+        missing tuning run raises :class:`reproduce.tuning.TuningIncomplete` instead), else at the profile's lr."""
         if self.profile.tuning is None:
             return arm.configs(self.profile)
         if arm.paper not in self._families:
-            self._families[arm.paper] = tuning.families(self.profile, [arm.paper], self.cache, train_missing=True)
+            fams = tuning.families(self.profile, [arm.paper], self.cache, train_missing=train_missing)
+            self._families[arm.paper] = fams
         return tuning.arm_configs(
             arm, experiments.arms(arm.paper, self.profile), self.profile, self._families[arm.paper]
         )

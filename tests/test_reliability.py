@@ -72,8 +72,9 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
     assert list(stale) == [claim] and "01_bcls.ipynb [synthetic] failed" in stale[claim]
     assert ".01_bcls.inputs" in stale[claim]  # names the stamp
     df = ledger_io.collect(res, stale=stale)
-    row = df[(df.id == "B1") & (df.dataset == "synthetic")].iloc[0]
-    assert row.note.startswith("STALE (") and row.note.endswith("; n")
+    b1 = df[(df.id == "B1") & (df.dataset == "synthetic")]  # the registry's primary row and the file's row
+    marked = b1[b1.note.fillna("").str.startswith("STALE (")]
+    assert len(marked) == 1 and marked.iloc[0].note.endswith("; n")
     assert "STALE" in (res / "claims.md").read_text() or "STALE" in (res / "claims.csv").read_text()
     # a claim file no stamp names (left by some earlier run) is stale too
     _write_claim(res, "ladder", "synthetic", "reproduced")
