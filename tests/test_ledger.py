@@ -449,7 +449,11 @@ def test_collapsed_arms_from_cached_records():
     arm = SimpleNamespace(name="Triplet-HN", configs=lambda prof: [SimpleNamespace(seed=0), SimpleNamespace(seed=1)])
     other = SimpleNamespace(name="Triplet-SN", configs=lambda prof: [SimpleNamespace(seed=0)])
     study = SimpleNamespace(
-        data="flickr8k", profile=None, cache=Cache(), arms=lambda paper: [arm, other] if paper == "bcls" else []
+        data="flickr8k",
+        profile=None,
+        cache=Cache(),
+        arms=lambda paper: [arm, other] if paper == "bcls" else [],
+        configs=lambda a, train_missing=True: a.configs(None),
     )
     out = collapsed_arms(study, is_collapsed=lambda rec: (rec["seed"] == 1, "gap 0.0004 < 0.01"))
     assert out == {("flickr8k", "Triplet-HN"): "seed 1: gap 0.0004 < 0.01"}

@@ -40,8 +40,12 @@ def test_plan_deduplicates_shared_runs():
     assert len(planned) < len(all_cfgs)  # shared arms (e.g. VSE++ everywhere) run once
     assert {c.key() for c in all_cfgs} == set(keys)  # but nothing is lost
     # the Triplet-HN baseline is asked for by several papers and planned once
-    hn = [c for c in planned if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
-    assert len(hn) == len(prof.seeds)
+    hn = [
+        c
+        for c in planned
+        if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0 and c.warmup_epochs == 0
+    ]
+    assert len(hn) == len(prof.seeds)  # (the warm-up sensitivity arm is another config)
 
 
 def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
@@ -87,11 +91,16 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     assert cache.has(cfgs[0]) and cache.has(cfgs[2]) and not cache.has(cfgs[1])
 
     # the driver exits non-zero when a run failed
-    monkeypatch.setattr(experiments, "plan", lambda profile, papers=None: cfgs)
-    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
-    from reproduce import ledger_io
+    # the profile tunes (a one-point grid under smoke): its protocol is these three runs
+    from reproduce import ledger_io, tuning
 
-    monkeypatch.setattr(ledger_io, "collect", lambda d, stale=None: None)
+    monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
+    monkeypatch.setattr(
+        tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
+    )
+    monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
     monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: None)
     assert (
         driver.main(
