@@ -448,8 +448,12 @@ def collect(
 
 
 # --- rendering ------------------------------------------------------------------------------------
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def fmt_num(x, digits: int = 3) -> str:
-    """A number for a reader: ``digits`` significant digits, never scientific notation, "—" if missing."""
+    """A number for a reader: ``digits`` significant digits, never ``e`` notation (below 10⁻⁴ as
+    ``m × 10⁻ⁿ``), "—" if missing."""
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -460,6 +464,10 @@ def fmt_num(x, digits: int = 3) -> str:
         return "0"
     if abs(v) >= 10**digits:
         return f"{v:.0f}"
+    if abs(v) < 1e-4:  # e.g. an identity's deviation: "1.44 × 10⁻¹⁴", not 0.0000000000000144
+        exp = int(np.floor(np.log10(abs(v))))
+        mant = np.format_float_positional(v / 10**exp, precision=digits, unique=True, fractional=False, trim="-")
+        return f"{mant} × 10{str(exp).translate(_SUPERSCRIPT)}"
     return np.format_float_positional(v, precision=digits, unique=True, fractional=False, trim="-")
 
 

@@ -366,7 +366,8 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
 
 
 def test_fmt_num_never_scientific():
-    assert ledger_io.fmt_num(1.2e-12) == "0.0000000000012" and ledger_io.fmt_num(12345.6) == "12346"
+    assert ledger_io.fmt_num(1.2e-12) == "1.2 × 10⁻¹²" and ledger_io.fmt_num(12345.6) == "12346"
+    assert ledger_io.fmt_num(-3.456e-5) == "-3.46 × 10⁻⁵" and ledger_io.fmt_num(2.5e-4) == "0.00025"
     assert (
         ledger_io.fmt_num(math.nan) == "—"
         and ledger_io.fmt_num(0.0) == "0"
