@@ -111,7 +111,7 @@ class Study:
                     "seed": cfg.seed,
                     "loss": cfg.loss,
                     "lr": cfg.lr,
-                    "warmup_epochs": getattr(cfg, "warmup_epochs", 0),
+                    "warmup_epochs": cfg.warmup_epochs,
                     **res.test,
                     **{f"time_{k}": v for k, v in res.record["timing"].items()},
                     "best_epoch": res.record["best_epoch"],
@@ -132,7 +132,7 @@ class Study:
 
 
 def _collapse_columns(record) -> dict:
-    """``collapsed`` (True / False / None = no health check in the library) and its reason, from the
+    """``collapsed`` (True / False) and its reason, from the
     run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses)."""
     collapsed, reason = tuning._default_is_collapsed(tuning._validation_view(record))
     return {"collapsed": collapsed, "collapse_reason": reason}

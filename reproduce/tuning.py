@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from coherent_itr.config import Config
+from coherent_itr.health import is_collapsed
 
 from . import experiments
 from .profiles import HN_WARMUP_FIELD, Profile
@@ -156,11 +157,7 @@ def _validation_view(record) -> dict:
     return {k: record[k] for k in VALIDATION_KEYS if k in record}
 
 
-def _default_is_collapsed(view: dict) -> tuple[bool | None, str]:
-    try:
-        from coherent_itr.health import is_collapsed
-    except ImportError:  # the engine helper's health module is not in this library yet
-        return None, "health check unavailable"
+def _default_is_collapsed(view: dict) -> tuple[bool, str]:
     return is_collapsed(view)
 
 

@@ -13,24 +13,6 @@ from reproduce.profiles import get_profile
 from reproduce.study import profile_for
 
 
-@pytest.fixture
-def protocol_config(monkeypatch):
-    """Config with the contract fields (see tests/test_tuning.py)."""
-    fields = {f.name for f in dataclasses.fields(config_mod.Config)}
-    if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
-
-        @dataclasses.dataclass(frozen=True)
-        class ContractConfig(config_mod.Config):
-            warmup_epochs: int = 0
-            early_stop_patience: int = 0
-            grad_diag_every: int = 0
-
-        monkeypatch.setattr(experiments, "Config", ContractConfig)
-        monkeypatch.setattr(tuning, "Config", ContractConfig)
-        return ContractConfig
-    return config_mod.Config
-
-
 def both(profile="default"):
     return [profile_for(profile, d) for d in ("synthetic", "flickr8k")]
 
@@ -56,7 +38,7 @@ def test_thinned_sweep_keeps_ends_default_and_at_least_four_points():
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
-def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof, protocol_config):
+def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof):
     """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; 3 seeds each."""
     assert len(names("bcls", prof, "alpha")) >= 4  # B5
     assert len([n for n in names("bcls", prof, "beta") if n.startswith("β=")]) >= 4  # B6
@@ -79,7 +61,7 @@ def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof, protocol_co
         assert arm.seeds(prof) == (0, 1, 2)
 
 
-def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only(protocol_config):
+def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only():
     syn, f8k = both()
     for paper in experiments.PAPERS:
         for arm in experiments.arms(paper, f8k):
@@ -93,7 +75,7 @@ def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only(protocol_co
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
-def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof, protocol_config):
+def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof):
     e, p = prof.model["epochs"], prof.model["early_stop_patience"]
     for arm in experiments.arms("sam", prof):
         frac = arm.overrides.get("train_fraction", 1.0)
@@ -127,7 +109,7 @@ def test_epochs_for_fraction_caps_and_validates():
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
-def test_vsepp_with_and_without_warmup_on_both_data_sets(prof, protocol_config):
+def test_vsepp_with_and_without_warmup_on_both_data_sets(prof):
     arms = [a for a in experiments.arms("overview", prof) if a.group == "warmup"]
     assert {a.overrides["warmup_epochs"] for a in arms} == {0, 1}
     assert all(a.overrides["loss"] == "triplet" and a.family == "VSE++ (Triplet-HN)" for a in arms)
@@ -186,7 +168,7 @@ def test_profiles_state_the_protocol():
         profiles.TuningGrid(lr=(1e-3, 1e-3))
 
 
-def test_estimate_cost_counts_distinct_tuning_and_final_runs(protocol_config):
+def test_estimate_cost_counts_distinct_tuning_and_final_runs():
     for data in ("synthetic", "flickr8k"):
         prof = profile_for("default", data)
         est = profiles.estimate_cost("default", data)
@@ -208,7 +190,7 @@ def test_run_seconds_model():
     assert tenth == pytest.approx(6.5 + 40 * (0.5 + 0.1 * 2.83))
 
 
-def test_every_planned_config_is_valid_and_main_arms_are_tuned(protocol_config):
+def test_every_planned_config_is_valid_and_main_arms_are_tuned():
     for prof in both():
         tune = tuning.tuning_configs(prof)
         mains = {tuning.tuning_key(a, prof) for p in experiments.PAPERS for a in tuning.main_arms(prof, p)}

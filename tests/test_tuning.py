@@ -15,25 +15,6 @@ from reproduce import experiments, tuning
 from reproduce.profiles import TuningGrid, get_profile
 
 
-@pytest.fixture
-def protocol_config(monkeypatch):
-    """Config with the contract fields (warmup_epochs, early_stop_patience, grad_diag_every): the library's
-    own once the engine helper's fields are in, else a test-only subclass (never committed to the library)."""
-    fields = {f.name for f in dataclasses.fields(config_mod.Config)}
-    if not {"warmup_epochs", "early_stop_patience", "grad_diag_every"} <= fields:
-
-        @dataclasses.dataclass(frozen=True)
-        class ContractConfig(config_mod.Config):
-            warmup_epochs: int = 0
-            early_stop_patience: int = 0
-            grad_diag_every: int = 0
-
-        monkeypatch.setattr(experiments, "Config", ContractConfig)
-        monkeypatch.setattr(tuning, "Config", ContractConfig)
-        return ContractConfig
-    return config_mod.Config
-
-
 def tuned_profile(name="smoke", **kw):
     return dataclasses.replace(get_profile(name), tuning=TuningGrid(), **kw)
 
@@ -184,7 +165,7 @@ def test_warmup_applies_to_hardest_negative_losses_only(loss, params, hn):
     assert tuning.uses_hard_negatives(loss, params) is hn
 
 
-def test_every_arm_has_a_family_and_the_documented_mappings(protocol_config):
+def test_every_arm_has_a_family_and_the_documented_mappings():
     prof = tuned_profile("default", ladder_theta=(0.5, 0.45))
     fam = tuning.family_table(prof).set_index(["paper", "arm"])["family"]
     assert fam[("bcls", "α=0")] == "BCLS" and fam[("bcls", "w/o SW-HS (full Kendall)")] == "BCLS"
@@ -205,7 +186,7 @@ def test_family_errors_name_the_arm():
         tuning.family_of(bad, arms)
 
 
-def test_tuning_configs_are_the_grid_of_each_distinct_main_arm_at_seed_0(protocol_config):
+def test_tuning_configs_are_the_grid_of_each_distinct_main_arm_at_seed_0():
     prof = tuned_profile()
     cfgs = tuning.tuning_configs(prof)
     assert len({c.key() for c in cfgs}) == len(cfgs)
@@ -279,7 +260,7 @@ class FakeExecutor:
         return out
 
 
-def test_protocol_end_to_end_on_planted_records(protocol_config):
+def test_protocol_end_to_end_on_planted_records():
     prof = tuned_profile()
     cache = FakeCache(planted, collapsed=lambda c: c.lr == 2e-3)
     papers = ["overview", "unified", "bcls"]
@@ -304,7 +285,7 @@ def test_protocol_end_to_end_on_planted_records(protocol_config):
     assert tab[tab.chosen].collapsed.eq(False).all()
 
 
-def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(protocol_config, monkeypatch):
+def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(monkeypatch):
     prof = tuned_profile()
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(lambda c: 900.0 if c.lr == 6e-4 else 300.0)
@@ -322,7 +303,7 @@ def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(pr
     assert [len(x) for x in again.calls] == [n_failed]  # only the failed runs are retried
 
 
-def test_summary_written_per_data_set(protocol_config, tmp_path, monkeypatch):
+def test_summary_written_per_data_set(tmp_path, monkeypatch):
     prof = tuned_profile()
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted)
@@ -344,13 +325,11 @@ def test_profile_without_tuning_keeps_the_old_plan():
     assert tuning.tuning_table(prof, "unified", None).empty
 
 
-def test_a_real_run_record_is_read_by_the_tuner(tmp_path, monkeypatch):
-    """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads; the
-    test evaluation is stubbed out (the tuner never needs it, and it is the slow part)."""
-    from coherent_itr import train as train_mod
+def test_a_real_run_record_is_read_by_the_tuner(tmp_path):
+    """The record format of coherent_itr.train (history, best_epoch, config) is what the tuner reads
+    (train() computes no test metric: those live in the run cache's evaluation entry)."""
+    from coherent_itr.train import train
 
-    monkeypatch.setattr(train_mod, "evaluate_embeddings", lambda *a, **k: Poison(), raising=False)
-    train = train_mod.train
     cfg = config_mod.Config(
         data="toy",
         data_scale="smoke",
@@ -370,7 +349,7 @@ def test_a_real_run_record_is_read_by_the_tuner(tmp_path, monkeypatch):
     assert t["val_rsum"] == max(h["val_rsum"] for h in res.record["history"])
 
 
-def test_study_resolves_arms_to_their_tuned_configs(protocol_config, monkeypatch):
+def test_study_resolves_arms_to_their_tuned_configs(monkeypatch):
     """Notebooks get tuned runs transparently: Study trains missing tuning runs, then every arm (sweeps
     included) uses its family's chosen setting; the tuning table marks the choice."""
     from reproduce.study import Study
