@@ -74,6 +74,23 @@ def sample_negatives(sim: torch.Tensor, sampling: str, generator: torch.Generato
         return sim.detach().masked_fill(~neg, float("inf")).argmin(dim=1)  # SN: furthest
 
 
+def _check_sam_args(owner: str, tau: float, sampling: str, weight: float, generator) -> None:
+    """The argument checks both SAM variants share."""
+    check_range(owner, "tau", tau, lo=0.0, lo_open=True)
+    check_choice(owner, "sampling", sampling, SAMPLINGS)
+    check_range(owner, "weight", weight, lo=0.0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"{owner}: generator={generator!r} must be a torch.Generator or None")
+
+
+def _phi(owner: str, rel: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """SAM's φ matrix (no gradient), refusing NaN or infinite relevance."""
+    phi = rel.detach().to(dtype)
+    if not torch.isfinite(phi).all():
+        raise ValueError(f"{owner}: rel (phi) contains NaN or infinite values")
+    return phi
+
+
 @register("sam")
 class SAMLoss(ITRLoss):
     """SAM (Eq. 7) with the paper's sampling definitions; see the module docstring for options."""
@@ -97,16 +114,12 @@ class SAMLoss(ITRLoss):
     ) -> None:
         super().__init__()
         owner = "sam"
-        check_range(owner, "tau", tau, lo=0.0, lo_open=True)
-        check_choice(owner, "sampling", sampling, SAMPLINGS)
-        check_range(owner, "weight", weight, lo=0.0)
+        _check_sam_args(owner, tau, sampling, weight, generator)
         if margin_min is not None and margin_max is not None and margin_min > margin_max:
             raise ValueError(f"{owner}: margin_min={margin_min} > margin_max={margin_max}; expected min ≤ max")
         check_choice(owner, "margin_pairing", margin_pairing, ("matched", "crossed"))
         check_choice(owner, "t2i_phi", t2i_phi, ("anchor_refs", "candidate_refs"))
         check_choice(owner, "reduction", reduction, ("sum", "mean"))
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise ValueError(f"{owner}: generator={generator!r} must be a torch.Generator or None")
         self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
         self.margin_min = None if margin_min is None else float(margin_min)
         self.margin_max = None if margin_max is None else float(margin_max)
@@ -122,9 +135,7 @@ class SAMLoss(ITRLoss):
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
-        phi = rel.detach().to(sim.dtype)
-        if not torch.isfinite(phi).all():
-            raise ValueError("sam: rel (phi) contains NaN or infinite values")
+        phi = _phi("sam", rel, sim.dtype)
         b = sim.shape[0]
         q = torch.arange(b, device=sim.device)
         pos = sim.diagonal()
@@ -207,12 +218,7 @@ class SAMAuthorsLoss(ITRLoss):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        owner = "sam_authors"
-        check_range(owner, "tau", tau, lo=0.0, lo_open=True)
-        check_choice(owner, "sampling", sampling, SAMPLINGS)
-        check_range(owner, "weight", weight, lo=0.0)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise ValueError(f"{owner}: generator={generator!r} must be a torch.Generator or None")
+        _check_sam_args("sam_authors", tau, sampling, weight, generator)
         self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
         self.margin_max = float(margin_max)
         self.keep_triplet = bool(keep_triplet)
@@ -221,9 +227,7 @@ class SAMAuthorsLoss(ITRLoss):
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
-        phi = rel.detach().to(sim.dtype)
-        if not torch.isfinite(phi).all():
-            raise ValueError("sam_authors: rel (phi) contains NaN or infinite values")
+        phi = _phi("sam_authors", rel, sim.dtype)
         b = sim.shape[0]
         q = torch.arange(b, device=sim.device)
         pos = sim.diagonal()
