@@ -17,20 +17,8 @@ from coherent_itr import evaluation, runs
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
 from coherent_itr.data import load_splits
+from tiny_run import TINY
 
-TINY = dict(
-    data="toy",
-    data_scale="smoke",
-    embed_dim=16,
-    word_dim=8,
-    text_hidden=16,
-    epochs=1,
-    batch_size=32,
-    lr=2e-3,
-    lr_decay_epoch=1,
-    vocab_min_count=1,
-    grad_diag_every=0,
-)
 BASE = Config(**TINY)
 BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})
 REPO = Path(__file__).resolve().parents[1]

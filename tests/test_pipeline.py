@@ -12,19 +12,7 @@ from reproduce import __main__ as driver
 from reproduce import experiments
 from reproduce.executors import LocalExecutor, RayExecutor
 from reproduce.profiles import get_profile
-
-TINY = dict(
-    data="toy",
-    data_scale="smoke",
-    embed_dim=16,
-    word_dim=8,
-    text_hidden=16,
-    epochs=1,
-    batch_size=32,
-    lr=2e-3,
-    lr_decay_epoch=1,
-    vocab_min_count=1,
-)
+from tiny_run import TINY
 
 
 def tiny_configs(n=3):

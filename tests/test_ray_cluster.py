@@ -26,22 +26,10 @@ import pytest
 
 from coherent_itr import runs
 from coherent_itr.config import Config
+from tiny_run import TINY
 
 pytestmark = pytest.mark.slow
 
-TINY = dict(
-    data="toy",
-    data_scale="smoke",
-    embed_dim=16,
-    word_dim=8,
-    text_hidden=16,
-    epochs=1,
-    batch_size=32,
-    lr=2e-3,
-    lr_decay_epoch=1,
-    vocab_min_count=1,
-    grad_diag_every=0,
-)
 START_TIMEOUT_S = 120
 PLAN_TIMEOUT_S = 300
 WORKER_START_ATTEMPTS = 3
