@@ -13,6 +13,7 @@ import pytest
 from coherent_itr import config as config_mod
 from reproduce import experiments, tuning
 from reproduce.profiles import TuningGrid, get_profile
+from tiny_run import TINY
 
 
 def tuned_profile(name="smoke", **kw):
@@ -330,19 +331,7 @@ def test_a_real_run_record_is_read_by_the_tuner(tmp_path):
     (train() computes no test metric: those live in the run cache's evaluation entry)."""
     from coherent_itr.train import train
 
-    cfg = config_mod.Config(
-        data="toy",
-        data_scale="smoke",
-        embed_dim=16,
-        word_dim=8,
-        text_hidden=16,
-        epochs=2,
-        batch_size=32,
-        lr=2e-3,
-        lr_decay_epoch=2,
-        vocab_min_count=1,
-        grad_diag_every=0,
-    )
+    cfg = config_mod.Config(**{**TINY, "epochs": 2, "lr_decay_epoch": 2})
     res = train(cfg, progress=False, cache_dir=str(tmp_path))
     t = tuning.trial_from_record(res.record, is_collapsed=lambda v: (False, ""))
     assert t["lr"] == cfg.lr and t["best_epoch"] in (1, 2) and math.isfinite(t["val_rsum"])
