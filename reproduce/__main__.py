@@ -295,7 +295,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             out.timings[f"{d}_prepare_s"] = prepare(todo, progress)
             prepared = True
 
-    def train(todo) -> None:
+    def train(todo, evaluate: bool = True) -> None:
         bar = tqdm(
             total=out.runs_to_do,
             initial=out.runs_done,
@@ -304,7 +304,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             disable=not progress,
         )
         try:
-            failures = executor.run(todo, cache, bar=bar)
+            failures = executor.run(todo, cache, bar=bar, evaluate=evaluate)
         finally:
             bar.close()
         out.runs_done += len(todo)
@@ -317,10 +317,10 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     if plan.tuned:
 
         class _Phase:  # the tuning phase through the same bar and failure list
-            def run(self, todo, cache_):
+            def run(self, todo, cache_, evaluate=True):
                 prepare_once(todo)
                 n = len(out.failed_runs)
-                train(todo)
+                train(todo, evaluate)
                 return out.failed_runs[n:]
 
         final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase())

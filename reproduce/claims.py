@@ -742,3 +742,15 @@ def contrast_key(c: Claim, dataset: str) -> tuple:
     if p.measure == "arms":
         return ("arms", p.paper, p.arm_a, p.arm_b, str(p.metric_for(dataset)))
     return ("notebook", c.id, tuple(sorted(p.legacy_for(dataset).items())))
+
+
+@functools.lru_cache(maxsize=None)
+def primary_arm_names(paper: str) -> frozenset:
+    """Names of the arms that enter a primary contrast of ``paper`` (a profile gives them every seed)."""
+    out = set()
+    for c in CLAIMS.values():
+        p = c.primary
+        if p.measure == "arms" and p.paper == paper:
+            for arm in (p.arm_a, p.arm_b):
+                out.update(arm if isinstance(arm, tuple) else (arm,))
+    return frozenset(out)

@@ -65,7 +65,7 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
 
 
-def _run_one(config_dict: dict, cache_root: str, threads: int) -> RunFailure | None:
+def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = True) -> RunFailure | None:
     """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
     of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
     raising."""
@@ -73,7 +73,9 @@ def _run_one(config_dict: dict, cache_root: str, threads: int) -> RunFailure | N
     from coherent_itr.runs import RunCache
 
     try:
-        RunCache(cache_root, threads=threads).get_or_train(Config.from_dict(config_dict), progress=False)
+        RunCache(cache_root, threads=threads).get_or_train(
+            Config.from_dict(config_dict), progress=False, evaluate=evaluate
+        )
         return None
     except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
@@ -87,8 +89,11 @@ class LocalExecutor:
             raise ValueError(f"workers must be ≥ 1, got {workers}")
         self.workers, self.progress = workers, progress
 
-    def run(self, configs: list[Config], cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
-        """Train ``configs``; ``bar``: a progress bar to advance by one per finished run (else its own)."""
+    def run(
+        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
+    ) -> list[RunFailure]:
+        """Train ``configs`` (and evaluate them unless ``evaluate=False``); ``bar``: a progress bar to advance
+        by one per finished run (else its own)."""
         root = str(cache.root.parent)
         todo = [c.to_dict() for c in configs]
         failures: list[RunFailure] = []
@@ -97,7 +102,7 @@ class LocalExecutor:
             bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
         if self.workers == 1:
             for cd in todo:
-                f = _run_one(cd, root, cache.threads)
+                f = _run_one(cd, root, cache.threads, evaluate)
                 if f:
                     failures.append(f)
                 bar.update(1)
@@ -109,7 +114,7 @@ class LocalExecutor:
                 self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
             )
             try:
-                futs = [pool.submit(_run_one, cd, root, cache.threads) for cd in todo]
+                futs = [pool.submit(_run_one, cd, root, cache.threads, evaluate) for cd in todo]
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:
@@ -138,7 +143,9 @@ class RayExecutor:
     def __init__(self, address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> None:
         self.address, self.num_cpus, self.progress = address, num_cpus, progress
 
-    def run(self, configs: list[Config], cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
+    def run(
+        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
+    ) -> list[RunFailure]:
         import ray
 
         started = False
@@ -150,7 +157,7 @@ class RayExecutor:
             gpus = ray.cluster_resources().get("GPU", 0)
             task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
             root = str(cache.root.parent)
-            pending = [task.remote(c.to_dict(), root, cache.threads) for c in configs]
+            pending = [task.remote(c.to_dict(), root, cache.threads, evaluate) for c in configs]
             failures: list[RunFailure] = []
             own_bar = bar is None
             if own_bar:

@@ -93,7 +93,13 @@ class Arm:
         return f"{self.group}_reduced" if self.overrides.get("train_fraction", 1.0) < 1.0 else self.group
 
     def seeds(self, profile: Profile) -> tuple[int, ...]:
-        return profile.seeds_for(self.seed_group, self.group in SWEEP_GROUPS)
+        """The profile's seeds for the arm's group — all of them when the arm enters a primary contrast
+        (issue 15: ≥ 3 seeds for every primary row on every data set), whatever the group's cost rule."""
+        from .claims import primary_arm_names
+
+        return profile.seeds_for(
+            self.seed_group, self.group in SWEEP_GROUPS, primary=self.name in primary_arm_names(self.paper)
+        )
 
     def configs(self, profile: Profile, **setting) -> list[Config]:
         """One config per seed of the profile (``Profile.seeds_for`` the arm's group)."""
@@ -350,9 +356,10 @@ PAPERS = {
 
 
 def arms(paper: str, profile: Profile) -> list[Arm]:
+    """The arms of ``paper`` under ``profile`` (without the groups the profile skips)."""
     if paper not in PAPERS:
         raise ValueError(f"unknown paper {paper!r}; choose one of {sorted(PAPERS)}")
-    return PAPERS[paper](profile)
+    return [a for a in PAPERS[paper](profile) if a.group not in profile.skip_groups]
 
 
 def is_main(arm: Arm) -> bool:

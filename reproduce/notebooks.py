@@ -68,8 +68,11 @@ def inputs_hash(nb: Path, profile: str, data: str) -> str:
     from coherent_itr.runs import source_hash
 
     h = hashlib.sha256()
-    for f in [nb, *sorted(Path(__file__).resolve().parent.glob("*.py"))]:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    pkg = Path(__file__).resolve().parent
+    inputs = sorted([*pkg.rglob("*.py"), *(pkg / "data").rglob("*.csv")])  # modules and paper-number files
+    for f in [nb, *inputs]:
+        name = f.name if f == nb else str(f.relative_to(pkg))
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(f"{source_hash()}|{profile}|{data}".encode())
     return h.hexdigest()[:16]
 

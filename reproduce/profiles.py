@@ -104,6 +104,7 @@ class Profile:
     min_sweep_points: int = 4  # thinned sweeps keep at least this many values (issue 14 item 7)
     sweep_seeds: tuple[int, ...] | None = None  # seeds of the sweep arms (None: ``seeds``)
     seed0_groups: frozenset = frozenset()  # sweep groups run with seed 0 only (cost trade-off, see above)
+    skip_groups: frozenset = frozenset()  # arm groups not run at all under this profile (cost trade-off)
     tuning: TuningGrid | None = None  # None: no tuning, every arm uses ``model["lr"]`` (old behaviour)
     reduced_data_epoch_cap: int = 0  # S1: a fraction f of the data trains ⌈E/f⌉ epochs, capped here
     ladder_theta: tuple[float, float] | None = None  # (θ₁, θ₂) calibrated to the relevance model (calibration.py)
@@ -124,7 +125,11 @@ class Profile:
             kept.add(max(rest, key=lambda i: (min(abs(i - k) for k in kept), -i)))
         return [v for i, v in enumerate(values) if i in kept]
 
-    def seeds_for(self, group: str, is_sweep: bool) -> tuple[int, ...]:
+    def seeds_for(self, group: str, is_sweep: bool, primary: bool = False) -> tuple[int, ...]:
+        """Seeds of an arm of ``group``; ``primary``: the arm enters a primary contrast, so it always gets
+        every seed (``seed0_groups`` applies to the other arms of those sweeps only)."""
+        if primary:
+            return self.seeds
         if group in self.seed0_groups:
             return (0,)
         if is_sweep and self.sweep_seeds:
@@ -145,12 +150,15 @@ _SMALL = dict(
     sampling="captions",
     grad_diag_every=5,
 )
-_GRU128 = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, sampling="captions", grad_diag_every=10)
+# default: a GRU-64 text encoder over 64-d words into a 128-d joint space (see "Model size" in the docstring)
+_GRU64 = dict(embed_dim=128, word_dim=64, text_hidden=64, batch_size=128, sampling="captions", grad_diag_every=10)
 # sweeps that no trend/peak claim rests on; on Flickr8k they run with seed 0 only (see the module docstring)
 FLICKR8K_SEED0_GROUPS = frozenset(
     {"margin", "lminmax", "grid", "grid_authors", "fraction_reduced", "theta_cal_beta2", "theta_cal_levels"}
 )
-SYNTHETIC_SEED0_GROUPS = frozenset({"grid_authors"})  # S3 for the authors' variant: seed 0 (cost, see above)
+SYNTHETIC_SEED0_GROUPS = frozenset({"grid_authors"})
+# the authors'-variant SAM grid (S3 as coded, seed 0 only) runs on the synthetic world only (cost, see above)
+FLICKR8K_SKIP_GROUPS = frozenset({"grid_authors"})
 
 # Ladder (θ₁, θ₂) at the CVSE++ scope-of-interest quantiles (top 1.9 % / 3.9 % of the off-diagonal
 # Sentence-BERT (MiniLM) paired cosines of 50 random training batches of 128; reproduce/calibration.py, which
@@ -191,12 +199,13 @@ PROFILES = {
         reduced_data_epoch_cap=40,
         ladder_theta=LADDER_THETA["synthetic"],
         seed0_groups=SYNTHETIC_SEED0_GROUPS,
-        model=dict(_GRU128, epochs=4, early_stop_patience=1, lr=2e-3, lr_decay_epoch=4),
+        model=dict(_GRU64, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
         flickr8k=dict(
+            skip_groups=FLICKR8K_SKIP_GROUPS,
             seed0_groups=FLICKR8K_SEED0_GROUPS,
             reduced_data_epoch_cap=30,
             ladder_theta=LADDER_THETA["flickr8k"],
-            model=dict(_GRU128, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
+            model=dict(_GRU64, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
         ),
     ),  # lr decay never reached: constant lr
     "paper": Profile(
@@ -229,25 +238,31 @@ def get_profile(name: str) -> Profile:
 
 
 # --- cost model ---------------------------------------------------------------------------------------
-# Measured on this 2-core machine (cold default run, commit a9f7836, 2 workers, shared cores): a synthetic
-# run of 3 epochs (354 steps) took 16.5 s per worker ≈ 6.5 s fixed (setup, test encoding + evaluation
-# 5–6 s) + 3.33 s an epoch (training + validation); a Flickr8k run of 3 epochs (705 steps) 36.9 s ≈ 10.6 s
-# fixed + 8.77 s an epoch (26.3 s training incl. validation, issue 16). ``val_s``: the validation share of an
-# epoch (an assumption, not measured apart: it matters only for the reduced-data runs of S1, which validate
-# ~10× as often). Data preparation (cold) and notebook execution from the committed manifest.
+# Measured on this 2-core machine on 2026-11-23 (AMD EPYC, no AMX; quiet, load < 1; two runs side by side, one
+# torch thread each, as the driver's 2 workers run them; /tmp-free commands in the README's "Compute" section):
+# * a synthetic epoch (118 steps, GRU-64): 2.63 s training + 0.14 s validation; a Flickr8k epoch (235 steps,
+#   longer captions): 7.5 s + 0.7 s (GRU-128: 4.8 s / 13.5 s — why the default profile uses GRU-64);
+# * a run's fixed part in a worker (setup, test encoding): 1.0 s / 1.5 s; its test evaluation (every metric
+#   against every yardstick) 2.0 s / 4.6 s — paid by final runs only (tuning runs store no test metrics);
+# * data preparation: synthetic 55 s; Flickr8k 746 s cold (EfficientNet-Lite0 features of 7,999 photos ≈ 560 s,
+#   Sentence-BERT of 40,000 captions ≈ 185 s); notebooks ≈ 91 s / 121 s (committed manifest).
+# ``val_s``: the validation part of an epoch (the reduced-data runs of S1 validate ~10× as often).
 COSTS = {
-    "synthetic": dict(fixed_s=6.5, epoch_s=3.33, val_s=0.5, prepare_s=55.0, notebooks_s=91.0),
-    "flickr8k": dict(fixed_s=10.6, epoch_s=8.77, val_s=1.5, prepare_s=553.0, notebooks_s=121.0),
+    "synthetic": dict(fixed_s=1.0, eval_s=2.0, epoch_s=2.77, val_s=0.14, prepare_s=55.0, notebooks_s=91.0),
+    "flickr8k": dict(fixed_s=1.5, eval_s=4.6, epoch_s=8.2, val_s=0.7, prepare_s=746.0, notebooks_s=121.0),
 }
-ASSUMED_STEP_SPEEDUP = 1.3  # engine helper's goal is 1.5–2× faster steps; the plan does not count on more
+ASSUMED_STEP_SPEEDUP = 1.0  # the costs above are the current engine's own: nothing assumed
 
 
-def run_seconds(config, data: str, epochs_run: int | None = None, speedup: float = ASSUMED_STEP_SPEEDUP) -> float:
-    """Expected seconds of one run on one worker: fixed part + epochs × (validation + fraction × training)."""
+def run_seconds(
+    config, data: str, epochs_run: int | None = None, speedup: float = ASSUMED_STEP_SPEEDUP, evaluated: bool = True
+) -> float:
+    """Expected seconds of one run on one worker: fixed part (+ test evaluation when ``evaluated``) +
+    epochs × (validation + fraction × training)."""
     c = COSTS[data]
     e = config.epochs if epochs_run is None else min(epochs_run, config.epochs)
     per_epoch = c["val_s"] + config.train_fraction * (c["epoch_s"] - c["val_s"])
-    return c["fixed_s"] + e * per_epoch / speedup
+    return c["fixed_s"] + (c["eval_s"] if evaluated else 0.0) + e * per_epoch / speedup
 
 
 def estimate_cost(
@@ -268,7 +283,9 @@ def estimate_cost(
     # the default setting (a grid point) stands in for the chosen one; a main arm's final seed-0 run is
     # then one of the tuning runs, as the chosen one is after tuning
     final = {k: c for k, c in ((c.key(), c) for c in experiments.plan(prof, papers)) if k not in tune}
-    tune_s = sum(run_seconds(c, data, speedup=speedup) for c in tune.values())
+    problems = {tuning.tuning_key(a, prof) for p in (papers or experiments.PAPERS) for a in tuning.main_arms(prof, p)}
+    tune_s = sum(run_seconds(c, data, speedup=speedup, evaluated=False) for c in tune.values())
+    tune_s += len(problems) * COSTS[data]["eval_s"]  # the chosen seed-0 run of each tuning problem is evaluated
     final_s = sum(run_seconds(c, data, speedup=speedup) for c in final.values())
     train_wall = (tune_s + final_s) / workers
     c = COSTS[data]
@@ -304,8 +321,8 @@ def cost_table(profile: str = "default", workers: int = 2) -> str:
         f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
     )
     return "\n".join(lines) + (
-        f"\n\n{workers} workers, per-epoch cost ÷ {ASSUMED_STEP_SPEEDUP} (assumed engine "
-        "speed-up), every run at its epoch cap (early stopping lowers it).\n"
+        f"\n\n{workers} workers at the costs measured on 2026-11-23 (``COSTS``), every run at its epoch cap "
+        "(early stopping lowers it); unchosen tuning runs are not evaluated on the test split.\n"
     )
 
 

@@ -39,6 +39,30 @@ def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.
     return pd.DataFrame(out, index=summary_df.index)
 
 
+def side_by_side(ours: pd.DataFrame, paper_blocks: dict, ours_label: str) -> pd.DataFrame:
+    """Our rows (e.g. :func:`pretty` ``mean ± std`` strings) above each paper block of
+    :func:`reproduce.paper_numbers.table` (``{source: rows × columns}``), on our columns; "–" where the
+    paper gives no number. Index: (source, arm)."""
+    parts = {ours_label: ours}
+    for label, p in paper_blocks.items():
+        parts[label] = p.reindex(columns=ours.columns).map(lambda v: "–" if pd.isna(v) else f"{v:g}")
+    return pd.concat(parts, names=["source", "arm"])
+
+
+def flat(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose MultiIndex is joined into one readable label ("source · arm") for Markdown."""
+    out = df.copy()
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = [" · ".join(map(str, t)) for t in out.index]
+    return out
+
+
+def caption(artefact: str, what: str, units: str, setup: str) -> str:
+    """A table caption: what it is, the set-up (data set, profile, seeds), that cells are mean ± std over
+    seeds, and the units."""
+    return f"{artefact} ({setup}): {what}. Mean ± std over seeds. Units: {units}."
+
+
 def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     """A copy of ``df`` whose float cells are rounded to ``digits`` significant digits (for Markdown)."""
 

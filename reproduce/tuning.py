@@ -225,7 +225,8 @@ class Family:
 
 
 def _load_record(cache, cfg):
-    res = cache.load(cfg)
+    """The training record (validation and health only: the tuner never sees test metrics)."""
+    res = cache.load_training(cfg)
     return None if res is None else res.record
 
 
@@ -246,8 +247,8 @@ def families(
             trials = []
             for s in grid(arm, profile):
                 cfg = _tuning_config(arm, profile, s)
-                if train_missing and cache is not None and not cache.has(cfg) and cfg.key() not in failed_keys:
-                    cache.get_or_train(cfg, progress=False)
+                if train_missing and cache is not None and not cache.has_training(cfg) and cfg.key() not in failed_keys:
+                    cache.get_or_train(cfg, progress=False, evaluate=False)
                 rec = None if cache is None else _load_record(cache, cfg)
                 if rec is not None:
                     trials.append(trial_from_record(rec, is_collapsed))
@@ -297,17 +298,18 @@ def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
 
 def run_protocol(profile: Profile, papers, cache, executor, before_training=None, failures=None) -> list[Config]:
     """Both phases for the driver: train the tuning runs that are not cached through ``executor``
-    (``executor.run(configs, cache) -> failures``; ``before_training(todo)`` first, e.g. data preparation),
-    then return the final configs (the chosen seed-0 runs are already cached; the caller trains the rest).
+    (``executor.run(configs, cache, evaluate=False) -> failures``: training entries only, no test evaluation;
+    ``before_training(todo)`` first, e.g. data preparation), then return the final configs (the chosen seed-0
+    runs are already trained; the caller evaluates them and trains the rest).
     Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
     appended to ``failures`` (a list) when given, so the driver can exit non-zero."""
     tune = tuning_configs(profile, papers)
-    todo = [c for c in tune if not cache.has(c)]
+    todo = [c for c in tune if not cache.has_training(c)]
     failed: set[str] = set()
     if todo:
         if before_training is not None:
             before_training(todo)
-        for f in executor.run(todo, cache):
+        for f in executor.run(todo, cache, evaluate=False):
             failed.add(Config.from_dict(f.config).key())
             warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
             if failures is not None:

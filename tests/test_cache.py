@@ -169,6 +169,20 @@ def test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs(cache_root,
     assert all(not f.endswith(".ipynb") for f in runs.training_files(BASE) + runs.evaluation_files())
 
 
+def test_training_without_evaluation_then_evaluation_only(tmp_path, seeded, counted):
+    # the tuning phase: train, store the training entry, evaluate nothing; a later final-phase request
+    # evaluates from the stored embeddings without training again, to the numbers of a train-and-evaluate run
+    cache = runs.RunCache(tmp_path / "c")
+    res = cache.get_or_train(BASE, progress=False, evaluate=False)
+    assert "test" not in res.record and cache.has_training(BASE) and not cache.has(BASE)
+    assert counted["train"] == [("triplet", 0)] and counted["evaluate"] == []
+    assert cache.get_or_train(BASE, progress=False, evaluate=False).record["run_key"] == res.record["run_key"]
+    assert counted["train"] == [("triplet", 0)]  # a hit: not trained again
+    full = cache.get_or_train(BASE, progress=False)
+    assert counted["train"] == [("triplet", 0)] and counted["evaluate"] == [("triplet", 0)]
+    assert full.test == seeded[1].test
+
+
 def test_embeddings_are_float32_and_evaluation_reproduces_the_stored_metrics(cache_root, seeded):
     res = runs.RunCache(cache_root).load(BASE)
     assert res.arrays["test_img"].dtype == np.float32 and res.arrays["test_cap"].dtype == np.float32

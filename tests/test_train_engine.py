@@ -136,6 +136,44 @@ def test_early_stopping_after_patience_epochs_without_improvement(toy, monkeypat
     assert [h["lr"] for h in res.history] == pytest.approx([cfg.lr * 0.5**e for e in range(4)])
 
 
+def _scripted_validation(monkeypatch, values):
+    scripted = iter(values)
+    real = train_mod._validate
+
+    def fake(run):
+        val = real(run)
+        val["val_rsum"] = next(scripted)
+        return val
+
+    monkeypatch.setattr(train_mod, "_validate", fake)
+
+
+def test_selection_and_patience_start_after_the_warm_up(toy, monkeypatch):
+    # warm-up epoch 1 scores best, the switch to max-violation dips (epoch 2): the run must neither keep
+    # the warm-up checkpoint nor stop at the dip — epochs 2.. are the candidates, patience counts from 2
+    _scripted_validation(monkeypatch, [90.0, 30.0, 40.0, 35.0, 38.0, 99.0])
+    cfg = Config(**{**TINY, "epochs": 6, "early_stop_patience": 1, "warmup_epochs": 1})
+    res = train(cfg, splits=toy, progress=False)
+    assert [h["warmup"] for h in res.history][:2] == [True, False]
+    assert res.record["best_epoch"] == 3 and res.record["epochs_run"] == 4
+    assert res.record["health"]["epoch"] == 3 and res.record["health"]["val_rsum"] == 40.0
+
+
+def test_selection_ignores_warm_up_only_where_the_loss_has_one(toy, monkeypatch):
+    # a loss without hardest negatives has no warm-up: epoch 1 is a candidate as before
+    _scripted_validation(monkeypatch, [90.0, 30.0, 40.0])
+    cfg = Config(**{**TINY, "loss": "triplet_sn", "epochs": 3, "early_stop_patience": 1, "warmup_epochs": 1})
+    res = train(cfg, splits=toy, progress=False)
+    assert res.record["best_epoch"] == 1 and res.record["epochs_run"] == 2
+
+
+def test_a_run_that_never_leaves_the_warm_up_keeps_its_last_epoch(toy, monkeypatch):
+    _scripted_validation(monkeypatch, [90.0, 30.0])
+    cfg = Config(**{**TINY, "epochs": 2, "early_stop_patience": 1, "warmup_epochs": 2})
+    res = train(cfg, splits=toy, progress=False)
+    assert res.record["best_epoch"] == 2 and res.record["epochs_run"] == 2
+
+
 # ----------------------------------------------------------------------------- sampled diagnostics
 def test_gradient_diagnostics_every_k_steps_only(toy, monkeypatch):
     calls = {"n": 0}

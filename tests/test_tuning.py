@@ -223,7 +223,9 @@ class FakeCache:
     def has(self, cfg):
         return cfg.key() in self.store
 
-    def get_or_train(self, cfg, progress=False):
+    has_training = has  # the tuning phase trains without evaluating
+
+    def get_or_train(self, cfg, progress=False, evaluate=True):
         if not self.has(cfg):
             self.trained.append(cfg)
             self.store[cfg.key()] = record(
@@ -234,6 +236,10 @@ class FakeCache:
     def load(self, cfg):
         rec = self.store.get(cfg.key())
         return None if rec is None else type("R", (), {"record": rec})()
+
+    def load_training(self, cfg):  # the training entry: no test metrics at all
+        rec = self.store.get(cfg.key())
+        return None if rec is None else type("R", (), {"record": {k: v for k, v in rec.items() if k != "test"}})()
 
 
 def planted(cfg):
@@ -250,14 +256,14 @@ class FakeExecutor:
     def __init__(self, fail=lambda c: False):
         self.fail, self.calls = fail, []
 
-    def run(self, configs, cache):
+    def run(self, configs, cache, evaluate=True):
         self.calls.append(list(configs))
         out = []
         for c in configs:
             if self.fail(c):
                 out.append(type("F", (), {"config": c.to_dict(), "error": "FloatingPointError: boom"})())
             else:
-                cache.get_or_train(c)
+                cache.get_or_train(c, evaluate=evaluate)
         return out
 
 

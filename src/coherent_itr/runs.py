@@ -529,23 +529,32 @@ class RunCache:
             )
         return ev
 
-    def get_or_train(self, config: Config, progress: bool = True, splits=None):
+    def get_or_train(self, config: Config, progress: bool = True, splits=None, evaluate: bool = True):
         """The cached run of ``config`` (with test metrics), training and/or evaluating it on a miss.
+
+        ``evaluate=False`` trains (if missing) without evaluating the test split and returns the
+        training entry only (no ``record["test"]``): the tuning phase, which reads validation only,
+        and whose unchosen runs never need test metrics.
 
         Training holds a per-run lock: a second process asking for the same run waits, then
         loads the first one's result instead of training it again."""
         from . import train as train_mod
 
-        hit = self.load(config, splits=splits)
-        if hit is not None:
-            return hit
+        if not evaluate:
+            hit = self.load_training(config)
+            if hit is not None:
+                return hit
+        else:
+            hit = self.load(config, splits=splits)
+            if hit is not None:
+                return hit
         key = self.train_key(config)
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
                 with pinned_threads(self.threads):
                     result = train_mod.train(config, splits=splits, progress=progress, cache_dir=str(self.root.parent))
                 self.store_training(config, result)
-        res = self.load(config, splits=splits)
+        res = self.load(config, splits=splits) if evaluate else self.load_training(config)
         if res is None:
             raise CacheEntryError(
                 f"training entry {key} at {self.train_path(config)} failed verification right after it was written"

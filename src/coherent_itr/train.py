@@ -11,7 +11,8 @@ It is split into named steps, each readable at once:
   gradient diagnostics of :mod:`coherent_itr.gradients` (Unified Fig. 4) into
   ``record["iterations"]`` — the only steps that pay for ``retain_grad``;
 * :func:`_validate` — validation RSUM (selection) and the health record (:mod:`coherent_itr.health`);
-* :class:`_Selector` — best-RSUM checkpoint and early stopping (``early_stop_patience``);
+* :class:`_Selector` — best-RSUM checkpoint and early stopping (``early_stop_patience``), both
+  counted from the first epoch after the warm-up;
 * :func:`_record` — the JSON-able run record.
 
 The result is a :class:`RunResult`: the record (config, per-epoch history, best epoch, epochs
@@ -259,20 +260,32 @@ def _validate(run: _Run) -> dict[str, float]:
 
 
 class _Selector:
-    """Keeps the best-validation-RSUM checkpoint (first maximum) and decides early stopping."""
+    """Keeps the best-validation-RSUM checkpoint (first maximum) and decides early stopping.
 
-    def __init__(self, patience: int) -> None:
-        self.patience = patience
+    Only epochs from ``first_epoch`` on are candidates, and patience counts from there: with a
+    warm-up (``warmup_epochs`` on all negatives) the run's own objective starts at epoch
+    ``warmup_epochs + 1``, so a warm-up checkpoint — a model of another loss — is never the one
+    kept, and the switch to max-violation (whose first epoch often dips) is not mistaken for a
+    plateau. Decided before the protocol's results were read (issue 14); the same rule for every
+    arm, and a no-op for arms without warm-up. A run that ends before ``first_epoch`` (a cap not
+    above the warm-up) keeps its last epoch."""
+
+    def __init__(self, patience: int, first_epoch: int = 1) -> None:
+        self.patience, self.first_epoch = patience, max(1, first_epoch)
         self.best_rsum, self.best_state, self.best_epoch, self.best_row = -np.inf, None, 0, None
 
     def update(self, model: torch.nn.Module, epoch: int, row: dict) -> None:
-        if row["val_rsum"] > self.best_rsum:
+        if epoch < self.first_epoch:  # warm-up: kept only as the fallback of a run that never leaves it
+            self.best_epoch, self.best_row = epoch, row
+            self.best_state = copy.deepcopy(model.state_dict())
+            return
+        if epoch == self.first_epoch or row["val_rsum"] > self.best_rsum:
             self.best_rsum, self.best_epoch, self.best_row = row["val_rsum"], epoch, row
             self.best_state = copy.deepcopy(model.state_dict())
 
     def should_stop(self, epoch: int) -> bool:
         """True when ``patience`` epochs have passed without a new best (``patience`` 0: never)."""
-        return self.patience > 0 and epoch - self.best_epoch >= self.patience
+        return self.patience > 0 and epoch >= self.first_epoch and epoch - self.best_epoch >= self.patience
 
 
 def _selected_health(sel: _Selector) -> dict:
@@ -327,7 +340,8 @@ def train(
     test embeddings (test metrics: :func:`coherent_itr.evaluation.evaluate_run`)."""
     t_start = time.perf_counter()
     run = _setup(config, splits, cache_dir)
-    sel = _Selector(config.early_stop_patience)
+    warm = config.warmup_epochs if getattr(run.crit, "honours_warmup", False) else 0
+    sel = _Selector(config.early_stop_patience, first_epoch=warm + 1)
     history: list[dict] = []
     t_train = t_val = 0.0
     bar = tqdm(range(config.epochs), desc=f"{config.loss} seed={config.seed}", disable=not progress, leave=False)

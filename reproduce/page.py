@@ -1,0 +1,170 @@
+"""What every paper notebook starts with and ends with: one call, one object.
+
+    from reproduce.page import start
+    pg = start("bcls", profile, data)      # plotting style, the Study, the yardstick, a header line
+    df = pg.results("table8")              # Study.results with the derived columns of reproduce.derived
+    pg.claim("B3", "Table VIII", "…", "rsum", "Triplet-HN vs Kendall SW-HS alone", effects)
+    pg.finish()                            # + the primary rows by claim id, written; effects table shown
+
+A notebook declares what to show and draws it; the effects of its claims come either from
+:meth:`Page.claim` (secondary / notebook-measured rows, per-seed effects) or — for every claim whose
+primary contrast is a difference of two arms — from :func:`reproduce.claim_rows.primary_row`, which
+:meth:`Page.finish` adds by claim id (the notebook never retypes a primary contrast). Verdicts are
+decided once, for all claims of a data set together (Holm), by the ledger (``results/claims.md``):
+the notebook shows effects and intervals, never its own verdict.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import claims as registry
+
+YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
+    True: ("expert", "Flickr8k expert judgements"),
+    False: ("true", "true relevance r*"),
+}
+
+
+@dataclass
+class Page:
+    paper: str
+    notebook: str
+    profile: str
+    data: str
+    study: object
+    claims: list = field(default_factory=list)
+
+    # --- what the data set offers -----------------------------------------------------------------
+    @property
+    def human(self) -> bool:
+        """Whether the data set has human judgements (and no true relevance)."""
+        return self.study.splits().test.extras.get("expert") is not None
+
+    @property
+    def yard(self) -> str:
+        """Metric-key suffix of the independent yardstick: ``expert`` (human judgements) or ``true``."""
+        return YARDSTICK[self.human][0]
+
+    @property
+    def yard_name(self) -> str:
+        return YARDSTICK[self.human][1]
+
+    @property
+    def out(self) -> Path:
+        return self.study.results_dir
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.study.seeds)
+
+    @property
+    def setup(self) -> str:
+        """One line naming data set, profile and seeds (figure titles, captions)."""
+        return f"{self.data}, profile {self.profile}, seeds {self.seeds}"
+
+    @property
+    def ours(self) -> str:
+        """Label of our rows beside a paper's in a side-by-side table."""
+        return f"ours: {self.data}, VSE++ GRU-{self.study.profile.model.get('text_hidden')} ({self.profile})"
+
+    def results(self, group: str | None = None) -> pd.DataFrame:
+        return self.study.results(self.paper, group)
+
+    # --- claims ----------------------------------------------------------------------------------
+    def claim(
+        self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""
+    ) -> None:
+        """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0)."""
+        from .ledger import ClaimResult
+
+        registry.claim(cid)  # an unknown id is an error here, not a silent extra row
+        self.claims.append(
+            ClaimResult(
+                cid,
+                registry.claim(cid).paper,
+                source,
+                statement,
+                metric,
+                self.data,
+                arms,
+                list(effects),
+                kind=kind,
+                tolerance=tolerance,
+                notebook=self.notebook,
+                note=note,
+                role=role,
+            )
+        )
+
+    def primary_rows(self) -> list[dict]:
+        """The primary row of every claim of this paper whose primary contrast is two arms, by claim id,
+        with the per-query bootstrap for RSUM contrasts (:func:`reproduce.claim_rows.primary_row`)."""
+        from .claim_rows import per_query_of, primary_row
+
+        rows = []
+        for c in registry.CLAIMS.values():
+            p = c.primary
+            if c.notebook != self.notebook or p.measure != "arms":
+                continue
+            df = self.study.results(p.paper)
+            pq = None
+            if p.metric_for(self.data) == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple):
+                pq = {a: per_query_of(self.study, p.paper, a) for a in (p.arm_a, p.arm_b)}
+            rows.append(primary_row(c.id, self.data, df, per_query=pq))
+        return rows
+
+    def finish(self, show: bool = True) -> pd.DataFrame:
+        """Write this notebook's claim file (its rows + the primary rows by claim id) and show the effects
+        (no verdicts: the ledger decides them for all claims of the data set at once)."""
+        from .ledger_io import write_claims
+
+        df = write_claims([*self.claims, *self.primary_rows()], self.out, self.paper, self.data)
+        if show:
+            from IPython.display import Markdown, display
+
+            display(Markdown(effects_markdown(df)))
+        return df
+
+
+def effects_markdown(df: pd.DataFrame) -> str:
+    """The claim rows a notebook wrote, effects and 95% intervals only, primary rows first."""
+    from .ledger_io import fmt_num
+
+    d = df.copy()
+    d["role"] = d.get("role", pd.Series([""] * len(d))).fillna("").replace("", "secondary")
+    d = d.sort_values(["id", "role"], key=lambda s: s.map({"primary": 0}).fillna(1) if s.name == "role" else s)
+    lines = [
+        "| claim | role | contrast | metric | effect [95% interval] | seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in d.to_dict("records"):
+        lines.append(
+            f"| {r['id']} | {r['role']} | {r['arms']} | {r['metric']} | {fmt_num(r['effect'])} "
+            f"[{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}] | {r['n_seeds']} |"
+        )
+    return (
+        "\n".join(lines)
+        + "\n\nEffects are oriented so that the paper's claim predicts > 0. Intervals here are over seeds "
+        "(and, for RSUM primary rows, test queries); the **verdicts** are decided once for all claims of "
+        "the data set, with the noise floor and Holm's adjustment, in `results/claims.md`.\n"
+    )
+
+
+def start(paper: str, profile: str | None = None, data: str = "synthetic", notebook: str | None = None) -> Page:
+    """Plotting style, the :class:`~reproduce.study.Study` of ``profile`` on ``data``, and a header line."""
+    from . import report
+    from .study import Study
+
+    profile = profile or os.environ.get("COHERENT_ITR_PROFILE", "default")
+    report.setup_plotting()
+    from .notebooks import for_papers, notebook_paths
+
+    nb = notebook or notebook_paths(for_papers([paper]))[0].stem
+    pg = Page(paper, nb, profile, data, Study(profile, data))
+    print(f"profile={profile} data={data} seeds={pg.seeds} model={pg.study.profile.model}")
+    return pg
