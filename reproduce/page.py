@@ -75,6 +75,29 @@ class Page:
     def results(self, group: str | None = None) -> pd.DataFrame:
         return self.study.results(self.paper, group)
 
+    def tuning_table(self, show: bool = True) -> pd.DataFrame:
+        """The paper's tuning table (issue 14): every main arm × grid setting with its validation RSUM,
+        epochs, health and the choice; saved as ``<results>/<paper>/tuning_<data>.{csv,md}``."""
+        from . import report
+
+        t = self.study.tuning_table(self.paper)
+        view = t.drop(columns=["also", "status"], errors="ignore").assign(
+            collapsed=lambda d: d["collapsed"].map({True: f"{report.COLLAPSE_MARK} yes", False: "no"}).fillna("?"),
+            chosen=lambda d: d["chosen"].map({True: "✓", False: ""}),
+        )
+        cap = (
+            f"Tuning ({self.setup.replace(f'seeds {self.seeds}', 'seed 0')}): every main arm × setting on the "
+            "validation split; val RSUM (%) at the selected checkpoint; ✓ = the setting all seeds then train "
+            "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up). "
+            + report.collapse_note()
+        )
+        report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index("arm"))
+        if show:
+            from IPython.display import Markdown, display
+
+            display(Markdown(cap + "\n\n" + view.to_markdown(index=False)))
+        return t
+
     # --- claims ----------------------------------------------------------------------------------
     def claim(
         self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""

@@ -17,18 +17,32 @@ from coherent_itr.io import atomic_write_bytes, atomic_write_text
 RECALL_COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
 
 
+COLLAPSE_MARK = "‡"
+
+
 def summary(df: pd.DataFrame, metrics: list[str], by: str | list[str] = "arm") -> pd.DataFrame:
-    """Mean, std and seed count of ``metrics`` per ``by`` (keeps the arms' first-seen order)."""
+    """Mean, std and seed count of ``metrics`` per ``by`` (keeps the arms' first-seen order); with a
+    ``collapsed`` column (``Study.results``), ``n_collapsed`` counts the collapsed runs of each row."""
     by = [by] if isinstance(by, str) else by
     g = df.groupby(by, sort=False)[metrics]
     mean, std, n = g.mean(), g.std(ddof=1), g.size().rename("n_seeds")
     out = pd.concat({"mean": mean, "std": std}, axis=1)
     out.columns = [f"{m}" if s == "mean" else f"{m}_std" for s, m in out.columns]
-    return out.join(n)
+    out = out.join(n)
+    if "collapsed" in df.columns:
+        out = out.join(
+            df.assign(_c=df["collapsed"].fillna(False).astype(bool))
+            .groupby(by, sort=False)["_c"]
+            .sum()
+            .rename("n_collapsed")
+            .astype(int)
+        )
+    return out
 
 
 def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.DataFrame:
-    """``mean ± std`` strings for a Markdown table (std omitted with one seed)."""
+    """``mean ± std`` strings for a Markdown table (std omitted with one seed). A row with collapsed runs
+    (``n_collapsed`` of :func:`summary`) gets ``‡ k/n collapsed`` after its label (see :func:`collapse_note`)."""
     out = {}
     for m in metrics:
         sd = summary_df.get(f"{m}_std")
@@ -36,7 +50,47 @@ def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.
             f"{v:.{digits}f}" + ("" if s is None or pd.isna(s) else f" ± {s:.{digits}f}")
             for v, s in zip(summary_df[m], sd if sd is not None else [None] * len(summary_df))
         ]
-    return pd.DataFrame(out, index=summary_df.index)
+    res = pd.DataFrame(out, index=summary_df.index)
+    if "n_collapsed" in summary_df.columns and (summary_df["n_collapsed"] > 0).any():
+        labels = [
+            _mark(i, int(k), int(n))
+            for i, k, n in zip(summary_df.index, summary_df["n_collapsed"], summary_df["n_seeds"])
+        ]
+        res.index = (
+            pd.MultiIndex.from_tuples(labels, names=res.index.names)
+            if isinstance(res.index, pd.MultiIndex)
+            else pd.Index(labels, name=res.index.name)
+        )
+    return res
+
+
+def _mark(label, k: int, n: int):
+    if not k:
+        return label
+    tag = f" {COLLAPSE_MARK} {k}/{n} collapsed"
+    return (*label[:-1], f"{label[-1]}{tag}") if isinstance(label, tuple) else f"{label}{tag}"
+
+
+def collapse_note() -> str:
+    """The caption sentence that explains the ‡ mark (``coherent_itr.health.is_collapsed``)."""
+    from coherent_itr import health as h
+
+    return (
+        f"{COLLAPSE_MARK} k/n collapsed: k of the row's n runs ended collapsed at the selected checkpoint "
+        f"(validation hardest-negative cosine ≥ {h.COLLAPSE_COS} with a positive–negative gap ≤ {h.COLLAPSE_GAP}, "
+        f"or validation RSUM ≤ {h.COLLAPSE_RSUM_FACTOR:g}× chance) — such a row measures a training failure, not "
+        "the method; a primary claim on it is not testable."
+    )
+
+
+def int_epochs(fig):
+    """Integer ticks on every x-axis labelled "epoch" of ``fig``; returns ``fig``."""
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        if ax.get_xlabel() == "epoch":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
 
 
 def side_by_side(ours: pd.DataFrame, paper_blocks: dict, ours_label: str) -> pd.DataFrame:

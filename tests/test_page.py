@@ -100,3 +100,40 @@ def test_page_claim_rejects_an_unknown_claim_id():
         pg.claim("B99", "Table 1", "x", "rsum", "a vs b", [1.0])
     pg.claim("B1", "Table VIII", "x", "rsum", "a vs b", [1.0, 2.0])
     assert pg.claims[0].paper == "BCLS" and pg.claims[0].notebook == "01_bcls"
+
+
+def test_summary_counts_collapsed_runs_and_pretty_marks_the_row():
+    df = pd.DataFrame(
+        {
+            "arm": ["A", "A", "A", "B", "B", "B"],
+            "seed": [0, 1, 2, 0, 1, 2],
+            "rsum": [10.0, 12.0, 14.0, 1.0, 2.0, 3.0],
+            "collapsed": [False, False, False, True, False, None],
+        }
+    )
+    s = report.summary(df, ["rsum"])
+    assert s.loc["A", "rsum"] == 12.0 and s.loc["A", "rsum_std"] == 2.0
+    assert s["n_collapsed"].to_dict() == {"A": 0, "B": 1}
+    p = report.pretty(s, ["rsum"])
+    assert list(p.index) == ["A", "B ‡ 1/3 collapsed"] and p.iloc[0, 0] == "12.0 ± 2.0"
+    assert "‡" in report.collapse_note()
+    two = report.pretty(report.summary(df.assign(k=1), ["rsum"], by=["k", "arm"]), ["rsum"])
+    assert list(two.index) == [(1, "A"), (1, "B ‡ 1/3 collapsed")]
+    assert "n_collapsed" not in report.summary(df.drop(columns="collapsed"), ["rsum"])
+
+
+def test_int_epochs_sets_integer_ticks_on_epoch_axes_only():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.set_xlabel("epoch")
+    b.set_xlabel("α")
+    before = b.xaxis.get_major_locator()
+    report.int_epochs(fig)
+    assert isinstance(a.xaxis.get_major_locator(), MaxNLocator) and a.xaxis.get_major_locator()._integer
+    assert b.xaxis.get_major_locator() is before  # other axes untouched
+    plt.close(fig)
