@@ -88,6 +88,18 @@ class Arm:
         return Config(**cfg)
 
     @property
+    def uses_relevance(self) -> bool:
+        """Whether the arm's loss trains on continuous relevance (a pseudo label: Sentence-BERT, CIDEr-D)."""
+        return self.overrides.get("relevance") not in (None, "", "none")
+
+    @property
+    def uses_hard_negatives(self) -> bool:
+        """Whether the arm's loss selects hardest negatives (and so gets the warm-up in tuning)."""
+        from .tuning import uses_hard_negatives
+
+        return uses_hard_negatives(self.overrides["loss"], self.overrides.get("loss_params", {}))
+
+    @property
     def seed_group(self) -> str:
         """The group a profile's seed rules see: SAM's reduced-data arms are "fraction_reduced"."""
         return f"{self.group}_reduced" if self.overrides.get("train_fraction", 1.0) < 1.0 else self.group

@@ -98,6 +98,22 @@ class Page:
             display(Markdown(cap + "\n\n" + view.to_markdown(index=False)))
         return t
 
+    def qualitative(self, arms: list[str], n: int = 3, k: int = 5, show: bool = True):
+        """The paper's qualitative figure, in the style of BCLS Figs. 6–7 / CVSE++ Figs. 4–5 / listwise
+        Fig. 10: the photo (when the data set has photos) and the top-``k`` captions under each of ``arms``
+        (seed 0) for the ``n`` test images where the first two arms disagree most, each caption with its
+        Sentence-BERT relevance and, when judged, its expert score (:mod:`reproduce.qualitative`). Saved as
+        ``<results>/<paper>/qualitative_<data>.{png,svg}``; from cached embeddings, no training."""
+        from . import qualitative, report
+
+        fig, picked = qualitative.figure_disagreement(qualitative.study_views(self.study, self.paper, arms), n=n, k=k)
+        report.save_figure(fig, self.out, self.paper, f"qualitative_{self.data}")
+        if show:
+            import matplotlib.pyplot as plt
+
+            plt.show()
+        return picked
+
     # --- claims ----------------------------------------------------------------------------------
     def claim(
         self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""
@@ -105,7 +121,11 @@ class Page:
         """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0)."""
         from .ledger import ClaimResult
 
-        registry.claim(cid)  # an unknown id is an error here, not a silent extra row
+        c = registry.claim(cid)  # an unknown id is an error here, not a silent extra row
+        if role == "primary":  # a notebook-measured primary: the registry's statement, never a retyped one
+            if c.primary.measure != "notebook":
+                raise ValueError(f"{cid}: its primary contrast is two arms; Page.finish adds it by claim id")
+            statement = c.primary.statement
         self.claims.append(
             ClaimResult(
                 cid,

@@ -110,6 +110,8 @@ class Study:
                     "arm": arm.name,
                     "seed": cfg.seed,
                     "loss": cfg.loss,
+                    "uses_relevance": arm.uses_relevance,
+                    "uses_hard_negatives": arm.uses_hard_negatives,
                     "lr": cfg.lr,
                     "warmup_epochs": cfg.warmup_epochs,
                     **res.test,
