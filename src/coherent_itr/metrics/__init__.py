@@ -10,8 +10,17 @@ record; the modules hold the single metrics:
 * :mod:`.eccv` — adapter to the ``eccv-caption`` package.
 
 All ranking metrics share one tie rule and one rule for undefined queries (see :mod:`._blocks`).
+
+Every metric of ``evaluate`` is registered by name (:mod:`.registry`, as losses are): importing
+this package imports its metric modules (``binary``, ``coherence``, ``semantic``, ``human``, then
+every other module, so a new module with a ``@register`` joins the evaluation); ``register`` from
+user code adds a metric without touching the package, ``available()`` lists them in record order.
 """
 
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+from . import _builtin  # noqa: F401 - first: the package's metrics, in record order
 from .coherence import coherent_score, kendall_tau, one_caption_per_image
 from .eccv import positive_matrices as eccv_positive_matrices
 from .eccv import ranked_ids as eccv_ranked_ids
@@ -33,13 +42,19 @@ from .retrieval import (
     retrieval_metrics,
     t2i_ranks,
 )
+from .registry import Problem, available, register, registered, unregister
 from .semantic import ncs, ndcg, positive_set_metrics, semantic_recall
+
+for _info in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):  # metric modules added later
+    _importlib.import_module(f"{__name__}.{_info.name}")
 
 __all__ = [
     "EXPERT_POSITIVE_THRESHOLD",
     "HumanJudgements",
+    "Problem",
     "agreement",
     "agreement_at_pairs",
+    "available",
     "coherent_score",
     "eccv_positive_matrices",
     "eccv_ranked_ids",
@@ -55,8 +70,11 @@ __all__ = [
     "positive_set_metrics",
     "provider_agreement",
     "recall_from_ranks",
+    "register",
+    "registered",
     "retrieval_metrics",
     "run_eccv_caption",
     "semantic_recall",
     "t2i_ranks",
+    "unregister",
 ]

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._blocks import DIRECTIONS, check_image_of_caption, check_ks, check_matrix, check_sim
+from ._blocks import DIRECTIONS, RankedRelevance, check_image_of_caption, check_ks, check_matrix, check_sim
 from ._engine import Plan, reduce, run, strip_name
+from .kendall import prefix_stats, tau_from_stats
+from .registry import get, register
 
 CS_KS = (100, 200, 1000)
 CANDIDATES = ("all", "one_per_image")
+TAU_VARIANTS = ("a", "b", None)
 
 
 def one_caption_per_image(image_of_caption) -> np.ndarray:
@@ -44,6 +47,60 @@ def one_caption_per_image(image_of_caption) -> np.ndarray:
     img = np.asarray(image_of_caption)
     _, first = np.unique(img, return_index=True)
     return np.sort(first)
+
+
+def _check_options(cs_ks, cs_candidates, tau_variant, kendall_backend) -> dict:
+    if cs_candidates not in CANDIDATES:
+        raise ValueError(f"cs_candidates must be one of {list(CANDIDATES)}, got {cs_candidates!r}")
+    if tau_variant not in TAU_VARIANTS:
+        raise ValueError(f"tau_variant must be 'a', 'b' or None, got {tau_variant!r}")
+    return dict(
+        cs_ks=check_ks(cs_ks, "cs_ks") if cs_ks else (),
+        cs_candidates=cs_candidates,
+        tau_variant=tau_variant,
+        kendall_backend=kendall_backend,
+    )
+
+
+def _passes(**opts) -> list:
+    """CS@K over the authors' candidates (one caption per image) is a second pass; τ keeps all candidates."""
+    if opts["cs_candidates"] == "all":
+        return [(None, opts)]
+    out = [(None, {**opts, "cs_ks": ()})]
+    if opts["cs_ks"]:
+        out.append((one_caption_per_image, {**opts, "tau_variant": None}))
+    return out
+
+
+@register(
+    "coherence",
+    "relevance",
+    options={"cs_ks": CS_KS, "cs_candidates": "all", "tau_variant": "a", "kendall_backend": "fast"},
+    check=_check_options,
+    passes=_passes,
+)
+def _coherence_metric(rr: RankedRelevance, cs_ks, tau_variant, kendall_backend, cs_candidates="all") -> dict:
+    """``cs{K}`` (τ-b over the model's top K) and ``tau`` (τ over all candidates), from one set of
+    Kendall counts (they share the ranking and the discordant-pair pass)."""
+    out = {}
+    if cs_ks or tau_variant:
+        ks = list(cs_ks) + ([rr.n] if tau_variant else [])
+        st = prefix_stats(
+            rr.scores, rr.y_rank(), ks, ties=rr.ranking.ties, y_sorted=rr.rel_asc, backend=kendall_backend
+        )
+        if cs_ks:
+            tb, vb = tau_from_stats(st, "b")
+            for j, k in enumerate(cs_ks):
+                out[f"cs{k}"] = (tb[:, j], vb[:, j])
+        if tau_variant:
+            ta, va = tau_from_stats(st, tau_variant)
+            out["tau"] = (ta[:, -1], va[:, -1])
+    return out
+
+
+def _plan(rel, directions, chunk, **options) -> Plan:
+    m = get("coherence")
+    return Plan(rels={"r": rel}, metrics=((m, {**m.options, **options}),), directions=tuple(directions), chunk=chunk)
 
 
 def _restrict(sim, image_of_caption, rel, candidates: str):
@@ -71,14 +128,8 @@ def coherent_score(
     rel = check_matrix(rel, sim.shape, "rel")
     ks = check_ks(ks)
     sim, img, rel = _restrict(sim, img, rel, candidates)
-    res = reduce(
-        run(
-            sim,
-            img,
-            Plan(rels={"r": rel}, directions=tuple(directions), cs_ks=ks, chunk=chunk, kendall_backend=backend),
-        )
-    )
-    return strip_name(res, "r")
+    plan = _plan(rel, directions, chunk, cs_ks=ks, tau_variant=None, kendall_backend=backend)
+    return strip_name(reduce(run(sim, img, plan)), "r")
 
 
 def kendall_tau(
@@ -96,13 +147,5 @@ def kendall_tau(
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
-    res = reduce(
-        run(
-            sim,
-            img,
-            Plan(
-                rels={"r": rel}, directions=tuple(directions), tau_variant=variant, chunk=chunk, kendall_backend=backend
-            ),
-        )
-    )
-    return strip_name(res, "r")
+    plan = _plan(rel, directions, chunk, cs_ks=(), tau_variant=variant, kendall_backend=backend)
+    return strip_name(reduce(run(sim, img, plan)), "r")

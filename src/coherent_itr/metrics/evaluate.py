@@ -26,6 +26,10 @@ key                         metric                                              
 ``…_nq``                    number of queries averaged for the key before it              count
 ==========================  ===========================================================  ========
 
+Which metrics run, and their options: :mod:`.registry` (``metrics.available()`` lists the names,
+in record order; ``include`` / ``exclude`` pick some; every other keyword is an option of a
+registered metric, e.g. ``cs_ks``). Adding a metric is one ``@register`` function — nothing here.
+
 Every undefined per-query value (constant relevance for τ-b, no relevance for NDCG/NCS, no
 positive for mAP@R …) is skipped and counted in ``_nq``; a key with no defined query is 0.0 —
 never NaN. Tie rule, candidate sets and variants: see :mod:`._blocks`, :mod:`.coherence`,
@@ -36,17 +40,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._blocks import SparsePositives, check_image_of_caption, check_ks, check_matrix, check_ndcg_ks, check_sim
+from . import registry
+from ._blocks import SparsePositives, check_image_of_caption, check_matrix, check_sim
 from ._engine import GT, Plan, reduce, run
-from .coherence import CANDIDATES, CS_KS, one_caption_per_image
-from .human import EXPERT_POSITIVE_THRESHOLD, HumanJudgements, agreement, as_judgements, positive_pairs
-from .retrieval import KS, retrieval_metrics
-from .semantic import check_nonnegative
-
-NDCG_KS = (10, 100, None)
-NCS_KS = (1, 5, 10)
-SR_KS = (5,)
-SR_MS = (5, 10, 20)
+from .coherence import CS_KS  # noqa: F401 - the defaults, importable from here as before
+from .human import EXPERT_POSITIVE_THRESHOLD, HumanJudgements, as_judgements, positive_pairs
+from .registry import Problem
+from .retrieval import KS  # noqa: F401
+from .semantic import NCS_KS, NDCG_KS, SR_KS, SR_MS  # noqa: F401
 
 
 def _relevances(rel, true_rel, shape) -> dict[str, np.ndarray]:
@@ -80,19 +81,13 @@ def evaluate(
     human=None,
     *,
     positives=None,
-    ks=KS,
-    cs_ks=CS_KS,
-    cs_candidates: str = "all",
-    tau_variant: str | None = "a",
-    ndcg_ks=NDCG_KS,
-    ncs_ks=NCS_KS,
-    sr_ks=SR_KS,
-    sr_ms=SR_MS,
     true_positive_threshold: float | None = None,
     human_positives_include_gt: bool = False,
     fold_size: int | None = None,
     chunk: int | None = None,
-    kendall_backend: str = "fast",
+    include=None,
+    exclude=(),
+    **options,
 ) -> dict[str, float]:
     """All metrics of ``sim`` (n_images × n_captions) as one flat dict (see the module docstring).
 
@@ -108,14 +103,18 @@ def evaluate(
     * ``positives``: extra positive sets, name → boolean matrix or (i2t matrix, t2i matrix),
       e.g. ECCV Caption positives from :func:`.eccv.positive_matrices`.
     * ``true_positive_threshold``: if set, ``true_rel ≥`` it is a positive set named ``true``.
-    * ``cs_candidates``: ``"all"`` or ``"one_per_image"`` (ladder code), see :mod:`.coherence`.
-    * ``tau_variant``: ``"a"`` (BCLS Eq. 2), ``"b"``, or None to skip τ over all candidates.
     * ``fold_size``: COCO-1K style — with ≥ 2 folds, every metric is the mean over consecutive
       folds of ``fold_size`` images and their captions (``_nq`` and pair counts are summed;
       images after the last full fold are left out, as in ``fold_averaged_retrieval_metrics``);
       ``n_folds`` says how many. With fewer than 2 folds the whole set is one fold.
-    * ``chunk``: queries per block (default: about one million matrix entries per block);
-      ``kendall_backend``: ``"fast"`` or ``"scipy"`` (see :mod:`.kendall`).
+    * ``chunk``: queries per block (default: about one million matrix entries per block).
+    * ``include`` / ``exclude``: names of registered metrics to compute (default: all of them).
+    * ``options``: the options of the registered metrics (``metrics.registry.options()``):
+      ``ks`` (binary R@K); ``cs_ks``, ``cs_candidates`` (``"all"`` or ``"one_per_image"``, the
+      ladder code, see :mod:`.coherence`), ``tau_variant`` (``"a"`` BCLS Eq. 2, ``"b"``, or None to
+      skip τ over all candidates), ``kendall_backend`` (``"fast"`` / ``"scipy"``, :mod:`.kendall`);
+      ``ndcg_ks``; ``ncs_ks``, ``ncs_remove_gt``, ``ncs_restrict_to_ideal``; ``sr_ks``, ``sr_ms``,
+      ``sr_remove_gt``. An empty K list switches that metric off.
     """
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
@@ -127,30 +126,21 @@ def evaluate(
             raise ValueError("true_positive_threshold needs true_rel")
         p = rels["true"] >= true_positive_threshold
         pos_sets["true"] = (p, p)
-    if cs_candidates not in CANDIDATES:
-        raise ValueError(f"cs_candidates must be one of {list(CANDIDATES)}, got {cs_candidates!r}")
-    if tau_variant not in ("a", "b", None):
-        raise ValueError(f"tau_variant must be 'a', 'b' or None, got {tau_variant!r}")
-    opts = dict(
-        ks=check_ks(ks),
-        cs_ks=check_ks(cs_ks, "cs_ks") if cs_ks else (),
-        cs_candidates=cs_candidates,
-        tau_variant=tau_variant,
-        ndcg_ks=check_ndcg_ks(ndcg_ks),
-        ncs_ks=check_ks(ncs_ks, "ncs_ks") if ncs_ks else (),
-        sr_ks=check_ks(sr_ks, "sr_ks") if sr_ks else (),
-        sr_ms=check_ks(sr_ms, "sr_ms") if sr_ms else (),
-        human_positives_include_gt=human_positives_include_gt,
-        chunk=chunk,
-        kendall_backend=kendall_backend,
-    )
-    if opts["ndcg_ks"] or opts["ncs_ks"]:
-        for name, r in rels.items():
-            check_nonnegative(r, f"relevance {name!r}", "NDCG/NCS")
+    known = registry.options()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(
+            f"evaluate() got unknown option(s) {unknown}; the registered metrics' options are {sorted(known)}"
+        )
+    uses = [(m, m.normalise(options)) for m in registry.select(include, exclude)]
+    whole = Problem(sim, img, rels, humans, pos_sets)
+    for m, o in uses:
+        if m.validate is not None:
+            m.validate(whole, **o)
     n_img = sim.shape[0]
     n_folds = n_img // fold_size if fold_size else 1
     if n_folds < 2:
-        out = _evaluate_one(sim, img, rels, humans, pos_sets, **opts)
+        out = _evaluate_one(whole, uses, human_positives_include_gt, chunk)
         if fold_size:
             out["n_folds"] = 1.0
         return out
@@ -159,16 +149,14 @@ def evaluate(
         images = np.arange(f * fold_size, (f + 1) * fold_size)
         caps = np.flatnonzero((img >= images[0]) & (img <= images[-1]))
         sub = np.ix_(images, caps)
-        per_fold.append(
-            _evaluate_one(
-                sim[sub],
-                img[caps] - images[0],
-                {k: r[sub] for k, r in rels.items()},
-                [h.restrict(images, caps) for h in humans],
-                {k: tuple(None if p is None else p[sub] for p in pair) for k, pair in pos_sets.items()},
-                **opts,
-            )
+        fold = Problem(
+            sim[sub],
+            img[caps] - images[0],
+            {k: r[sub] for k, r in rels.items()},
+            [h.restrict(images, caps) for h in humans],
+            {k: tuple(None if p is None else p[sub] for p in pair) for k, pair in pos_sets.items()},
         )
+        per_fold.append(_evaluate_one(fold, uses, human_positives_include_gt, chunk))
     out = {}
     for k in per_fold[0]:
         vals = [p[k] for p in per_fold]
@@ -192,28 +180,11 @@ def _positive_sets(positives, shape) -> dict[str, tuple]:
     return out
 
 
-def _evaluate_one(
-    sim,
-    img,
-    rels,
-    humans,
-    pos_sets,
-    *,
-    ks,
-    cs_ks,
-    cs_candidates,
-    tau_variant,
-    ndcg_ks,
-    ncs_ks,
-    sr_ks,
-    sr_ms,
-    human_positives_include_gt,
-    chunk,
-    kendall_backend,
-) -> dict[str, float]:
-    out = retrieval_metrics(sim, img, ks)
-    positives = {GT: (True, None), **pos_sets}
-    for h in humans:
+def _evaluate_one(problem: Problem, uses, human_positives_include_gt: bool, chunk) -> dict[str, float]:
+    """Every selected metric of one fold, in registry order (the per-query ones in one shared pass)."""
+    sim, img = problem.sim, problem.image_of_caption
+    positives = {GT: (True, None), **problem.positives}
+    for h in problem.humans:
         h.check_shape(sim.shape)
         if h.positive_threshold is not None:
             if h.name in positives:
@@ -223,37 +194,39 @@ def _evaluate_one(
                 rows, cols = np.r_[rows, img], np.r_[cols, np.arange(len(img))]
             p = SparsePositives(rows, cols, sim.shape)
             positives[h.name] = (p, p)
-    plan = Plan(
-        rels=rels,
-        positives=positives,
-        ap_for=(GT,),
-        cs_ks=cs_ks if cs_candidates == "all" else (),
-        tau_variant=tau_variant,
-        ndcg_ks=ndcg_ks,
-        ncs_ks=ncs_ks,
-        sr_ks=sr_ks,
-        sr_ms=sr_ms,
-        kendall_backend=kendall_backend,
-        chunk=chunk,
-    )
-    res = reduce(run(sim, img, plan))
-    out["i2t_map"] = res.pop(f"ap_i2t_{GT}")
-    for k in [k for k in res if k.endswith(f"_i2t_{GT}") or k.endswith(f"_i2t_{GT}_nq")]:
-        del res[k]  # mAP@R/R-P/R@1 against the 5 captions: not a table metric (binary R@K covers it)
-    if cs_ks and cs_candidates == "one_per_image" and rels:
-        cols = one_caption_per_image(img)
-        sub = Plan(
-            rels={k: r[:, cols] for k, r in rels.items()}, cs_ks=cs_ks, kendall_backend=kendall_backend, chunk=chunk
-        )
-        res.update(reduce(run(sim[:, cols], img[cols], sub)))
-    out.update(res)
-    for name in rels:
-        if ncs_ks:
-            for tag in ("", "ngt"):
-                out[f"nsum{tag}_{name}"] = sum(out[f"ncs{k}{tag}_{d}_{name}"] for k in ncs_ks for d in ("i2t", "t2i"))
-    for h in humans:
-        out.update({f"{h.name}_{k}": v for k, v in agreement(sim, h, img).items()})
+    problem = Problem(sim, img, problem.rels, problem.humans, positives)
+    out: dict[str, float] = {}
+    per_query_done = False
+    for m, o in uses:
+        if m.kind == "matrix":
+            out.update(m.fn(problem, **o))
+        elif m.kind == "derived":
+            out.update(m.fn(problem, dict(out), **o))
+        elif not per_query_done:
+            out.update(_per_query(problem, [(u, uo) for u, uo in uses if u.kind in registry.PER_QUERY], chunk))
+            per_query_done = True
     return out
+
+
+def _per_query(problem: Problem, uses, chunk) -> dict[str, float]:
+    """The per-query metrics: one pass over all candidates, then one pass per candidate subset a
+    metric asks for (``Metric.passes``: e.g. CS@K over one caption per image), relevance only."""
+    main, extra = [], {}
+    for m, o in uses:
+        for columns, opts in m.passes(**o) if m.passes else [(None, o)]:
+            if columns is None:
+                main.append((m, opts))
+            else:
+                extra.setdefault(columns, []).append((m, opts))
+    sim, img, rels = problem.sim, problem.image_of_caption, problem.rels
+    res = reduce(run(sim, img, Plan(rels=rels, positives=problem.positives, metrics=tuple(main), chunk=chunk)))
+    for columns, ms in extra.items():
+        if not rels:
+            continue
+        cols = columns(img)
+        sub = Plan(rels={k: r[:, cols] for k, r in rels.items()}, metrics=tuple(ms), chunk=chunk)
+        res.update(reduce(run(sim[:, cols], img[cols], sub)))
+    return res
 
 
 __all__ = ["evaluate", "EXPERT_POSITIVE_THRESHOLD"]

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from ._blocks import to_numpy
+from .registry import register
 
 EXPERT_POSITIVE_THRESHOLD = 3.0
 
@@ -235,3 +236,12 @@ def positive_matrix(
         img = np.asarray(image_of_caption)
         pos[img, np.arange(len(img))] = True
     return pos
+
+
+@register("human_agreement", "matrix")
+def _agreement_metric(problem) -> dict[str, float]:
+    """``{src}_pearson_all`` …: :func:`agreement` of the similarity with every human source."""
+    out: dict[str, float] = {}
+    for h in problem.humans:
+        out.update({f"{h.name}_{k}": v for k, v in agreement(problem.sim, h, problem.image_of_caption).items()})
+    return out

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import tie_runs
+
 try:  # scipy's Cython Fenwick-tree counter of discordant pairs (used by scipy.stats.kendalltau)
     from scipy.stats._stats import _kendall_dis
 except ImportError:  # pragma: no cover - depends on the scipy build
@@ -111,8 +113,6 @@ def prefix_stats(
     Returns arrays of shape (B, len(ks)): ``s`` = P − Q, ``n0``, ``n1`` (pairs tied in x), ``n2``
     (pairs tied in y). K larger than n is clipped to n.
     """
-    from ._blocks import tie_runs
-
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
     if backend == "fast" and _kendall_dis is None:  # pragma: no cover

@@ -39,7 +39,23 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-from ._blocks import RankedRelevance, Ranking, take
+from ._blocks import (
+    RankedRelevance,
+    Ranking,
+    check_image_of_caption,
+    check_ks,
+    check_matrix,
+    check_ndcg_ks,
+    check_sim,
+    take,
+)
+from ._engine import Plan, reduce, run, strip_name
+from .registry import GT, get, register
+
+NDCG_KS = (10, 100, None)
+NCS_KS = (1, 5, 10)
+SR_KS = (5,)
+SR_MS = (5, 10, 20)
 
 
 def ndcg_block(rr: RankedRelevance, ks) -> dict:
@@ -174,6 +190,12 @@ def positive_block(ranking: Ranking, pos: np.ndarray, with_ap: bool = False) -> 
     return out
 
 
+def ap_block(ranking: Ranking, pos: np.ndarray) -> dict:
+    """{"ap": (AP over the whole list per query, as a fraction; defined)}."""
+    r = pos.sum(axis=1)
+    return {"ap": (_average_precision(ranking.scores, pos, r), r > 0)}
+
+
 def _average_precision(x: np.ndarray, pos: np.ndarray, r: np.ndarray) -> np.ndarray:
     """AP over the whole ranking without sorting it: with the positives' scores sorted
     decreasingly s_(1) ≥ s_(2) ≥ …, the k-th positive sits (ties pessimistic) at rank
@@ -200,6 +222,102 @@ def _average_precision(x: np.ndarray, pos: np.ndarray, r: np.ndarray) -> np.ndar
     return ap / np.maximum(r, 1)
 
 
+# ---------------------------------------------------------------- registered metrics of evaluate()
+def _check_nonnegative_rels(problem, metric: str, ks) -> None:
+    if ks:
+        for name, r in problem.rels.items():
+            check_nonnegative(r, f"relevance {name!r}", metric)
+
+
+def _opt_ks(name):
+    return lambda ks: check_ks(ks, name) if ks else ()
+
+
+@register(
+    "ndcg",
+    "relevance",
+    options={"ndcg_ks": NDCG_KS},
+    check=lambda ndcg_ks: {"ndcg_ks": check_ndcg_ks(ndcg_ks)},
+    validate=lambda problem, ndcg_ks: _check_nonnegative_rels(problem, "NDCG/NCS", ndcg_ks),
+)
+def _ndcg_metric(rr: RankedRelevance, ndcg_ks) -> dict:
+    """``ndcg{K}`` (``ndcg`` for the whole list)."""
+    if not ndcg_ks:
+        return {}
+    return {f"ndcg{'' if k is None else k}": v for k, v in ndcg_block(rr, ndcg_ks).items()}
+
+
+@register(
+    "ncs",
+    "relevance",
+    options={"ncs_ks": NCS_KS, "ncs_remove_gt": (False, True), "ncs_restrict_to_ideal": False},
+    check=lambda ncs_ks, ncs_remove_gt, ncs_restrict_to_ideal: {
+        "ncs_ks": _opt_ks("ncs_ks")(ncs_ks),
+        "ncs_remove_gt": tuple(bool(x) for x in ncs_remove_gt),
+        "ncs_restrict_to_ideal": bool(ncs_restrict_to_ideal),
+    },
+    validate=lambda problem, ncs_ks, **_: _check_nonnegative_rels(problem, "NDCG/NCS", ncs_ks),
+)
+def _ncs_metric(rr: RankedRelevance, ncs_ks, ncs_remove_gt, ncs_restrict_to_ideal) -> dict:
+    """``ncs{K}`` (ground truth kept) and ``ncs{K}ngt`` (removed)."""
+    out = {}
+    if ncs_ks:
+        for remove in ncs_remove_gt:
+            for k, v in ncs_block(rr, ncs_ks, remove, ncs_restrict_to_ideal).items():
+                out[f"ncs{k}{'ngt' if remove else ''}"] = v
+    return out
+
+
+@register(
+    "semantic_recall",
+    "relevance",
+    options={"sr_ks": SR_KS, "sr_ms": SR_MS, "sr_remove_gt": True},
+    check=lambda sr_ks, sr_ms, sr_remove_gt: {
+        "sr_ks": _opt_ks("sr_ks")(sr_ks),
+        "sr_ms": _opt_ks("sr_ms")(sr_ms),
+        "sr_remove_gt": bool(sr_remove_gt),
+    },
+)
+def _sr_metric(rr: RankedRelevance, sr_ks, sr_ms, sr_remove_gt) -> dict:
+    """``sr{K}m{m}`` (Semantic Recall) and ``srhit{K}m{m}`` (hit rate of G̃ in the top K)."""
+    if not (sr_ks and sr_ms):
+        return {}
+    return {
+        f"{'sr' if kind == 'fraction' else 'srhit'}{k}m{m}": v
+        for (kind, k, m), v in sr_block(rr, sr_ks, sr_ms, sr_remove_gt).items()
+    }
+
+
+@register("map", "positives", targets=lambda name: name == GT, key=lambda stem, d, name: f"{d}_map", count=False)
+def _map_metric(ranking: Ranking, pos: np.ndarray) -> dict:
+    """``i2t_map``: AP with the image's captions as positives (the ground truth; ladder Table XI)."""
+    return ap_block(ranking, pos)
+
+
+@register("positive_sets", "positives", targets=lambda name: name != GT)
+def _positive_set_metric(ranking: Ranking, pos: np.ndarray) -> dict:
+    """``mapr``, ``rprec``, ``r1`` against every positive set but the ground truth."""
+    return positive_block(ranking, pos)
+
+
+@register(
+    "nsum",
+    "derived",
+    options={"ncs_ks": NCS_KS},
+    check=lambda ncs_ks: {"ncs_ks": _opt_ks("ncs_ks")(ncs_ks)},
+)
+def _nsum_metric(problem, record, ncs_ks) -> dict:
+    """``nsum_{rel}`` / ``nsumngt_{rel}``: Σ of ``ncs{K}`` (``ncs{K}ngt``) over K and both directions."""
+    out = {}
+    for name in problem.rels:
+        if ncs_ks:
+            for tag in ("", "ngt"):
+                keys = [f"ncs{k}{tag}_{d}_{name}" for k in ncs_ks for d in ("i2t", "t2i")]
+                if all(k in record for k in keys):
+                    out[f"nsum{tag}_{name}"] = sum(record[k] for k in keys)
+    return out
+
+
 # ---------------------------------------------------------------- public, whole-matrix functions
 
 
@@ -213,8 +331,6 @@ def check_nonnegative(rel: np.ndarray, name: str, metric: str) -> None:
 
 
 def _prepare(sim, image_of_caption, rel, metric):
-    from ._blocks import check_image_of_caption, check_matrix, check_sim
-
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
@@ -223,19 +339,21 @@ def _prepare(sim, image_of_caption, rel, metric):
     return sim, img, rel
 
 
-def _run_one(sim, img, rel, **plan_kw) -> dict[str, float]:
-    from ._engine import Plan, reduce, run, strip_name
+def _use(name: str, **options) -> tuple:
+    """(registered metric ``name``, its default options updated with ``options``) for a plan."""
+    m = get(name)
+    return m, {**m.options, **options}
 
-    return strip_name(reduce(run(sim, img, Plan(rels={"r": rel}, **plan_kw))), "r")
+
+def _run_one(sim, img, rel, use, directions, chunk) -> dict[str, float]:
+    plan = Plan(rels={"r": rel}, metrics=(use,), directions=tuple(directions), chunk=chunk)
+    return strip_name(reduce(run(sim, img, plan)), "r")
 
 
 def ndcg(sim, image_of_caption, rel, ks=(10, 100, None), directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
     """NDCG@K per direction: ``{"ndcg10_i2t": …, "ndcg_i2t" (whole list): …, "…_nq": …}``, in [0, 1]."""
-    from ._blocks import check_ndcg_ks
-
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NDCG")
-    ks = check_ndcg_ks(ks)
-    return _run_one(sim, img, rel, ndcg_ks=ks, directions=tuple(directions), chunk=chunk)
+    return _run_one(sim, img, rel, _use("ndcg", ndcg_ks=check_ndcg_ks(ks)), directions, chunk)
 
 
 def ncs(
@@ -249,38 +367,18 @@ def ncs(
     chunk=None,
 ) -> dict[str, float]:
     """NCS@K (percent): ``{"ncs5_i2t": …}`` with ground truth kept, ``{"ncs5ngt_i2t": …}`` removed."""
-    from ._blocks import check_ks
-
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NCS")
-    return _run_one(
-        sim,
-        img,
-        rel,
-        ncs_ks=check_ks(ks),
-        ncs_remove_gt=(bool(remove_gt),),
-        ncs_restrict_to_ideal=restrict_to_ideal,
-        directions=tuple(directions),
-        chunk=chunk,
-    )
+    use = _use("ncs", ncs_ks=check_ks(ks), ncs_remove_gt=(bool(remove_gt),), ncs_restrict_to_ideal=restrict_to_ideal)
+    return _run_one(sim, img, rel, use, directions, chunk)
 
 
 def semantic_recall(
     sim, image_of_caption, rel, ks=(5,), ms=(5,), remove_gt: bool = True, directions=("i2t", "t2i"), chunk=None
 ) -> dict[str, float]:
     """Semantic Recall@K with |G̃| = m (percent): ``{"sr5m10_i2t": …, "srhit5m10_i2t": …}``."""
-    from ._blocks import check_ks
-
     sim, img, rel = _prepare(sim, image_of_caption, rel, None)
-    return _run_one(
-        sim,
-        img,
-        rel,
-        sr_ks=check_ks(ks),
-        sr_ms=check_ks(ms, "ms"),
-        sr_remove_gt=remove_gt,
-        directions=tuple(directions),
-        chunk=chunk,
-    )
+    use = _use("semantic_recall", sr_ks=check_ks(ks), sr_ms=check_ks(ms, "ms"), sr_remove_gt=remove_gt)
+    return _run_one(sim, img, rel, use, directions, chunk)
 
 
 def positive_set_metrics(
@@ -292,14 +390,15 @@ def positive_set_metrics(
     separate image→text and text→image positive sets). Keys ``mapr_i2t``, ``rprec_i2t``,
     ``r1_i2t`` (+ ``ap_i2t`` with ``with_ap``) and their ``_nq``; queries with no positive are skipped.
     """
-    from ._blocks import check_image_of_caption, check_matrix, check_sim
-    from ._engine import Plan, reduce, run, strip_name
-
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     p_i2t = check_matrix(positives, sim.shape, "positives", dtype=bool)
     p_t2i = p_i2t if positives_t2i is None else check_matrix(positives_t2i, sim.shape, "positives_t2i", dtype=bool)
     plan = Plan(
-        positives={"p": (p_i2t, p_t2i)}, ap_for=("p",) if with_ap else (), directions=tuple(directions), chunk=chunk
+        positives={"p": (p_i2t, p_t2i)},
+        metrics=(_use("positive_sets"),),
+        ap_for=("p",) if with_ap else (),
+        directions=tuple(directions),
+        chunk=chunk,
     )
     return strip_name(reduce(run(sim, img, plan)), "p")
