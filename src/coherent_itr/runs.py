@@ -188,12 +188,44 @@ def _files_hash(rel_paths: tuple[str, ...]) -> str:
     return _hash_files(PACKAGE_DIR, rel_paths)
 
 
+def _outside_loss_source(config: Config) -> str:
+    """The source of the loss classes a run of ``config`` builds that live *outside* this package (a loss
+    registered from user code); '' for the package's own losses, whose files :func:`training_files` hashes."""
+    import inspect
+
+    from . import losses
+
+    crit = losses.build(config.loss, **config.loss_params)
+    prefix = __package__ + "."
+    parts = []
+    for m in crit.modules():
+        for cls in type(m).__mro__:
+            mod = cls.__module__ or ""
+            if mod.startswith(prefix) or mod.split(".")[0] in ("torch", "builtins"):
+                continue
+            try:
+                parts.append(f"{mod}.{cls.__qualname__}\0{inspect.getsource(cls)}")
+            except (OSError, TypeError):
+                parts.append(f"{mod}.{cls.__qualname__}")
+    return "\0".join(sorted(set(parts)))
+
+
+def _with(code_hash: str, extra: str) -> str:
+    return hashlib.sha256(f"{code_hash}:{extra}".encode()).hexdigest()[:16] if extra else code_hash
+
+
 def training_code_hash(config: Config) -> str:
-    return _files_hash(tuple(training_files(config)))
+    """The hash of the code a run of ``config`` executes (its files; a loss from outside the package adds
+    its classes' source — so the keys of the package's runs do not depend on it)."""
+    return _with(_files_hash(tuple(training_files(config))), _outside_loss_source(config))
 
 
 def evaluation_code_hash() -> str:
-    return _files_hash(tuple(evaluation_files()))
+    """The hash of the evaluation code: its files, and the metrics registered from outside the package
+    (:func:`coherent_itr.metrics.registry.fingerprint`; none: the files' hash alone)."""
+    from .metrics import registry
+
+    return _with(_files_hash(tuple(evaluation_files())), registry.fingerprint())
 
 
 def default_threads() -> int:
