@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import matplotlib
@@ -65,6 +66,26 @@ def test_same_as_primary_follows_the_registry():
     assert bcls.same_as_primary("B8", "flickr8k", "BCLS", "Triplet-HN", ("mapr_i2t_expert", "mapr_t2i_expert"))
     assert not bcls.same_as_primary("B8", "synthetic", "BCLS", "Triplet-HN", ("mapr_i2t_expert", "mapr_t2i_expert"))
     assert not bcls.same_as_primary("B7", "synthetic", "a", "b", "slope_difference")  # measured in the notebook
+
+
+def test_primary_text_is_the_registrys_and_refuses_arm_contrasts():
+    from reproduce import claims
+    from reproduce.ledger_io import build_ledger
+
+    t = bcls.primary_text("B9", "flickr8k")
+    assert t == {
+        "statement": claims.claim("B9").primary.statement,
+        "metric": "Pearson(provider, expert), all pairs",
+        "arms": "sbert vs cider",
+    }
+    row = {"id": "B9", "dataset": "flickr8k", **t, "role": "primary", "seed_effects": "0.1;0.2", "_file": "x"}
+    led = build_ledger([row], datasets=("flickr8k",))
+    b9 = led[(led.id == "B9") & (led.dataset == "flickr8k")]
+    assert len(b9) == 1 and b9.role.iloc[0] == "primary" and b9.n_seeds.iloc[0] == 2
+    assert bcls.primary_text("B7", "synthetic")["metric"] == "log-log slope of ms vs N"
+    with pytest.raises(ValueError, match="arm contrast"):
+        bcls.primary_text("B1", "synthetic")
+    assert bcls.fmt_set([0.0, 0.1, 0.4]) == "{0, 0.1, 0.4}"
 
 
 def test_single_value_reads_a_one_cell_table_only():
@@ -157,9 +178,7 @@ def test_within_image_similarity_and_alpha_table_match_a_loop():
         assert sorted(w[i]) == pytest.approx(sorted(want))
     pooled = [v for row in w for v in row]
     nums, text = bcls.alpha_std_table(w, {"paper: ≈": pd.DataFrame({"value": [0.2]}, index=["std"])})
-    assert nums.loc["std of within-image caption cosine (pooled pairs)", "value"] == pytest.approx(
-        np.std(pooled, ddof=1)
-    )
+    assert nums.loc[bcls.POOLED_STD, "value"] == pytest.approx(np.std(pooled, ddof=1))
     assert nums.loc["mean per-image std", "value"] == pytest.approx(np.mean([np.std(r, ddof=1) for r in w]))
     assert nums.loc["mean within-image caption cosine", "value"] == pytest.approx(np.mean(pooled))
     assert nums.loc["paper: ≈", "value"] == 0.2
@@ -323,7 +342,7 @@ def test_agreement_with_human_judgements_uses_the_judged_pairs_of_each_fold():
 
 
 # --- figures ----------------------------------------------------------------------------------------
-def test_figures_put_one_legend_outside_and_draw_the_reference_band():
+def test_fig4_puts_one_legend_outside():
     import matplotlib.pyplot as plt
 
     hist = pd.DataFrame(
@@ -339,6 +358,11 @@ def test_figures_put_one_legend_outside_and_draw_the_reference_band():
     assert legends[0] is None and legends[-1] is not None
     assert [t.get_text() for t in legends[-1].get_texts()] == ["A", "B"]
     plt.close(fig)
+
+
+def test_sweep_figure_draws_the_reference_band_and_b7_is_log_log():
+    import matplotlib.pyplot as plt
+
     df = pd.DataFrame([{"beta": b, "seed": s, "rsum": b + s} for b in (0.05, 0.1, 0.4) for s in (0, 1)])
     ref = pd.DataFrame({"rsum": [1.0, 2.0, 3.0]})
     fig = bcls.sweep_figure(df, ref, "beta", [("rsum", "RSUM")], "β", "ref", "SW-HS", "t", logx=True)
@@ -352,3 +376,56 @@ def test_figures_put_one_legend_outside_and_draw_the_reference_band():
     fig = bcls.b7_figure(_bench(), "t")
     assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_legend() is not None
     plt.close(fig)
+
+
+# --- what the notebook shows and saves ------------------------------------------------------------------
+@pytest.fixture
+def page(tmp_path):
+    return SimpleNamespace(out=tmp_path, paper="bcls", data="synthetic", human=False, ours="ours", setup="toy setup")
+
+
+def test_show_table_saves_numbers_marks_collapsed_rows_and_puts_the_paper_below(page):
+    df = pd.DataFrame(
+        {
+            "arm": ["B", "B", "A", "A"],
+            "seed": [0, 1, 0, 1],
+            "rsum": [10.0, 14.0, 1.0, 3.0],
+            "collapsed": [False, True, False, False],
+        }
+    )
+    paper = {"paper: T": pd.DataFrame({"rsum": [400.0]}, index=pd.Index(["A"], name="arm"))}
+    summ = bcls.show_table(page, df, ["rsum"], "t", "Table X", "what", "%", paper, rows=["A", "B"])
+    assert list(summ.index) == ["A", "B"] and summ.loc["B", "rsum"] == 12.0
+    assert summ.loc["B", "rsum_std"] == pytest.approx(np.std([10.0, 14.0], ddof=1))
+    saved = pd.read_csv(page.out / "bcls" / "t_synthetic.csv", index_col=0)
+    assert saved.loc["A", "rsum"] == 2.0 and saved.loc["B", "n_collapsed"] == 1
+    md = (page.out / "bcls" / "t_synthetic.md").read_text()
+    assert md.startswith("Table X (toy setup): what.") and report.collapse_note() in md
+    assert "B ‡ 1/2 collapsed" in md and "paper: T · A" in md and labels.label("rsum") in md
+    assert md.index("ours · A") < md.index("paper: T · A")
+    bcls.show_table(page, df.assign(collapsed=False), ["rsum"], "u", "Table X", "what", "%")
+    assert report.collapse_note() not in (page.out / "bcls" / "u_synthetic.md").read_text()
+
+
+def test_show_alpha_b7_and_table2_write_their_files(page):
+    w = np.array([[0.1, 0.3, 0.5], [0.2, 0.2, 0.8]])
+    std = bcls.show_alpha_std(page, w, {"paper: ≈": pd.DataFrame({"value": [0.2]}, index=["std"])})
+    assert std == pytest.approx(np.std(w, ddof=1))
+    assert "| caption pairs" in (page.out / "bcls" / "alpha_std_synthetic.md").read_text()
+    bench = _bench(noise=0.1)
+    t, slopes = bcls.show_b7(page, bench)
+    assert (page.out / "bcls" / "b7_complexity_synthetic.png").is_file()
+    assert t.loc[bcls.BENCH_FULL, "log-log slope mean"] == pytest.approx(
+        slopes[slopes.loss == bcls.BENCH_FULL].slope.mean()
+    )
+    note = bcls.b7_note(bench, t)
+    assert "N ∈ [32, 64, 128, 256], 3 repetitions" in note
+    assert f"slopes full {t.loc[bcls.BENCH_FULL, 'log-log slope mean']:.2f}" in note
+    split, prov, _ = _split()
+    ag = bcls.pseudo_label_agreement(prov, split, bcls.fold_indices(split.n_images, 3))
+    paper = {"paper: CxC": pd.DataFrame({"pearson_all": [0.877, 0.738]}, index=["sbert", "cider"])}
+    tab = bcls.show_table2(page, ag, paper)
+    md = (page.out / "bcls" / "table2_synthetic.md").read_text()
+    assert "std over 3 disjoint image folds. paper: CxC: sbert 0.877, cider 0.738." in md
+    assert re.search(rf"\|\s+{split.n_images * split.n_captions} \|", md) and ".0 |" not in md  # integer counts
+    assert pd.isna(tab.loc[("true", "binary"), "Pearson r, non-GT pairs"]) and "| –" in md

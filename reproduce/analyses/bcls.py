@@ -30,6 +30,7 @@ BENCH_CSV = ROOT / "results" / "benchmarks" / "kendall_scaling.csv"  # written b
 BENCH_FULL, BENCH_SWHS = "full Kendall (Eq. 17)", "SW-HS β=0.1"  # B7's two losses in that file
 SEMANTIC = {"mapr": "mAP@R", "rprec": "R-Precision", "r1": "R@1"}  # Tables VII, IX
 ALL_IMAGES = "all test images"
+POOLED_STD = "std of within-image caption cosine (pooled pairs)"  # the α rule's std (Sec. III-C)
 
 
 def _default_beta() -> float:
@@ -82,6 +83,28 @@ def headers(df: pd.DataFrame, human: bool) -> pd.DataFrame:
     return df.rename(columns=lambda c: column_label(str(c), human))
 
 
+def show_table(pg, frame, cols, name, artefact, what, units, paper=None, rows=None, digits=1) -> pd.DataFrame:
+    """One table of the notebook (Tables VI–IX, Fig. 5 data): :func:`reproduce.report.summary` of ``cols`` per
+    arm (in ``rows`` order when given) → ``mean ± std`` text with the ‡ collapse marks
+    (:func:`reproduce.report.pretty`) → the paper's blocks below ours (:func:`reproduce.report.side_by_side`)
+    → readable headers (:func:`headers`) → ``<name>_<data>.csv`` (numbers) and ``.md`` (caption, with the
+    collapse note when a row collapsed) under the page's results, and displayed. Returns the summary."""
+    summ = report.summary(frame, cols)
+    summ = summ if rows is None else summ.reindex(rows)
+    view = report.pretty(summ, cols, digits)
+    view = headers(view if paper is None else report.side_by_side(view, paper, pg.ours), pg.human)
+    cap = report.caption(artefact, what, units, pg.setup) + collapse_note_if(summ)
+    report.save_table(summ, pg.out, pg.paper, f"{name}_{pg.data}", cap, report.flat(view))
+    _display(view)
+    return summ
+
+
+def _display(obj) -> None:
+    from IPython.display import display
+
+    display(obj)
+
+
 def collapse_note_if(summary: pd.DataFrame) -> str:
     """``" " + report.collapse_note()`` when a row of a :func:`reproduce.report.summary` table has a
     collapsed run (it is marked ‡ by :func:`reproduce.report.pretty`), else ``""`` — for captions."""
@@ -105,6 +128,22 @@ def same_as_primary(cid: str, data: str, arm_a, arm_b, metric) -> bool:
         return frozenset(m) if isinstance(m, (tuple, list)) else frozenset([m])
 
     return arms(arm_a) == arms(p.arm_a) and arms(arm_b) == arms(p.arm_b) and keys(metric) == keys(p.metric_for(data))
+
+
+def primary_text(cid: str, data: str) -> dict:
+    """``statement``, ``metric`` and ``arms`` of a notebook-measured primary row of ``cid`` on ``data``: the
+    registry's statement and its ``legacy`` metric / arms texts (``reproduce/claims.py``), so the row is
+    recognised as the primary (``reproduce.ledger_io.build_ledger``) and nothing is retyped."""
+    p = registry.claim(cid).primary
+    if p.measure != "notebook":
+        raise ValueError(f"{cid}: its primary is an arm contrast, added by Page.finish(); do not write it")
+    leg = p.legacy_for(data)
+    return {"statement": p.statement, "metric": leg["metric"], "arms": leg["arms"]}
+
+
+def fmt_set(values) -> str:
+    """``{0, 0.1, 0.4}``: swept values as the claim texts write them."""
+    return "{" + ", ".join(f"{float(v):g}" for v in values) + "}"
 
 
 def single_value(blocks: dict) -> float:
@@ -139,13 +178,11 @@ def fig4(hist: pd.DataFrame, arms: list[str], title: str):
     return report.int_epochs(fig)
 
 
-def _legend_outside(fig, extra: list | None = None) -> None:
+def _legend_outside(fig) -> None:
     handles, names = fig.axes[0].get_legend_handles_labels()
     for ax in fig.axes:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
-    for h, n in extra or []:
-        handles, names = [*handles, h], [*names, n]
     fig.axes[-1].legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
@@ -209,7 +246,7 @@ def alpha_std_table(within: np.ndarray, paper_blocks: dict) -> tuple[pd.DataFram
     ddof 1), the mean per-image std, the mean similarity, the counts, and the paper's value(s). Returns
     (numbers, the same as readable text: counts as integers, the rest to 4 significant digits)."""
     rows = {
-        "std of within-image caption cosine (pooled pairs)": (float(within.std(ddof=1)), "ratio"),
+        POOLED_STD: (float(within.std(ddof=1)), "ratio"),
         "mean per-image std": (float(within.std(axis=1, ddof=1).mean()), "ratio"),
         "mean within-image caption cosine": (float(within.mean()), "ratio"),
         "train images": (within.shape[0], "count"),
@@ -219,6 +256,18 @@ def alpha_std_table(within: np.ndarray, paper_blocks: dict) -> tuple[pd.DataFram
     nums = pd.DataFrame({"value": [float(v) for v, _ in rows.values()]}, index=list(rows))
     text = pd.DataFrame({"value": [labels.fmt_number(v, k) for v, k in rows.values()]}, index=list(rows))
     return nums, text
+
+
+def show_alpha_std(pg, within: np.ndarray, paper_blocks: dict) -> float:
+    """:func:`alpha_std_table` saved as ``alpha_std_<data>`` and displayed; returns the pooled std (Sec. III-C)."""
+    nums, text = alpha_std_table(within, paper_blocks)
+    cap = (
+        f"Within-image Sentence-BERT caption similarity on the {pg.data} TRAIN split (cosine, unitless; "
+        f"off-diagonal pairs of each image's captions, {within.shape[1]} pairs per image); last row: the paper's value."
+    )
+    report.save_table(nums, pg.out, pg.paper, f"alpha_std_{pg.data}", cap, text)
+    _display(text)
+    return float(nums.loc[POOLED_STD, "value"])
 
 
 def sweep_value(df: pd.DataFrame, symbol: str) -> pd.Series:
@@ -322,6 +371,36 @@ def b7_effects(slopes: pd.DataFrame, full: str = BENCH_FULL, swhs: str = BENCH_S
     return list(piv[full] - piv[swhs])
 
 
+def show_b7(pg, bench: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """B7's table (:func:`b7_table`) and figure (:func:`b7_figure`) saved as ``b7_complexity_<data>`` and
+    shown; returns (table, :func:`loglog_slopes`)."""
+    import matplotlib.pyplot as plt
+
+    slopes = loglog_slopes(bench)
+    t = b7_table(bench, slopes)
+    cap = (
+        f"B7: forward + backward time of the Kendall losses on one CPU thread, median over {bench['rep'].nunique()} "
+        "repetitions (each the median of 3 calls, 1 call above 0.2 s), in ms; log–log slope of time vs N per "
+        "repetition (mean, std). Random inputs, seed 0; independent of the data set "
+        "(benchmarks/bench_kendall_scaling.py)."
+    )
+    report.save_table(t, pg.out, pg.paper, f"b7_complexity_{pg.data}", cap, t.round(3))
+    _display(t.round(3))
+    fig = b7_figure(bench, "B7: Kendall loss cost vs batch size (1 CPU thread)")
+    report.save_figure(fig, pg.out, pg.paper, f"b7_complexity_{pg.data}")
+    plt.show()
+    return t, slopes
+
+
+def b7_note(bench: pd.DataFrame, table: pd.DataFrame) -> str:
+    """The note of B7's row: where the timings come from, N, repetitions and the two mean slopes."""
+    return (
+        f"micro-benchmark (benchmarks/bench_kendall_scaling.py), N ∈ {sorted(int(n) for n in bench['N'].unique())}, "
+        f"{bench['rep'].nunique()} repetitions (the 'seeds'); slopes full "
+        f"{table.loc[BENCH_FULL, 'log-log slope mean']:.2f}, SW-HS {table.loc[BENCH_SWHS, 'log-log slope mean']:.2f}"
+    )
+
+
 def b7_figure(bench: pd.DataFrame, title: str):
     """B7: forward + backward time vs N per loss on log–log axes (mean over repetitions with a 95% band)."""
     import matplotlib.pyplot as plt
@@ -408,6 +487,25 @@ def table2(agree: pd.DataFrame) -> pd.DataFrame:
     for pairs in ("all", "nongt"):
         out[f"pairs, {names[pairs]}"] = full[("n_pairs", pairs)].round().astype("Int64")
     return out
+
+
+def show_table2(pg, agree: pd.DataFrame, paper_blocks: dict) -> pd.DataFrame:
+    """:func:`table2` saved as ``table2_<data>`` (the paper's Pearson r listed in the caption) and shown beside
+    the paper's table; returns it."""
+    t = table2(agree)
+    ((src, paper),) = paper_blocks.items()
+    yard = "expert / crowd human judgements" if pg.human else "true relevance r*"
+    cap = (
+        f"Table II analogue ({pg.data}, test split): Pearson r (unitless) of pseudo-label providers with the {yard}; "
+        "'binary' is the ground-truth indicator (undefined, –, on non-GT pairs); std over "
+        f"{agree['fold'].nunique() - 1} disjoint image folds. {src}: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in paper.iloc[:, 0].items())
+        + "."
+    )
+    report.save_table(t, pg.out, pg.paper, f"table2_{pg.data}", cap, labels.readable(t, arms=False))
+    _display(labels.readable(t, arms=False))
+    _display(paper.rename(columns={paper.columns[0]: f"Pearson r ({src})"}))
+    return t
 
 
 def b9_effects(agree: pd.DataFrame, yard: str, pairs: str) -> list[float]:
