@@ -271,12 +271,13 @@ def test_is_registry_primary_reads_the_registry():
 
 
 def f6_stats(n=4):
-    return pd.DataFrame({"overdispersion": np.linspace(1.0, 1.6, n), "rows ≠ modal levels (%)": np.linspace(5, 35, n)})
+    stats = pd.DataFrame({"overdispersion": np.linspace(1.0, 1.6, n), "rows ≠ modal levels (%)": np.linspace(5, 35, n)})
+    return {"stats": stats, "batch_size": 128, "theta": 0.4}
 
 
 def test_claim_rows_effects_by_hand_and_no_registry_primary():
     fr = frames()
-    rows = L.claim_rows(fr, "true", "true relevance r*", "synthetic", f6_stats(), 128)
+    rows = L.claim_rows(fr, "true", "true relevance r*", "synthetic", f6_stats())
     counts = pd.Series([r["cid"] for r in rows]).value_counts().to_dict()
     # L1: 4 circular − 1 primary + 4 independent + RSUM; L2: 2 × 3 − 1; L3: 2 × 2 − 1; L4: 2 × 3 − 1; L5: 2; L6: 2 − 1
     assert counts == {"L1": 8, "L2": 5, "L3": 3, "L4": 5, "L5": 2, "L6": 1}
@@ -300,7 +301,7 @@ def test_claim_rows_effects_by_hand_and_no_registry_primary():
 
 
 def test_claim_rows_on_flickr8k_use_one_expert_row():
-    rows = L.claim_rows(frames(drop_yard=True), "expert", "Flickr8k expert judgements", "flickr8k", f6_stats(), 128)
+    rows = L.claim_rows(frames(drop_yard=True), "expert", "Flickr8k expert judgements", "flickr8k", f6_stats())
     l1 = [r for r in rows if r["cid"] == "L1" and r["metric"] == "expert_kendall_nongt"]
     assert len(l1) == 1 and l1[0]["effects"] == pytest.approx([0.0, 0.0, 0.0])
     l3 = [r for r in rows if r["cid"] == "L3" and r["metric"] == "expert_kendall_nongt"]
@@ -325,22 +326,64 @@ def test_by_yardstick_groups_rows_by_kind_of_evidence():
 
 
 # --- figures -----------------------------------------------------------------------------------------------
-def test_figures_have_their_panels_and_legends_outside_the_data():
+@pytest.fixture
+def close_figures():
     import matplotlib.pyplot as plt
 
-    t1 = frames()["table1"]
-    fig = L.cs_bars(t1, "true", "r*", "t")
+    yield
+    plt.close("all")
+
+
+def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
+    fig = L.cs_bars(frames()["table1"], "true", "r*", "t")
     assert len(fig.axes) == 4 and len(fig.legends) == 1
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"Sentence-BERT (circular)", "r* (independent)"}
+
+
+def test_sweep_figure_legends_below_the_panels(close_figures):
     tb = L.sweep_values(frames()["beta2"], "beta2")
-    fig2 = L.sweep_figure(
+    fig = L.sweep_figure(
         tb, "beta2", [(["cs100_i2t_sbert"], "y", "p"), (["rsum"], "y", "q")], "selection", "β₂", "t", "r*"
     )
-    assert len(fig2.axes) == 2
-    assert all(ax.get_legend().get_bbox_to_anchor().y0 < ax.bbox.y0 for ax in fig2.axes)
+    assert len(fig.axes) == 2
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+        assert {t.get_text() for t in ax.get_legend().get_texts()} == {"manual", "auto(2,2)"}
+
+
+def test_sweep_view_lminmax_marks_fixed_vs_adaptive(close_figures):
+    fig = L.sweep_view("lminmax", frames()["lminmax"], "true", "r*", "t")
+    assert len(fig.axes) == 3  # CS@100, CS@1000, RSUM
+    assert [ln.get_xdata()[0] for ln in fig.axes[0].lines if ln.get_linestyle() == ":"] == [1.5]  # (1,1), (2,2) | …
+
+
+def test_sweep_view_levels_has_a_panel_per_k_and_rsum(close_figures):
+    fig = L.sweep_view("levels", frames()["levels"], "true", "r*", "t")
+    assert [ax.get_title() for ax in fig.axes] == ["CS@100 i2t", "CS@200 i2t", "CS@1000 i2t", "binary retrieval"]
+
+
+def test_fig6_and_theta_figures(close_figures):
     f6 = L.fig6_batches(FakeTrain(), FakeProvider(), FakeAdaptive(), "captions", n_batches=2, batch_size=10)
-    assert len(L.fig6_figure(f6, 0.4, 10, "t").axes) == 3
+    assert f6["batch_size"] == 10 and f6["theta"] == calibration.PAPER_THETAS[0]
+    assert len(L.fig6_figure(f6, "t").axes) == 3
     out = L.theta_calibration(CosineProvider(), FakeTrain(), n_batches=2, batch_size=20)
-    fig4 = L.theta_figure(out["values"], out["table"], "t")
-    assert len(fig4.axes[0].lines) == len(out["table"])  # one vertical line per θ
-    plt.close("all")
+    fig = L.theta_figure(out["values"], out["table"], "t")
+    assert len(fig.axes[0].lines) == len(out["table"])  # one vertical line per θ
+
+
+class FakePage:
+    paper, data = "ladder", "synthetic"
+
+    def __init__(self, out):
+        self.out = out
+
+
+def test_publish_saves_numbers_and_a_readable_markdown(tmp_path):
+    numbers = pd.DataFrame({"rsum": [400.0]}, index=pd.MultiIndex.from_tuples([("ours", "VSE++")]))
+    md = L.publish(
+        FakePage(tmp_path), "t", numbers, pd.DataFrame({"rsum": ["400.0 ± 1.0"]}, index=numbers.index), "cap"
+    )
+    saved = (tmp_path / "ladder" / "t_synthetic.md").read_text()
+    assert saved.startswith("cap\n\n") and "RSUM (sum of R@1,5,10" in saved and "ours · VSE++" in saved
+    assert "400.0 ± 1.0" in md.data and pd.read_csv(tmp_path / "ladder" / "t_synthetic.csv")["rsum"].iloc[0] == 400.0

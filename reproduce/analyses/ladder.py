@@ -93,6 +93,18 @@ def markdown(df: pd.DataFrame) -> str:
     return labels.markdown(report.flat(df))
 
 
+def publish(pg, name: str, numbers: pd.DataFrame, shown: pd.DataFrame | None = None, caption: str = ""):
+    """Save a table of the page as ``<results>/<paper>/<name>_<data>.csv`` (``numbers``) and ``.md`` (caption +
+    ``shown``, default ``numbers``, with readable headers and MultiIndex rows flattened); returns the Markdown
+    (caption + table) for ``display``."""
+    from IPython.display import Markdown
+
+    shown = numbers if shown is None else shown
+    text = markdown(shown)
+    report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, labels.readable(report.flat(shown)))
+    return Markdown(f"{caption}\n\n{text}" if caption else text)
+
+
 def yardstick_label(key: str, yard_name: str) -> str:
     """Legend text of a metric key by what it is scored against: Sentence-BERT (circular — the ladder trains on
     it), binary ground truth (RSUM), the expert judgements or ``yard_name`` (independent)."""
@@ -225,6 +237,40 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
     return fig
 
 
+SWEEPS = {  # group → (x column, hue, x label, CS@K of its panels): Tables IV/V, VI/VII, VIII/IX
+    "beta2": ("beta2", "selection", "β₂ (weight of the second ladder)", (100,)),
+    "levels": ("L", "yardstick", "number of ladder levels L", (100, 200, 1000)),
+    "lminmax": ("bounds", "yardstick", "(L_MIN, L_MAX)", (100, 1000)),
+}
+
+
+def sweep_view(group: str, df: pd.DataFrame, yard: str, yard_name: str, title: str):
+    """The figure of a sweep table (:data:`SWEEPS`): β₂ (one panel per yardstick, a line per selection rule),
+    L and (L_MIN, L_MAX) (one panel per CS@K, a line per yardstick); the last panel is RSUM. Points = mean,
+    bars = 95% CI over seeds. (L_MIN, L_MAX): a dotted line parts the fixed (k, k) from the adaptive (2, L_MAX)."""
+    x, hue, xlabel, ks = SWEEPS[group]
+    d = sweep_values(df, group)
+    if group == "beta2":
+        panels = [
+            (["cs100_i2t_sbert"], "CS@100 image→text (τ-b, −1…1)", "CS@100 vs Sentence-BERT (circular)"),
+            (present(d.columns, [yard_key(d.columns, 100, "i2t", yard)]), "τ-b, −1…1", f"vs {yard_name} (indep.)"),
+        ]
+    else:
+        panels = [
+            (present(d.columns, [f"cs{k}_i2t_sbert", yard_key(d.columns, k, "i2t", yard)]), "τ-b, −1…1", f"CS@{k} i2t")
+            for k in ks
+        ]
+    panels = [p for p in panels if p[0]] + [(["rsum"], "RSUM (%, sum of six R@K)", "binary retrieval")]
+    order = list(d[x].cat.categories) if group == "lminmax" else None
+    fig = sweep_figure(d, x, panels, hue, xlabel, title, yard_name, order=order)
+    if group == "lminmax":
+        split = len(fixed_bounds(order)) - 0.5
+        for ax in fig.axes:
+            ax.tick_params(axis="x", rotation=45)
+            ax.axvline(split, ls=":", c="grey")
+    return fig
+
+
 # --- Fig. 6: relevance degrees in training batches ----------------------------------------------------
 def batch_stats(rel: np.ndarray, theta: float, levels: np.ndarray) -> dict:
     """Fig. 6 statistics of one batch's relevance matrix ``rel`` (B × B, paired caption i on the diagonal) and
@@ -254,14 +300,19 @@ def batch_stats(rel: np.ndarray, theta: float, levels: np.ndarray) -> dict:
     }
 
 
-def fig6_batches(train, provider, adaptive, sampling: str, n_batches=20, batch_size=128, theta=0.40, seed=6):
+def fig6_batches(train, provider, adaptive, sampling: str, n_batches=20, batch_size=128, theta=None, seed=6):
     """Fig. 6 on ``n_batches`` random training batches drawn like the profile's sampler (``sampling="images"``:
     one random caption per image; ``"captions"``: random captions), relevance = ``provider.batch`` (the
     ladder's Sentence-BERT signal). Returns ``{"dens", "counts", "levels", "stats"}``: per batch the density of
     off-diagonal relevance on 0.05 bins over [−0.4, 1], each row's n≥θ, the share of rows for which the adaptive
     ladder (``adaptive``: its forward on a random similarity matrix; levels depend on relevance only) picks 2,
-    3 or 4 levels, and :func:`batch_stats`."""
+    3 or 4 levels, :func:`batch_stats`, and the ``batch_size`` and ``theta`` used (default θ: the paper's
+    θ₁ = 0.40, ``calibration.PAPER_THETAS``)."""
     import torch
+
+    from .. import calibration
+
+    theta = calibration.PAPER_THETAS[0] if theta is None else theta
 
     cpi = train.captions_per_image
     rng = np.random.default_rng(seed)
@@ -292,16 +343,19 @@ def fig6_batches(train, provider, adaptive, sampling: str, n_batches=20, batch_s
         "counts": pd.DataFrame(counts),
         "levels": pd.DataFrame(levels),
         "stats": pd.DataFrame(stats),
+        "batch_size": batch_size,
+        "theta": theta,
     }
 
 
-def fig6_figure(f6: dict, theta: float, batch_size: int, title: str, clip: int = 30):
+def fig6_figure(f6: dict, title: str, clip: int = 30):
     """Fig. 6 analogue in three panels: the density of off-diagonal relevance (mean over batches, 95% band)
     with θ; the share of rows per n≥θ (counts above ``clip`` pooled; mean, 95% band over batches); the share of
     rows per number of levels the adaptive ladder picks (bars: mean, 95% CI over batches)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    theta, batch_size = f6["theta"], f6["batch_size"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
     sns.lineplot(
         data=f6["dens"],
@@ -483,9 +537,7 @@ def is_registry_primary(cid: str, a: str, b: str, metric: str, dataset: str) -> 
     return p.measure == "arms" and (p.arm_a, p.arm_b, p.metric_for(dataset)) == (a, b, metric)
 
 
-def claim_rows(
-    frames: dict, yard: str, yard_name: str, dataset: str, fig6_stats: pd.DataFrame, batch_size: int
-) -> list[dict]:
+def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) -> list[dict]:
     """Keyword arguments of :meth:`reproduce.page.Page.claim` for every notebook row of L1–L6 (effects per seed,
     oriented so the claim predicts > 0), except the registry primaries (added by claim id in ``finish``):
 
@@ -498,7 +550,7 @@ def claim_rows(
       and the share of rows with a non-modal adaptive level count − 0.10;
     * L6 (Table XI): the adaptive ladder over VSE++ on image→text mAP.
 
-    ``frames``: ``Study.results`` per group (table1, beta2, levels, lminmax)."""
+    ``frames``: ``Study.results`` per group (table1, beta2, levels, lminmax); ``f6``: :func:`fig6_batches`."""
     t1, tb, tl, tm = (frames[g] for g in ("table1", "beta2", "levels", "lminmax"))
     vse, man, ada = "VSE++", "Ladder (manual)", "Ladder (adaptive)"
     rows = []
@@ -625,7 +677,8 @@ def claim_rows(
                 "independent yardstick",
             )
         add("L4", src4, f"(2,4) beats {fixed} on RSUM", "rsum", tm, "(2,4)", fixed)
-    batches = f"{len(fig6_stats)} train batches of {batch_size}"
+    fig6_stats = f6["stats"]
+    batches = f"{len(fig6_stats)} train batches of {f6['batch_size']}"
     p5 = registry.claim("L5").primary
     rows.append(
         dict(
