@@ -101,7 +101,7 @@ def test_table1_folds_against_an_explicit_ranking_loop():
     pos = rng.random((n_img, n_img * cpi)) > 0.6
     pos[0, 0] = True
     score = rng.random((n_img, n_img * cpi))  # distinct scores: the tie rule plays no role
-    t1 = lw.table1_folds(pos, {"s": score}, ioc, n_folds=2)
+    t1 = lw.table1_folds(pos, {"s": score}, ioc, "true", n_folds=2)
     assert len(t1) == 2 * 2  # folds × tie rules
     for f, images in enumerate(np.array_split(np.arange(n_img), 2)):
         caps = np.flatnonzero(np.isin(ioc, images))
@@ -110,8 +110,8 @@ def test_table1_folds_against_an_explicit_ranking_loop():
         for rule in lw.TIES.values():
             row = t1[(t1.fold == f) & (t1.ties == rule)].iloc[0]
             for m in lw.SEMANTIC:
-                assert row[f"{m}_i2t"] == pytest.approx(want_i2t[m], abs=1e-9)
-                assert row[f"{m}_t2i"] == pytest.approx(want_t2i[m], abs=1e-9)
+                assert row[f"{m}_i2t_true"] == pytest.approx(want_i2t[m], abs=1e-9)
+                assert row[f"{m}_t2i_true"] == pytest.approx(want_t2i[m], abs=1e-9)
             assert row["positives_per_image"] == pytest.approx(p.sum() / len(images))
             own = sum(p[a, b] and ioc[caps[b]] == images[a] for a in range(len(images)) for b in range(len(caps)))
             assert row["own_caption_share_of_positives"] == pytest.approx(100 * own / p.sum())
@@ -124,12 +124,12 @@ def test_n6_gaps_planted_frame():
             for rule, label in lw.TIES.items():
                 shift = 1.0 if rule == "random" else 0.0
                 vals = {
-                    f"{m}_{d}": base + f + shift + (2.0 if d == "t2i" else 0.0)
+                    f"{m}_{d}_expert": base + f + shift + (2.0 if d == "t2i" else 0.0)
                     for m in lw.SEMANTIC
                     for d in "i2t t2i".split()
                 }
                 rows.append({"fold": f, "ranker": ranker, "ties": label, **vals})
-    g = lw.n6_gaps(pd.DataFrame(rows))
+    g = lw.n6_gaps(pd.DataFrame(rows), "expert")
     assert len(g) == 6
     paired = g[(g["mode"] == "paired") & (g["metric"] == "mapr")].iloc[0]
     assert paired["random"] == [10.0, 10.0, 10.0] and paired["pessimistic"] == [10.0, 10.0, 10.0]
@@ -373,3 +373,50 @@ def test_overhead_benchmark_summary_and_missing(tmp_path):
     assert s.loc["study", "rounds"] == 3
     got = lw.step_overheads(tmp_path / "b.csv", "papers")
     assert got == pytest.approx([30 / 300, 30 / 330, 36 / 270])
+
+
+def test_stored_test_embeddings_reads_the_tuned_configs_of_the_arm():
+    arms = [SimpleNamespace(name=lw.TRIP), SimpleNamespace(name=lw.BOTH)]
+    cfgs = {lw.BOTH: [SimpleNamespace(seed=2), SimpleNamespace(seed=0)]}
+    study = SimpleNamespace(
+        arms=lambda paper, group: arms if (paper, group) == ("listwise", "table5") else [],
+        configs=lambda a: cfgs.get(a.name, []),
+        cache=SimpleNamespace(
+            get_or_train=lambda c, progress: SimpleNamespace(
+                arrays={"test_img": np.full((2, 2), c.seed), "test_cap": np.full((4, 2), -c.seed)}
+            )
+        ),
+    )
+    got = lw.stored_test_embeddings(study, "listwise", "table5", lw.BOTH)
+    assert [g[0] for g in got] == [2, 0]
+    assert (got[0][1] == 2).all() and (got[0][2] == -2).all()
+
+
+def test_error_table_and_paper_overhead():
+    err = pd.DataFrame({"source": ["a", "a", "a", "b"], "τ": [0.1, 0.1, 0.01, 0.1], "error": [0.1, 0.3, 0.5, 0.7]})
+    t = lw.error_table(err)
+    assert t.loc[("a", 0.1), "mean"] == pytest.approx(0.2) and t.loc[("a", 0.1), "max"] == pytest.approx(0.3)
+    assert t.loc[("a", 0.1), "count"] == 2 and t.loc[("b", 0.1), "count"] == 1
+    block = {"p": pd.DataFrame({"time_train_s_per_epoch": [200.0, 210.0]}, index=["base", "+ listwise"])}
+    assert lw.paper_overhead(block) == pytest.approx(0.05)
+
+
+def test_legends_outside_moves_every_legend_right_of_its_panel():
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="x")
+        ax.legend()
+    lw.legends_outside(fig)
+    for ax in axes:
+        leg = ax.get_legend()
+        assert leg._loc == 2  # upper left …
+        assert tuple(leg.get_bbox_to_anchor().transformed(ax.transAxes.inverted()).bounds[:2]) == pytest.approx(
+            (1.01, 1)
+        )
+    plt.close(fig)
+
+
+def test_with_tau_parses_every_arm():
+    df = pd.DataFrame({"arm": ["τ=0.1", "τ=0.0001"], "rsum": [1.0, 2.0]})
+    assert lw.with_tau(df)["τ"].tolist() == [0.1, 1e-4]
+    assert "τ" not in df

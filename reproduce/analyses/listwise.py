@@ -24,6 +24,26 @@ T1_EXTRA = {
     "positives_per_image": "positives per image (count)",
     "own_caption_share_of_positives": "image's own captions among its positives (%)",
 }
+# the micro-benchmark's columns (benchmarks/bench_listwise_overhead.py, overhead_benchmark)
+BENCH_NAMES = {
+    "size": "model size",
+    "text_hidden": "GRU hidden units",
+    "batch_size": "batch size",
+    "step_triplet_ms": "Triplet (mean) step [ms]",
+    "step_listwise_ms": "Triplet + S-NDCG step [ms]",
+    "sndcg_ms": "S-NDCG term alone, forward + backward [ms]",
+    "overhead_ms": "overhead per step [ms]",
+    "overhead_share_pct": "overhead share of the listwise step [%]",
+    "sndcg_share_pct": "S-NDCG term share of the listwise step [%]",
+    "rounds": "timed rounds",
+}
+# Fig. 7 (b) summary columns (error_table)
+ERROR_NAMES = {
+    "mean": "mean |NDCG-hat − NDCG|",
+    "std": "std over batches",
+    "max": "max",
+    "count": "batches",
+}
 
 
 # --- Table I -------------------------------------------------------------------------------------------
@@ -65,17 +85,17 @@ def rankers(test) -> dict[str, np.ndarray]:
     return out
 
 
-def table1_folds(pos: np.ndarray, scores: dict, image_of_caption, n_folds: int = 5) -> pd.DataFrame:
+def table1_folds(pos: np.ndarray, scores: dict, image_of_caption, yard: str, n_folds: int = 5) -> pd.DataFrame:
     """Table I per fold: mAP@R, R-P, R@1 (%, ``coherent_itr.metrics.positive_set_metrics``) of ranking the
     positives ``pos`` by each score matrix, on ``n_folds`` disjoint folds of images (with their captions),
     under the package's pessimistic tie rule and a seeded random tie-break (jitter 1e-7·U(0, 1), seed = fold);
     plus the positives per image and the share (%) of positives that are the image's own captions.
-    Metric columns are ``<family>_<direction>`` (the yardstick is the caller's ``pos``)."""
+    Metric columns are ``<family>_<direction>_<yard>`` (``yard`` names the yardstick ``pos`` comes from)."""
     from coherent_itr import metrics
 
     ioc = np.asarray(image_of_caption)
     binary = binary_annotation(ioc, pos.shape[0]) > 0
-    keys = [f"{m}_{d}" for d in DIRECTIONS for m in SEMANTIC]
+    keys = [f"{m}_{d}" for d in DIRECTIONS for m in SEMANTIC]  # positive_set_metrics' keys
     rows = []
     for f, images in enumerate(np.array_split(np.arange(pos.shape[0]), n_folds)):
         caps = np.flatnonzero(np.isin(ioc, images))
@@ -92,7 +112,7 @@ def table1_folds(pos: np.ndarray, scores: dict, image_of_caption, n_folds: int =
                         "fold": f,
                         "ranker": name,
                         "ties": ties,
-                        **{k: m[k] for k in keys},
+                        **{f"{k}_{yard}": m[k] for k in keys},
                         "positives_per_image": p.sum(axis=1).mean(),
                         "own_caption_share_of_positives": 100 * (p & binary[sub]).sum() / max(1, p.sum()),
                         "queries_i2t": m["mapr_i2t_nq"],
@@ -102,7 +122,7 @@ def table1_folds(pos: np.ndarray, scores: dict, image_of_caption, n_folds: int =
     return pd.DataFrame(rows)
 
 
-def n6_gaps(t1: pd.DataFrame) -> pd.DataFrame:
+def n6_gaps(t1: pd.DataFrame, yard: str) -> pd.DataFrame:
     """N6 (Table I): per RSC mode and metric family, the per-fold gap RSC − binary annotation of the
     direction-averaged metric ((i2t + t2i)/2), under the random tie-break (``random``, the tested effects)
     and the pessimistic rule (``pessimistic``, stated in the note). One row per (mode, family)."""
@@ -112,7 +132,7 @@ def n6_gaps(t1: pd.DataFrame) -> pd.DataFrame:
         for met, name in SEMANTIC.items():
             gap = {}
             for rule, tab in by_rule.items():
-                both = (tab[f"{met}_i2t"] + tab[f"{met}_t2i"]) / 2
+                both = (tab[f"{met}_i2t_{yard}"] + tab[f"{met}_t2i_{yard}"]) / 2
                 gap[rule] = (both.loc[f"RSC ({mode})"] - both.loc["binary annotation"]).tolist()
             rows.append({"mode": mode, "metric": met, "name": name, **gap})
     return pd.DataFrame(rows)
@@ -126,11 +146,23 @@ def on_yardstick(blocks: dict, yard: str) -> dict:
 
 
 def headers(df: pd.DataFrame) -> pd.DataFrame:
-    """A display copy with readable column headers: ``reproduce.labels`` for metric keys, :data:`T1_EXTRA`
-    for Table I's counts; any other column keeps its name."""
+    """A display copy with readable column headers: ``reproduce.labels`` for metric keys, :data:`T1_EXTRA`,
+    :data:`BENCH_NAMES` and :data:`ERROR_NAMES` for this notebook's own columns; any other keeps its name."""
     from reproduce import labels
 
-    return df.rename(columns=lambda c: labels.label(c) if labels.has_label(str(c)) else T1_EXTRA.get(c, c))
+    own = {**T1_EXTRA, **BENCH_NAMES, **ERROR_NAMES}
+    return df.rename(columns=lambda c: labels.label(c) if labels.has_label(str(c)) else own.get(c, c))
+
+
+def legends_outside(fig):
+    """Every axes legend of ``fig`` moved to the right of its panel (outside the data); returns ``fig``."""
+    import seaborn as sns
+
+    for ax in fig.axes:
+        if ax.get_legend() is not None:
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=None, fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 # --- Tables V–VII ------------------------------------------------------------------------------------------
@@ -165,12 +197,14 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
     long["metric"] = long["metric"].map(labels.label)
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
     rs = long["metric"] == labels.label("rsum")
-    sns.barplot(data=long[rs], x="arm", y="value", hue="arm", errorbar=("ci", 95), capsize=0.1, ax=axes[0])
+    sns.barplot(
+        data=long[rs], x="arm", y="value", hue="arm", errorbar=("ci", 95), capsize=0.1, ax=axes[0], legend=False
+    )
     axes[0].set(ylabel="test RSUM (%, sum of six R@K)", xlabel="")
     axes[0].tick_params(axis="x", rotation=15)
     sns.barplot(data=long[~rs], x="metric", y="value", hue="arm", errorbar=("ci", 95), capsize=0.1, ax=axes[1])
     axes[1].set(ylabel=f"mAP@R against {yard} positives (%)", xlabel="")
-    axes[1].legend(title=None, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.01, 1), title=None, fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -255,6 +289,23 @@ def batch_errors(sources: dict, rel_batch, taus, batch_size: int, n_batches: int
     return rows
 
 
+def stored_test_embeddings(study, paper: str, group: str, arm: str) -> list[tuple]:
+    """``[(seed, test image embeddings, test caption embeddings)]`` of ``arm``'s runs as the tables use
+    them (``study.configs``: the tuned setting, every seed), read from the run cache (Fig. 7 b)."""
+    a = next(x for x in study.arms(paper, group) if x.name == arm)
+    out = []
+    for cfg in study.configs(a):
+        res = study.cache.get_or_train(cfg, progress=False)
+        out.append((cfg.seed, res.arrays["test_img"], res.arrays["test_cap"]))
+    return out
+
+
+def error_table(err_direct: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 7 (b) as a table: per (source, τ) the mean, std and max of |NDCG-hat − NDCG| over the
+    batches of every seed model, and the number of batches."""
+    return err_direct.groupby(["source", "τ"])["error"].agg(["mean", "std", "max", "count"])
+
+
 def direct_errors(runs, test, rel_batch, taus=TAUS, batch_size: int = 128, n_batches: int = 10) -> pd.DataFrame:
     """Fig. 7 (b) over seeds: for every ``(seed, test image embeddings, test caption embeddings)`` in
     ``runs`` (a trained model's stored test embeddings), :func:`batch_errors` on those embeddings and on
@@ -328,9 +379,7 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
         ax.set_yscale("log")
         ax.axhline(0.01, ls="--", c="grey")
         if ax.get_legend() is not None:
-            ax.legend(
-                fontsize=7, title=ax.get_legend().get_title().get_text(), loc="upper left", bbox_to_anchor=(0, -0.25)
-            )
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(0, -0.25), fontsize=7)
     fig.suptitle(title)
     report.int_epochs(fig)
     fig.tight_layout()
@@ -370,6 +419,13 @@ def overheads(df5: pd.DataFrame, a: str = BOTH, b: str = TRIP) -> tuple[pd.Serie
     return train, enc
 
 
+def paper_overhead(blocks: dict) -> float:
+    """The paper's relative training-time overhead of the listwise term (Table VIII: "+ Listwise" seconds
+    per epoch over the baseline's − 1), from ``paper_numbers.table("listwise", "table8")``."""
+    t = next(iter(blocks.values()))["time_train_s_per_epoch"]
+    return float(t.iloc[1] / t.iloc[0] - 1.0)
+
+
 BENCH_CSV = Path(__file__).resolve().parents[2] / "results" / "benchmarks" / "listwise_overhead.csv"
 
 
@@ -401,3 +457,29 @@ def step_overheads(path=BENCH_CSV, size: str = "papers") -> list[float]:
     raw = pd.read_csv(path)
     raw = raw[raw["size"] == size]
     return list(raw["step_listwise_ms"] / raw["step_triplet_ms"] - 1.0)
+
+
+def table_beside_paper(summ, cols, blocks, ours_label, out, name, caption, digits: int = 2, show: bool = True):
+    """One table of this notebook, shown and saved: ``mean ± std`` of ``cols`` (:func:`reproduce.report.pretty`,
+    collapsed rows marked ‡), our rows above the paper's ``blocks`` (``paper_numbers.table``; ``None``: ours
+    only), readable headers (:func:`headers`); ``caption`` gets :func:`reproduce.report.collapse_note` when a
+    row has collapsed runs. Saves ``<out>/listwise/<name>.csv`` (``summ``'s columns of ``cols``, their stds,
+    seed and collapse counts) and ``.md`` (caption + the shown table); displays both. Returns the shown table."""
+    from reproduce import report
+
+    ours = report.flat(report.pretty(summ, cols, digits))
+    view = headers(report.flat(report.side_by_side(ours, blocks, ours_label)) if blocks else ours)
+    if "n_collapsed" in summ and (summ["n_collapsed"] > 0).any():
+        caption = f"{caption} {report.collapse_note()}"
+    keep = [c for c in summ if c.removesuffix("_std") in cols or c in ("n_seeds", "n_collapsed")]
+    report.save_table(summ[keep], out, "listwise", name, caption, view)
+    if show:
+        from IPython.display import Markdown, display
+
+        display(Markdown(caption), view)
+    return view
+
+
+def with_tau(dft: pd.DataFrame) -> pd.DataFrame:
+    """The τ-sweep results (Figs. 8–9) with a numeric ``τ`` column parsed from the arm names."""
+    return dft.assign(**{"τ": dft["arm"].map(tau_of)})
