@@ -1,0 +1,1 @@
+"""Per-paper analyses behind the notebooks: derived columns, effects, figures."""
