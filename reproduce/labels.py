@@ -244,6 +244,22 @@ STUDY_COLUMNS = {
     "val_hardneg_sim": MetricInfo(
         "val_hardneg_sim", "validation: mean similarity of the hardest negative", "correlation", unit="cosine"
     ),
+    # training-batch diagnostics of sampled steps (coherent_itr.gradients; Unified Eqs. 11–12, 17–18, Fig. 4)
+    "pos_sim": MetricInfo(
+        "pos_sim", "training batches: mean similarity of the positive pairs", "correlation", unit="cosine"
+    ),
+    "hardneg_sim": MetricInfo(
+        "hardneg_sim", "training batches: mean similarity of the hardest negative", "correlation", unit="cosine"
+    ),
+    "grad_anchor": MetricInfo(
+        "grad_anchor", "tangent gradient norm of the anchor ‖P_v ∂L/∂v_i‖", "ratio", unit="loss units"
+    ),
+    "grad_hardneg": MetricInfo(
+        "grad_hardneg", "tangent gradient on the hardest negative |∂L/∂s_iĵ|·sin θ", "ratio", unit="loss units"
+    ),
+    "grad_negatives": MetricInfo(
+        "grad_negatives", "tangent gradient on all negatives Σ_j |∂L/∂s_ij|·sin θ", "ratio", unit="loss units"
+    ),
 }
 
 

@@ -9,16 +9,18 @@ import pytest
 import torch
 
 from coherent_itr import losses
+from coherent_itr.losses import identities as ident
 
 B = 8
 
 
 def random_sim(seed: int, n: int = B, dtype=torch.float64) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.rand(n, n, generator=g, dtype=torch.float64) * 2 - 1).to(dtype)
+    return ident.random_sim(seed, n, dtype)
 
 
 def random_rel(seed: int, n: int = B, dtype=torch.float64) -> torch.Tensor:
+    """Relevance from random 4-d unit embeddings (a PSD cosine matrix), r_ii = 1 — another distribution than
+    :func:`coherent_itr.losses.identities.random_rel`, for the robustness and equivariance tests."""
     g = torch.Generator().manual_seed(500 + seed)
     e = torch.nn.functional.normalize(torch.randn(n, 4, generator=g, dtype=torch.float64), dim=1)
     r = (e @ e.T).clamp(-1, 1)
@@ -27,10 +29,7 @@ def random_rel(seed: int, n: int = B, dtype=torch.float64) -> torch.Tensor:
 
 
 def grad_of(loss, sim, rel=None):
-    s = sim.clone().requires_grad_(True)
-    v = loss(s, rel)
-    (g,) = torch.autograd.grad(v, s)
-    return v.detach(), g
+    return ident.value_and_grad(lambda s: loss(s, rel), sim)
 
 
 def hinge_arguments(S, margin):
@@ -40,6 +39,115 @@ def hinge_arguments(S, margin):
     i2t = S.masked_fill(~off, -math.inf).amax(1) - pos + margin
     t2i = S.masked_fill(~off, -math.inf).amax(0) - pos + margin
     return torch.cat([i2t, t2i])
+
+
+# ------------------------------------------------------------------ loops written from the equations
+# Values only (python floats), both directions, sum over anchors; the checks of
+# coherent_itr.losses.identities are compared with these, not only with each other.
+
+
+def _log1p_sum_exp(xs):
+    """log(1 + Σ e^x), stable for large γ·x (max-shifted)."""
+    mx = max([0.0, *xs])
+    return mx + math.log(math.exp(-mx) + sum(math.exp(x - mx) for x in xs))
+
+
+def _both(S, per_anchor):
+    """Σ_i per_anchor(row i of S, i) + Σ_i per_anchor(column i of S, i)."""
+    s = S.tolist()
+    n = len(s)
+    cols = [[s[j][i] for j in range(n)] for i in range(n)]
+    return sum(per_anchor(s[i], i) for i in range(n)) + sum(per_anchor(cols[i], i) for i in range(n))
+
+
+def loop_triplet(S, m, hard):
+    """BCLS Eq. 1 (all negatives: Σ_{j≠i} [m + s_ij − s_ii]_+) or Eqs. 12–13 (hardest negative: max_{j≠i})."""
+
+    def anchor(row, i):
+        hinges = [max(0.0, m + row[j] - row[i]) for j in range(len(row)) if j != i]
+        return max(hinges) if hard else sum(hinges)
+
+    return _both(S, anchor)
+
+
+def loop_unified(S, m, gamma):
+    """Unified Eq. 5: (1/γ) Σ_i log(1 + Σ_{j≠i} e^{γ(s_ij − s_ii + m)}) (+ text→image)."""
+    return _both(
+        S, lambda row, i: _log1p_sum_exp([gamma * (row[j] - row[i] + m) for j in range(len(row)) if j != i]) / gamma
+    )
+
+
+def loop_vlc_eq3(S, gamma):
+    """Unified Eq. 3: −Σ_i log(e^{γ s_ii} / Σ_j e^{γ s_ij}) (+ text→image)."""
+    return _both(S, lambda row, i: -math.log(math.exp(gamma * row[i]) / sum(math.exp(gamma * x) for x in row)))
+
+
+def loop_triplet_sn(S, m, gamma):
+    """BCLS Eq. 14: Σ_i [(1/γ) log Σ_{j≠i} e^{γ s_ij} − s_ii + m]_+ (+ text→image)."""
+
+    def anchor(row, i):
+        neg = [gamma * row[j] for j in range(len(row)) if j != i]
+        mx = max(neg)
+        soft = (mx + math.log(sum(math.exp(x - mx) for x in neg))) / gamma
+        return max(0.0, soft - row[i] + m)
+
+    return _both(S, anchor)
+
+
+def loop_kendall(S, R, alpha, j_eq_i_only=False):
+    """BCLS Eq. 17 (Eq. 4 at α = 0): Σ_i Σ_j Σ_k 1(r_ij > r_ik + α)[s_ik − s_ij]_+ (+ text→image);
+    ``j_eq_i_only``: the j = i slice (Eqs. 10–11)."""
+    s, r = S.tolist(), R.tolist()
+    n, total = len(s), 0.0
+    for i in range(n):
+        for j in [i] if j_eq_i_only else range(n):
+            for k in range(n):
+                if r[i][j] > r[i][k] + alpha:
+                    total += max(0.0, s[i][k] - s[i][j])
+                if r[j][i] > r[k][i] + alpha:
+                    total += max(0.0, s[k][i] - s[j][i])
+    return total
+
+
+def test_loops_match_the_library_losses():
+    """The loops above are the losses of the library (so comparing the identity checks with them is a
+    comparison with the equations)."""
+    S, R = random_sim(20), ident.random_rel(20, B)
+    pairs = [
+        (loop_triplet(S, 0.2, True), losses.build("triplet", margin=0.2)(S)),
+        (loop_triplet(S, 0.0, False), losses.build("triplet", margin=0.0, max_violation=False)(S)),
+        (loop_unified(S, 0.2, 60.0), losses.build("unified", margin=0.2, gamma=60.0)(S)),
+        (loop_vlc_eq3(S, 10.0), losses.build("vlc", gamma=10.0)(S)),
+        (loop_triplet_sn(S, 0.2, 50.0), losses.build("triplet_sn", margin=0.2, gamma=50.0)(S)),
+        (loop_kendall(S, R, 0.0), losses.build("kendall", alpha=0.0)(S, R)),
+    ]
+    for want, got in pairs:
+        assert math.isclose(float(got), want, rel_tol=1e-12), (float(got), want)
+
+
+# ------------------------------------------------------------------ the shared helpers
+
+
+def test_random_matrices_and_deviations_are_what_they_say():
+    S, R = ident.random_sim(3, 32), ident.random_rel(3, 32)
+    assert S.dtype == torch.float64 and S.shape == (32, 32) and S.min() >= -1 and S.max() <= 1 and S.std() > 0.4
+    off = R[~torch.eye(32, dtype=torch.bool)]
+    assert (R.diagonal() == 1).all() and off.min() >= -0.2 and off.max() <= 0.9
+    assert not torch.equal(ident.random_sim(3, 32), ident.random_sim(4, 32))
+    assert ident.rel_dev(1.01, 1.0) == abs(1.01 - 1.0) / 1.0 and ident.rel_dev(0.0, 0.0) == 0.0
+    ga, gb = torch.tensor([[1.0, -3.0]]), torch.tensor([[1.5, -2.0]])
+    assert ident.grad_dev(ga, gb) == 1.0 / 2.0  # max|ga − gb| = 1, max|gb| = 2
+
+
+def test_compare_reports_a_planted_difference():
+    """A check is able to fail: b = 1.01·a gives value and gradient deviations of 0.01/1.01."""
+    S = random_sim(21)
+    a = losses.build("unified", margin=0.2, gamma=10.0)
+    row = ident.compare("planted", lambda s: a(s), lambda s: 1.01 * a(s), S, gamma=10.0)
+    assert row["identity"] == "planted" and row["gamma"] == 10.0
+    assert math.isclose(row["gap"], -0.01 * loop_unified(S, 0.2, 10.0), rel_tol=1e-9)
+    assert math.isclose(row["value_dev"], 0.01 / 1.01, rel_tol=1e-9)
+    assert math.isclose(row["grad_dev"], 0.01 / 1.01, rel_tol=1e-9)
 
 
 # ------------------------------------------------------------------ claim U6 identities
@@ -52,12 +160,16 @@ def test_unified_tends_to_triplet_hn():
     hn_val, hn_grad = grad_of(losses.build("triplet", margin=0.2), S)
     gaps = []
     for gamma in (10.0, 100.0, 1e3, 1e4, 1e5):
-        u_val, u_grad = grad_of(losses.build("unified", margin=0.2, gamma=gamma), S)
-        gap = float(u_val - hn_val)
-        assert -1e-12 <= gap <= 2 * B * math.log(B) / gamma + 1e-12, (gamma, gap)
-        gaps.append(gap)
+        row = ident.unified_vs_triplet_hn(S, gamma)
+        want = loop_unified(S, 0.2, gamma) - loop_triplet(S, 0.2, hard=True)
+        assert math.isclose(row["gap"], want, rel_tol=1e-9, abs_tol=1e-11), (gamma, row["gap"], want)
+        assert row["bound"] == 2 * B * math.log(B) / gamma and row["identity"] == "Unified(m=0.2, γ) → Triplet-HN"
+        assert -1e-12 <= row["gap"] <= row["bound"] + 1e-12, (gamma, row["gap"])
+        gaps.append(row["gap"])
     assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-3
-    assert torch.allclose(u_grad, hn_grad, atol=1e-8)  # γ = 1e5
+    u_val, u_grad = grad_of(losses.build("unified", margin=0.2, gamma=1e5), S)
+    assert torch.allclose(u_grad, hn_grad, atol=1e-8)
+    assert row["grad_dev"] < 1e-7 and math.isclose(row["value_dev"], row["gap"] / float(hn_val), rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("gamma", [1.0, 10.0, 50.0, 100.0])
@@ -71,10 +183,23 @@ def test_gamma_times_unified_m0_equals_vlc(gamma):
         v_val, v_grad = grad_of(losses.build("vlc", gamma=gamma, reduction=red, average_directions=avg), S)
         assert torch.allclose(gamma * u_val, v_val, rtol=1e-12)
         assert torch.allclose(gamma * u_grad, v_grad, rtol=1e-10, atol=1e-12)
+    # the equations themselves: γ · Eq. 5 (m = 0) = Eq. 3
+    assert math.isclose(gamma * loop_unified(S, 0.0, gamma), loop_vlc_eq3(S, gamma), rel_tol=1e-12)
+    row = ident.gamma_unified_m0_vs_vlc(S, gamma)
+    assert abs(row["gap"]) <= 1e-12 * loop_vlc_eq3(S, gamma) and row["gamma"] == gamma
+    assert row["value_dev"] < 1e-12 and row["grad_dev"] < 1e-10
     # and with m > 0 it is not VLC (the identity test can fail)
     assert not torch.allclose(
         gamma * losses.build("unified", margin=0.2, gamma=gamma)(S), losses.build("vlc", gamma=gamma)(S)
     )
+    wrong = ident.compare(
+        "m=0.2",
+        lambda s: gamma * losses.build("unified", margin=0.2, gamma=gamma)(s),
+        losses.build("vlc", gamma=gamma),
+        S,
+    )
+    assert math.isclose(wrong["gap"], gamma * loop_unified(S, 0.2, gamma) - loop_vlc_eq3(S, gamma), rel_tol=1e-9)
+    assert wrong["value_dev"] > 1e-3
 
 
 def test_triplet_sn_tends_to_triplet_hn():
@@ -89,6 +214,11 @@ def test_triplet_sn_tends_to_triplet_hn():
             gap = float(sn_val - hn_val)
             assert -1e-12 <= gap <= bound_scale * 2 * B * math.log(B - 1) / gamma + 1e-12, (red, gamma, gap)
         assert torch.allclose(sn_grad, hn_grad, atol=1e-8)
+    for gamma in (10.0, 50.0, 1e3, 1e5):
+        row = ident.triplet_sn_vs_triplet_hn(S, gamma)
+        want = loop_triplet_sn(S, 0.2, gamma) - loop_triplet(S, 0.2, hard=True)
+        assert math.isclose(row["gap"], want, rel_tol=1e-9, abs_tol=1e-11), (gamma, row["gap"], want)
+        assert row["bound"] == 2 * B * math.log(B - 1) / gamma and 0 <= row["gap"] <= row["bound"]
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.2, 0.5])
@@ -102,35 +232,59 @@ def test_kendall_with_binary_labels_is_triplet_m0(alpha):
     t_val, t_grad = grad_of(losses.build("triplet", margin=0.0, max_violation=False), S)
     assert torch.allclose(k_val, t_val, rtol=1e-12)
     assert torch.allclose(k_grad, t_grad, atol=1e-12)
+    assert math.isclose(loop_kendall(S, R, alpha), loop_triplet(S, 0.0, hard=False), rel_tol=1e-12)
+    row = ident.kendall_binary_vs_triplet_m0(S, alpha)
+    assert row["identity"] == f"Kendall(binary r, α={alpha:g}) = Triplet(all neg., m=0)"
+    assert abs(row["gap"]) < 1e-12 * loop_triplet(S, 0.0, hard=False) and row["grad_dev"] < 1e-12
 
 
 def test_kendall_restricted_to_j_equals_i_on_continuous_labels():
     """BCLS Eq. 11 on continuous labels: the j = i slice of Eq. 4 (α = 0; r_ii = 1 > r_ik) is L_T(m = 0).
-    The j = i slice is isolated by subtracting Kendall on rel with the diagonal lowered below
-    every other value (then the positive is the *least* relevant candidate and no (j = i, k) pair is
-    constrained; all other (j, k) pairs keep their order) — a check that uses only public losses."""
-    S = random_sim(4)
-    R = random_rel(4)
-    full = losses.build("kendall", alpha=0.0)(S, R)
-    R_low = R.clone()
-    R_low.fill_diagonal_(-2.0)
-    off_slice = losses.build("kendall", alpha=0.0)(S, R_low)
-    # the (j, k = i) pairs that R_low adds: Σ_i Σ_{j≠i} [s_ii − s_ij]_+ (+ t2i), the triplet with the roles swapped
-    added = losses.build("triplet", margin=0.0, max_violation=False)(-S)  # [−s_ij + s_ii]_+
-    j_eq_i = full - (off_slice - added)
-    triplet_m0 = losses.build("triplet", margin=0.0, max_violation=False)(S)
-    assert torch.allclose(j_eq_i, triplet_m0, rtol=1e-12)
+    The shared check isolates the slice from public losses only (Kendall on rel with the diagonal lowered
+    below every other value, see :func:`coherent_itr.losses.identities.kendall_j_eq_i`); here it is compared
+    with the j = i terms of Eq. 4 written out as a loop."""
+    for R in (random_rel(4), ident.random_rel(4, B)):
+        S = random_sim(4)
+        j_eq_i = float(ident.kendall_j_eq_i(S, R))
+        assert math.isclose(j_eq_i, loop_kendall(S, R, 0.0, j_eq_i_only=True), rel_tol=1e-12)
+        assert math.isclose(j_eq_i, loop_triplet(S, 0.0, hard=False), rel_tol=1e-12)
+        row = ident.kendall_slice_vs_triplet_m0(S, R)
+        assert row["value_dev"] < 1e-12 and row["grad_dev"] < 1e-12
+    # the slice is not the whole loss on continuous labels (the isolation does something)
+    assert loop_kendall(S, R, 0.0) > loop_kendall(S, R, 0.0, j_eq_i_only=True) + 1.0
 
 
-def test_sw_hs_with_binary_labels_is_scaled_triplet_hn_m0():
-    """With r ∈ {0, 1} (identity), window m has Pos = {i}, Neg = {k ≠ i} iff 0 < l_m ≤ 1 − α, i.e. the
-    8 windows l = 0.1 … 0.8 of the 18 (α = 0.2, β = 0.1): L = (8/18) · Triplet-HN(m = 0)."""
-    S = random_sim(5)
-    R = torch.eye(B, dtype=torch.float64)
-    k_val, k_grad = grad_of(losses.build("kendall_sw_hs"), S, R)
-    t_val, t_grad = grad_of(losses.build("triplet", margin=0.0, max_violation=True), S)
-    assert torch.allclose(k_val, 8 / 18 * t_val, rtol=1e-12)
-    assert torch.allclose(k_grad, 8 / 18 * t_grad, atol=1e-12)
+@pytest.mark.parametrize("hard", [True, False])
+def test_ladder_with_beta2_zero_is_the_triplet_loss(hard):
+    """Ladder Sec. III-B: β₂ = 0 leaves L¹ (Eq. 7 / HC Eq. 8), the triplet loss; the control (β₂ = 0.25)
+    differs from the triplet loss written as a loop."""
+    S, R = random_sim(6), ident.random_rel(6, B)
+    row = ident.ladder_beta2_0_vs_triplet(S, R, hard)
+    assert row["value_dev"] < 1e-12 and row["grad_dev"] < 1e-12
+    ladder_default = float(losses.build("ladder", hard_contrastive=hard)(S, R))
+    assert math.isclose(row["control_dev"], ident.rel_dev(ladder_default, loop_triplet(S, 0.2, hard)), rel_tol=1e-9)
+    assert row["control_dev"] > 1e-3
+
+
+def test_all_checks_rows_in_order():
+    rows = ident.all_checks(n=6, seeds=[0, 1], gammas=(1e2, 1e4), vlc_gammas=(10.0,))
+    names = [r["identity"] for r in rows if r["seed"] == 0]
+    assert names == [
+        "Unified(m=0.2, γ) → Triplet-HN",
+        "Triplet-SN(γ) → Triplet-HN",
+        "Unified(m=0.2, γ) → Triplet-HN",
+        "Triplet-SN(γ) → Triplet-HN",
+        "γ·Unified(m=0) = VLC",
+        "Kendall j=i slice (continuous r) = Triplet(all neg., m=0)",
+        "Kendall(binary r, α=0) = Triplet(all neg., m=0)",
+        "Kendall(binary r, α=0.2) = Triplet(all neg., m=0)",
+        "Ladder(β₂=0, HC) = Triplet-HN",
+        "Ladder(β₂=0, all pairs) = Triplet(all neg.)",
+    ]
+    assert [r["seed"] for r in rows] == [0] * 10 + [1] * 10
+    S = ident.random_sim(1, 6)
+    want = loop_unified(S, 0.2, 1e2) - loop_triplet(S, 0.2, hard=True)
+    assert math.isclose(rows[10]["gap"], want, rel_tol=1e-9) and rows[10]["gamma"] == 1e2
 
 
 # ------------------------------------------------------------------ float32 robustness
