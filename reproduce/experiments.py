@@ -18,6 +18,7 @@ anchor image's 5 references (candidate included, as the SAM code) for SAM.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from coherent_itr import losses
@@ -367,11 +368,91 @@ PAPERS = {
 }
 
 
+# --- arms from user code -------------------------------------------------------------------------
+_EXTRA: dict[str, list[tuple[Arm, bool]]] = {}  # paper -> (arm, main) registered by register_arm, in order
+_NEW_PAPERS: set[str] = set()  # paper keys created by register_arm
+_ADDED_MAIN: dict[tuple[str, str], int] = {}  # (paper, group) made main by register_arm -> its arms
+
+
+def _no_arms(profile: Profile) -> list[Arm]:
+    return []
+
+
+def make_arm(paper: str, group: str, name: str, loss: str, params: dict | None = None, family=None, **extra) -> Arm:
+    """An :class:`Arm` training ``loss`` (any name in ``coherent_itr.losses.available()``) with ``params``;
+    ``extra``: other Config overrides (e.g. ``relevance="sbert"``)."""
+    return _arm(paper, group, name, loss, params, family=family, **extra)
+
+
+def register_arm(arm: Arm, main: bool = False) -> Arm:
+    """Add ``arm`` to the arms of ``arm.paper`` from user code — a paper of :data:`PAPERS`, or a new key,
+    which then joins :data:`PAPERS` (the plan, tuning and ``Study`` see it like the five papers).
+    ``main=True`` makes ``arm.group`` one of the paper's main groups (its arms are tuned, see
+    :mod:`reproduce.tuning`); otherwise the arm uses its family's tuning (``Arm.family``, or the main arm
+    of its paper with the same loss). Undo with :func:`unregister_arm`, or use :func:`extra_arms`."""
+    if "loss" not in arm.overrides:
+        raise ValueError(f"arm {arm.paper}/{arm.name!r} sets no loss (overrides {arm.overrides})")
+    if any(a.name == arm.name for a, _ in _EXTRA.get(arm.paper, ())):
+        raise ValueError(f"an arm named {arm.name!r} is already registered for paper {arm.paper!r}")
+    if arm.paper not in PAPERS:
+        PAPERS[arm.paper] = _no_arms
+        _NEW_PAPERS.add(arm.paper)
+    key = (arm.paper, arm.group)
+    main = bool(main) and (key in _ADDED_MAIN or arm.group not in MAIN_GROUPS.get(arm.paper, ()))
+    if main:  # (a group the package already tunes needs nothing)
+        _ADDED_MAIN[key] = _ADDED_MAIN.get(key, 0) + 1
+        MAIN_GROUPS[arm.paper] = tuple(dict.fromkeys((*MAIN_GROUPS.get(arm.paper, ()), arm.group)))
+    _EXTRA.setdefault(arm.paper, []).append((arm, main))
+    return arm
+
+
+def unregister_arm(arm: Arm) -> None:
+    """Remove an arm added by :func:`register_arm` (and the paper key / main group it created)."""
+    extra = _EXTRA.get(arm.paper, [])
+    hit = [i for i, (a, _) in enumerate(extra) if a.name == arm.name]
+    if not hit:
+        raise ValueError(f"arm {arm.paper}/{arm.name!r} was not registered with register_arm")
+    _, main = extra.pop(hit[0])
+    key = (arm.paper, arm.group)
+    if main:
+        _ADDED_MAIN[key] -= 1
+        if not _ADDED_MAIN[key]:
+            del _ADDED_MAIN[key]
+            MAIN_GROUPS[arm.paper] = tuple(g for g in MAIN_GROUPS[arm.paper] if g != arm.group)
+            if not MAIN_GROUPS[arm.paper]:
+                del MAIN_GROUPS[arm.paper]
+    if not extra:
+        del _EXTRA[arm.paper]
+        if arm.paper in _NEW_PAPERS:
+            _NEW_PAPERS.discard(arm.paper)
+            del PAPERS[arm.paper]
+
+
+@contextlib.contextmanager
+def extra_arms(*new: Arm, main: bool = False):
+    """Context manager: ``new`` arms registered (:func:`register_arm`) inside the block, removed after it."""
+    done = []
+    try:
+        for a in new:
+            done.append(register_arm(a, main=main))
+        yield list(done)
+    finally:
+        for a in reversed(done):
+            unregister_arm(a)
+
+
 def arms(paper: str, profile: Profile) -> list[Arm]:
-    """The arms of ``paper`` under ``profile`` (without the groups the profile skips)."""
+    """The arms of ``paper`` under ``profile`` (without the groups the profile skips), then the arms
+    user code registered for it (:func:`register_arm`)."""
     if paper not in PAPERS:
         raise ValueError(f"unknown paper {paper!r}; choose one of {sorted(PAPERS)}")
-    return [a for a in PAPERS[paper](profile) if a.group not in profile.skip_groups]
+    out = list(PAPERS[paper](profile))
+    names = {a.name for a in out}
+    for a, _ in _EXTRA.get(paper, ()):
+        if a.name in names:
+            raise ValueError(f"registered arm {paper}/{a.name!r} has the name of an arm of the package")
+        out.append(a)
+    return [a for a in out if a.group not in profile.skip_groups]
 
 
 def is_main(arm: Arm) -> bool:
