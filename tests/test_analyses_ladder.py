@@ -138,8 +138,8 @@ def test_identity_check_max_abs_difference_and_setting():
         }
     )
     out = L.identity_check(df, ["m0", "a0"], "VSE++")
-    assert out.loc["m0", "max |Δ|"] == pytest.approx(1.0) and out.loc["m0", "same lr and warm-up"]
-    assert out.loc["a0", "max |Δ|"] == pytest.approx(10.0) and out.loc["a0", "seeds"] == 2
+    assert out.loc["m0", "largest absolute difference"] == pytest.approx(1.0) and out.loc["m0", "same lr and warm-up"]
+    assert out.loc["a0", "largest absolute difference"] == pytest.approx(10.0) and out.loc["a0", "seeds"] == 2
     assert not out.loc["a0", "same lr and warm-up"]
 
 
@@ -194,7 +194,7 @@ class FakeAdaptive:
 @pytest.mark.parametrize("sampling", ["images", "captions"])
 def test_fig6_batches_counts_density_and_levels(sampling):
     prov = FakeProvider()
-    f6 = L.fig6_batches(FakeTrain(), prov, FakeAdaptive(), sampling, n_batches=3, batch_size=10)
+    f6 = L.fig6_batches(FakeTrain(), prov, sampling, FakeAdaptive(), n_batches=3, batch_size=10)
     assert len(prov.calls) == 3 and all(len(set(c)) == 10 for _, c in prov.calls)
     assert list(f6["counts"].query("batch == 1").n_above) == [i % 4 for i in range(10)]
     for _, g in f6["dens"].groupby("batch"):
@@ -311,18 +311,25 @@ def test_claim_rows_on_flickr8k_use_one_expert_row():
 def test_by_yardstick_groups_rows_by_kind_of_evidence():
     claims = pd.DataFrame(
         {
-            "id": ["L1", "L1", "L1", "L5"],
-            "metric": ["cs100_i2t_sbert", "cs100_i2t_true", "rsum", "std over rows of n≥θ / binomial std − 1"],
-            "effect": [0.1, -0.2, 3.0, 0.5],
-            "ci_low": [0.0, -0.3, 1.0, 0.4],
-            "ci_high": [0.2, -0.1, 5.0, 0.6],
+            "id": ["L5", "L1", "L1", "L1"],
+            "arms": ["batches", "a − b", "a − b", "a − b"],
+            "metric": ["std over rows of n≥θ / binomial std − 1", "cs100_i2t_sbert", "rsum", "cs100_i2t_true"],
+            "effect": [0.5, 0.1, 3.0, -0.2],
+            "ci_low": [0.4, 0.0, 1.0, -0.3],
+            "ci_high": [0.6, 0.2, 5.0, -0.1],
         }
     )
     out = L.by_yardstick(claims)
-    assert out.loc["L1", "circular (Sentence-BERT)"].startswith("0.1")
-    assert out.loc["L1", "independent yardstick"] == "-0.2 [-0.3, -0.1]"
-    assert out.loc["L1", "binary ground truth"] == "3 [1, 5]"
-    assert out.loc["L5", "batch statistic"] != "–" and out.loc["L5", "binary ground truth"] == "–"
+    assert list(out["claim"]) == ["L1", "L1", "L1", "L5"]
+    assert list(out["evidence"]) == [
+        "independent yardstick",
+        "circular (Sentence-BERT)",
+        "binary ground truth",
+        "batch statistic",
+    ]
+    assert list(out["effect [95% interval]"])[0] == "-0.2 [-0.3, -0.1]"
+    assert out["metric"].iloc[0].startswith("CS@100 image→text (true relevance)")
+    assert out["metric"].iloc[3] == "std over rows of n≥θ / binomial std − 1"
 
 
 # --- figures -----------------------------------------------------------------------------------------------
@@ -338,6 +345,8 @@ def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
     fig = L.cs_bars(frames()["table1"], "true", "r*", "t")
     assert len(fig.axes) == 4 and len(fig.legends) == 1
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"Sentence-BERT (circular)", "r* (independent)"}
+    flickr = L.cs_bars(frames(drop_yard=True)["table1"], "expert", "experts", "t")  # no K-specific yardstick
+    assert {t.get_text() for t in flickr.legends[0].get_texts()} == {"Sentence-BERT (circular)"}
 
 
 def test_sweep_figure_legends_below_the_panels(close_figures):
@@ -364,7 +373,7 @@ def test_sweep_view_levels_has_a_panel_per_k_and_rsum(close_figures):
 
 
 def test_fig6_and_theta_figures(close_figures):
-    f6 = L.fig6_batches(FakeTrain(), FakeProvider(), FakeAdaptive(), "captions", n_batches=2, batch_size=10)
+    f6 = L.fig6_batches(FakeTrain(), FakeProvider(), "captions", FakeAdaptive(), n_batches=2, batch_size=10)
     assert f6["batch_size"] == 10 and f6["theta"] == calibration.PAPER_THETAS[0]
     assert len(L.fig6_figure(f6, "t").axes) == 3
     out = L.theta_calibration(CosineProvider(), FakeTrain(), n_batches=2, batch_size=20)

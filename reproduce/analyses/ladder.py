@@ -162,7 +162,7 @@ def identity_check(df: pd.DataFrame, arms, reference: str, metric: str = "rsum")
         rows.append(
             {
                 "arm": a,
-                "max |Δ|": float(diff.max()) if common else np.nan,
+                "largest absolute difference": float(diff.max()) if common else np.nan,
                 "seeds": len(common),
                 "same lr and warm-up": bool(same),
             }
@@ -192,7 +192,8 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
         ax.set_xlabel("")
         ax.set_ylabel("coherent score (Kendall τ-b, −1…1)")
         ax.tick_params(axis="x", rotation=25)
-        ax.get_legend().remove()
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, **LEGEND)
     fig.suptitle(title)
@@ -300,12 +301,13 @@ def batch_stats(rel: np.ndarray, theta: float, levels: np.ndarray) -> dict:
     }
 
 
-def fig6_batches(train, provider, adaptive, sampling: str, n_batches=20, batch_size=128, theta=None, seed=6):
+def fig6_batches(train, provider, sampling: str, adaptive=None, n_batches=20, batch_size=128, theta=None, seed=6):
     """Fig. 6 on ``n_batches`` random training batches drawn like the profile's sampler (``sampling="images"``:
     one random caption per image; ``"captions"``: random captions), relevance = ``provider.batch`` (the
     ladder's Sentence-BERT signal). Returns ``{"dens", "counts", "levels", "stats"}``: per batch the density of
     off-diagonal relevance on 0.05 bins over [−0.4, 1], each row's n≥θ, the share of rows for which the adaptive
-    ladder (``adaptive``: its forward on a random similarity matrix; levels depend on relevance only) picks 2,
+    ladder (``adaptive``, default the paper's (L_MIN, L_MAX) = (2, 4): its forward on a random similarity matrix;
+    the levels depend on relevance only) picks 2,
     3 or 4 levels, :func:`batch_stats`, and the ``batch_size`` and ``theta`` used (default θ: the paper's
     θ₁ = 0.40, ``calibration.PAPER_THETAS``)."""
     import torch
@@ -313,6 +315,10 @@ def fig6_batches(train, provider, adaptive, sampling: str, n_batches=20, batch_s
     from .. import calibration
 
     theta = calibration.PAPER_THETAS[0] if theta is None else theta
+    if adaptive is None:
+        from coherent_itr import losses
+
+        adaptive = losses.build("adaptive_ladder", l_min=2, l_max=4)
 
     cpi = train.captions_per_image
     rng = np.random.default_rng(seed)
@@ -733,15 +739,19 @@ def yardstick_class(metric: str) -> str:
 
 
 def by_yardstick(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claim rows :meth:`reproduce.page.Page.finish` wrote, per claim × kind of evidence
-    (:func:`yardstick_class`): the rows' effects with their 95% intervals, side by side — what to read before
-    any verdict (the verdicts are in ``results/claims.md``)."""
+    """The claim rows :meth:`reproduce.page.Page.finish` wrote, regrouped per claim by the kind of evidence
+    (:func:`yardstick_class`: circular, independent yardstick, binary ground truth, batch statistic), each row
+    with its contrast, metric and effect [95% interval] — what to read before any verdict (the verdicts are in
+    ``results/claims.md``)."""
     from ..ledger_io import fmt_num
 
-    d = claims.assign(evidence=[yardstick_class(m) for m in claims["metric"]])
-    d["cell"] = [
+    kinds = ["independent yardstick", "circular (Sentence-BERT)", "binary ground truth", "batch statistic"]
+    d = claims.assign(evidence=pd.Categorical([yardstick_class(m) for m in claims["metric"]], categories=kinds))
+    d["effect [95% interval]"] = [
         f"{fmt_num(e)} [{fmt_num(lo)}, {fmt_num(hi)}]" for e, lo, hi in zip(d["effect"], d["ci_low"], d["ci_high"])
     ]
-    out = d.groupby(["id", "evidence"], sort=True)["cell"].apply("; ".join).unstack(fill_value="–")
-    out.columns.name = None
-    return out
+    d["metric"] = [labels.label(m) if labels.has_label(str(m)) else m for m in d["metric"]]
+    out = d.sort_values(["id", "evidence"], kind="stable")[
+        ["id", "evidence", "arms", "metric", "effect [95% interval]"]
+    ]
+    return out.rename(columns={"id": "claim", "arms": "contrast"}).reset_index(drop=True)
