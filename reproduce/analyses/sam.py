@@ -373,9 +373,11 @@ def ncs_per_query(sim, image_of_caption, rel, k: int = 5, direction: str = "i2t"
     """NCS@k of every query (SAM Eq. 5 with the ground truth kept, percent; NaN where the ideal sum is 0),
     computed by the library's own per-query engine — the values whose mean is
     :func:`coherent_itr.metrics.ncs` / the ``ncs{k}_{d}_…`` record key (same ranking and tie rule)."""
+    from coherent_itr.metrics import registry
     from coherent_itr.metrics._engine import Plan, run
 
-    plan = Plan(rels={"r": rel}, ncs_ks=(int(k),), ncs_remove_gt=(False,), directions=(direction,))
+    opts = {"ncs_ks": (int(k),), "ncs_remove_gt": (False,), "ncs_restrict_to_ideal": False}
+    plan = Plan(rels={"r": rel}, metrics=((registry.get("ncs"), opts),), directions=(direction,))
     values, ok = run(np.asarray(sim), np.asarray(image_of_caption, dtype=np.int64), plan)[f"ncs{k}_{direction}_r"]
     return np.where(ok, values, np.nan)
 
