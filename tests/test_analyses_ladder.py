@@ -165,6 +165,10 @@ def test_batch_stats_against_an_explicit_loop_and_scipy_binomial():
     assert s["share ≥ θ (%)"] == pytest.approx(100 * p)
     assert s["binomial std"] == pytest.approx(binom)
     assert s["overdispersion"] == pytest.approx(np.std(counts, ddof=1) / binom)
+    assert s["std n≥θ per row"] == pytest.approx(np.std(counts, ddof=1))
+    assert s["mean n≥θ per row"] == pytest.approx(np.mean(counts))
+    off = [rel[i, j] for i in range(n) for j in range(n) if i != j]
+    assert s["mean rel"] == pytest.approx(np.mean(off)) and s["std rel"] == pytest.approx(np.std(off))
     assert s["rows with no candidate ≥ θ (%)"] == pytest.approx(100 * counts.count(0) / n)
     assert s["modal levels"] == 2 and s["rows ≠ modal levels (%)"] == pytest.approx(40.0)
     assert np.isnan(L.batch_stats(np.eye(4) * 0 + 0.1, 0.4, np.full(4, 2))["overdispersion"])
