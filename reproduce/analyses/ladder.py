@@ -191,7 +191,9 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("")
         ax.set_ylabel("coherent score (Kendall τ-b, −1…1)")
-        ax.tick_params(axis="x", rotation=25)
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
@@ -413,7 +415,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         title="adaptive ladder: levels per row",
     )
     for ax in axes:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -482,12 +484,12 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     )
     axes[1].set(
         xlabel="threshold t (Sentence-BERT cosine)",
-        ylabel="pairs with relevance ≥ t (%, log scale)",
+        ylabel="pairs ≥ t (%, log scale)",
         yscale="log",
         title="share of pairs a threshold admits",
     )
-    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncol=2)
-    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncol=2)
+    for ax in axes:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7, ncol=2)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
