@@ -203,10 +203,13 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
     return fig
 
 
-def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title: str, yard_name: str, order=None):
+def sweep_figure(
+    df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title: str, yard_name: str, order=None, legend_y=-0.3
+):
     """Tables IV–IX as sweeps: one panel per ``(keys, ylabel, title)``; points = mean, bars = 95% CI over seeds.
     With one key and ``hue`` a column (e.g. ``selection``), one line per hue value; with several keys, one line
-    per yardstick (× hue value when there are several)."""
+    per yardstick (× hue value when there are several). Legends sit below the panels at ``legend_y`` (axes
+    fraction)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -234,7 +237,7 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(ptitle, fontsize=10)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7, title=None)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, legend_y), fontsize=7, title=None)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -265,7 +268,7 @@ def sweep_view(group: str, df: pd.DataFrame, yard: str, yard_name: str, title: s
         ]
     panels = [p for p in panels if p[0]] + [(["rsum"], "RSUM (%, sum of six R@K)", "binary retrieval")]
     order = list(d[x].cat.categories) if group == "lminmax" else None
-    fig = sweep_figure(d, x, panels, hue, xlabel, title, yard_name, order=order)
+    fig = sweep_figure(d, x, panels, hue, xlabel, title, yard_name, order=order, legend_y=-0.5 if order else -0.3)
     if group == "lminmax":
         split = len(fixed_bounds(order)) - 0.5
         for ax in fig.axes:
@@ -415,7 +418,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         title="adaptive ladder: levels per row",
     )
     for ax in axes:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -489,7 +492,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
         title="share of pairs a threshold admits",
     )
     for ax in axes:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7, ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.38), fontsize=7, ncol=2)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
