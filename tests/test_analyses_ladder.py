@@ -353,7 +353,7 @@ def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
     assert {t.get_text() for t in flickr.legends[0].get_texts()} == {"Sentence-BERT (circular)"}
 
 
-def test_sweep_figure_legends_below_the_panels(close_figures):
+def test_sweep_figure_legends_right_of_the_panels(close_figures):
     tb = L.sweep_values(frames()["beta2"], "beta2")
     fig = L.sweep_figure(
         tb, "beta2", [(["cs100_i2t_sbert"], "y", "p"), (["rsum"], "y", "q")], "selection", "β₂", "t", "r*"
@@ -361,7 +361,7 @@ def test_sweep_figure_legends_below_the_panels(close_figures):
     assert len(fig.axes) == 2
     fig.canvas.draw()
     for ax in fig.axes:
-        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+        assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1  # right of the data
         assert {t.get_text() for t in ax.get_legend().get_texts()} == {"manual", "auto(2,2)"}
 
 
