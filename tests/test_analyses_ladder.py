@@ -165,6 +165,10 @@ def test_batch_stats_against_an_explicit_loop_and_scipy_binomial():
     assert s["share ≥ θ (%)"] == pytest.approx(100 * p)
     assert s["binomial std"] == pytest.approx(binom)
     assert s["overdispersion"] == pytest.approx(np.std(counts, ddof=1) / binom)
+    assert s["std n≥θ per row"] == pytest.approx(np.std(counts, ddof=1))
+    assert s["mean n≥θ per row"] == pytest.approx(np.mean(counts))
+    off = [rel[i, j] for i in range(n) for j in range(n) if i != j]
+    assert s["mean rel"] == pytest.approx(np.mean(off)) and s["std rel"] == pytest.approx(np.std(off))
     assert s["rows with no candidate ≥ θ (%)"] == pytest.approx(100 * counts.count(0) / n)
     assert s["modal levels"] == 2 and s["rows ≠ modal levels (%)"] == pytest.approx(40.0)
     assert np.isnan(L.batch_stats(np.eye(4) * 0 + 0.1, 0.4, np.full(4, 2))["overdispersion"])
@@ -349,7 +353,7 @@ def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
     assert {t.get_text() for t in flickr.legends[0].get_texts()} == {"Sentence-BERT (circular)"}
 
 
-def test_sweep_figure_legends_below_the_panels(close_figures):
+def test_sweep_figure_legends_right_of_the_panels(close_figures):
     tb = L.sweep_values(frames()["beta2"], "beta2")
     fig = L.sweep_figure(
         tb, "beta2", [(["cs100_i2t_sbert"], "y", "p"), (["rsum"], "y", "q")], "selection", "β₂", "t", "r*"
@@ -357,7 +361,7 @@ def test_sweep_figure_legends_below_the_panels(close_figures):
     assert len(fig.axes) == 2
     fig.canvas.draw()
     for ax in fig.axes:
-        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+        assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1  # right of the data
         assert {t.get_text() for t in ax.get_legend().get_texts()} == {"manual", "auto(2,2)"}
 
 

@@ -191,7 +191,9 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("")
         ax.set_ylabel("coherent score (Kendall τ-b, −1…1)")
-        ax.tick_params(axis="x", rotation=25)
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
@@ -204,11 +206,11 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
 def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title: str, yard_name: str, order=None):
     """Tables IV–IX as sweeps: one panel per ``(keys, ylabel, title)``; points = mean, bars = 95% CI over seeds.
     With one key and ``hue`` a column (e.g. ``selection``), one line per hue value; with several keys, one line
-    per yardstick (× hue value when there are several)."""
+    per yardstick (× hue value when there are several). Each panel's legend sits to its right."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.6 * len(panels), 3.8), squeeze=False)
     for ax, (keys, ylabel, ptitle) in zip(axes.flat, panels):
         by_col = hue in df.columns
         lf = long_form(df, keys, x=[x] + ([hue] if by_col else []))
@@ -232,7 +234,7 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(ptitle, fontsize=10)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=7, title=None)
+        ax.legend(**LEGEND)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -362,7 +364,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
     import seaborn as sns
 
     theta, batch_size = f6["theta"], f6["batch_size"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(19, 3.8))
     sns.lineplot(
         data=f6["dens"],
         x="relevance",
@@ -413,7 +415,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         title="adaptive ladder: levels per row",
     )
     for ax in axes:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7)
+        ax.legend(**LEGEND)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -456,7 +458,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
 
     from .. import calibration
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(16, 3.8))
     axes[0].hist(values, bins=70, density=True, color="C0", alpha=0.6, label="off-diagonal pairs")
     t = np.sort(values)
     surv = 1.0 - np.arange(len(t)) / len(t)
@@ -482,12 +484,12 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     )
     axes[1].set(
         xlabel="threshold t (Sentence-BERT cosine)",
-        ylabel="pairs with relevance ≥ t (%, log scale)",
+        ylabel="pairs ≥ t (%, log scale)",
         yscale="log",
         title="share of pairs a threshold admits",
     )
-    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncol=2)
-    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncol=2)
+    for ax in axes:
+        ax.legend(**LEGEND)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
