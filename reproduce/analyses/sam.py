@@ -111,7 +111,7 @@ def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: 
     as ``<results>/sam/<name>.{csv,md}`` and return the captioned Markdown table to display."""
     from IPython.display import Markdown
 
-    view = headers(table)
+    view = headers(table).astype(object)  # object cells: an integer column stays integer in the Markdown
     report.save_table(numbers, pg.out, pg.paper, name, caption, view)
     return Markdown(caption + "\n\n" + view.to_markdown(disable_numparse=True))
 
