@@ -168,10 +168,13 @@ def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[
 
     Same ranks as :mod:`coherent_itr.metrics.retrieval` (cosine = dot product of the stored,
     L2-normalised embeddings; pessimistic ties): the column means are ``i2t_r1 …`` and their sum
-    over both directions is RSUM (checked in the tests against ``retrieval_metrics``)."""
+    over both directions is RSUM (checked in the tests against ``retrieval_metrics``). The similarity
+    is computed in float32, as :func:`coherent_itr.evaluation.evaluate_embeddings` computes the test
+    records: in float64 two similarities that float32 rounds to a tie can be told apart, and one flipped
+    rank moves RSUM away from the record."""
     from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
 
-    sim = np.asarray(img_emb, dtype=np.float64) @ np.asarray(cap_emb, dtype=np.float64).T
+    sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
     ks = np.asarray(ks)
     ri, rt = i2t_ranks(sim, image_of_caption), t2i_ranks(sim, image_of_caption)
     return {"i2t": 100.0 * (ri[:, None] < ks[None, :]), "t2i": 100.0 * (rt[:, None] < ks[None, :])}

@@ -175,6 +175,19 @@ def test_per_query_recall_matches_retrieval_metrics():
     assert rsum_of(pq) == pytest.approx(ref["rsum"])
 
 
+def test_per_query_recall_ranks_the_float32_similarity_of_the_test_records():
+    from coherent_itr.metrics.retrieval import retrieval_metrics
+
+    # image 0's caption beats the other image's caption by 1e-8 in float64, a tie in float32 (lost: pessimistic)
+    img = np.array([[1.0, 1e-4], [0.0, 1.0]], dtype=np.float32)
+    cap = np.array([[1.0, 1e-4], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    ioc = np.array([0, 1, 1, 1])
+    pq = per_query_recall(img, cap, ioc, ks=(1,))
+    rec = retrieval_metrics(img @ cap.T, ioc, ks=(1,))  # what evaluate_embeddings records (float32 sim)
+    assert rec["i2t_r1"] == pq["i2t"][:, 0].mean() == 50.0
+    assert retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc, ks=(1,))["i2t_r1"] == 100.0
+
+
 def test_query_bootstrap_variance_matches_the_variance_of_a_mean():
     d = np.random.default_rng(2).normal(0, 3.0, 400)
     v = query_bootstrap_var(d, None, n_boot=4000, seed=0)
