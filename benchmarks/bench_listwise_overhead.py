@@ -15,7 +15,10 @@ Sizes: ``study`` = the default profile's model (feature dim 256 of the synthetic
 VSE++ GRU-1024 over 300-d words into a 1024-d joint space (feature dim 2048), both at batch 128, vocab
 3,000, captions of 8–20 tokens (synthetic tokens: a step's cost does not depend on their values),
 relevance (1 + cos)/2 of clustered caption vectors. The three closures are timed round-robin (one
-round = one of each), ``--rounds`` rounds after ``--warmup``, so load drift hits them alike.
+round = one of each), ``--rounds`` rounds after ``--warmup``, so load drift hits them alike. Times are
+the CPU time of the timing thread (``time.thread_time``; with one torch thread all the work runs on
+it), not wall clock: on a machine shared with other jobs the wall clock of a 2 s step varied by ±30%
+between rounds (first attempt, 2026-11-23), which hid a 60 ms difference.
 
 Writes ``results/benchmarks/listwise_overhead.csv`` (one row per size and round) and ``.md`` (medians,
 absolute overhead per step and its share of the listwise step), atomically; read by
@@ -114,9 +117,9 @@ def measure(rounds: int, warmup: int) -> pd.DataFrame:
         for r in range(rounds):
             row = {"size": name, "round": r, **size}
             for key, fn in fns.items():
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 fn()
-                row[key] = 1e3 * (time.perf_counter() - t0)
+                row[key] = 1e3 * (time.thread_time() - t0)
             rows.append(row)
         print(
             f"{name}: step Triplet {statistics.median(r['step_triplet_ms'] for r in rows if r['size'] == name):.1f} "
@@ -152,7 +155,8 @@ def main(argv=None) -> int:
     buf.write(
         "# Listwise overhead: the S-NDCG term per training step, study size vs the papers' GRU-1024\n\n"
         f"{dt.datetime.now().isoformat(timespec='seconds')} · torch {torch.__version__} · {cpu} · one torch "
-        f"thread · median of {args.rounds} round-robin rounds after {args.warmup} warm-up · 1-min load average "
+        f"thread, CPU time of that thread (`time.thread_time`) · median of {args.rounds} round-robin rounds "
+        f"after {args.warmup} warm-up · 1-min load average "
         f"{load[0]:.2f} at start, {load_end[0]:.2f} at end · `benchmarks/bench_listwise_overhead.py`\n\n"
         "| size | GRU hidden | batch | Triplet (mean) step ms | Triplet + S-NDCG step ms | S-NDCG term ms "
         "| overhead ms per step | overhead share of the step (%) | S-NDCG term share (%) |\n"

@@ -171,10 +171,17 @@ def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[
     over both directions is RSUM (checked in the tests against ``retrieval_metrics``). The similarity
     is computed in float32, as :func:`coherent_itr.evaluation.evaluate_embeddings` computes the test
     records: in float64 two similarities that float32 rounds to a tie can be told apart, and one flipped
-    rank moves RSUM away from the record."""
-    from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
+    rank moves RSUM away from the record. The product runs with the run's BLAS thread count
+    (``coherent_itr.runs.default_threads``, as the cache evaluates a run): OpenBLAS splits the sums
+    differently with 2 threads, and on the cold-run cache that flipped one text→image rank of N1's
+    Triplet (mean) seed 2 (RSUM 236.06 vs the record's 235.96)."""
+    from threadpoolctl import threadpool_limits
 
-    sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
+    from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
+    from coherent_itr.runs import default_threads
+
+    with threadpool_limits(limits=default_threads(), user_api="blas"):
+        sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
     ks = np.asarray(ks)
     ri, rt = i2t_ranks(sim, image_of_caption), t2i_ranks(sim, image_of_caption)
     return {"i2t": 100.0 * (ri[:, None] < ks[None, :]), "t2i": 100.0 * (rt[:, None] < ks[None, :])}
