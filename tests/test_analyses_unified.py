@@ -177,6 +177,26 @@ def test_sweep_summary_groups_by_sweep_and_arm():
     assert math.isclose(s.loc[("scale γ (m=0.2)", "γ=100"), "rsum"], want)
 
 
+def test_pretty_formats_each_metric_by_its_kind_and_marks_collapsed_rows():
+    df = pd.DataFrame(
+        {
+            "arm": ["A", "A", "B", "B"],
+            "seed": [0, 1, 0, 1],
+            "rsum": [400.04, 402.06, 300.0, 310.0],
+            "cs100_i2t_true": [0.2, 0.3, 0.1, 0.1],
+            "collapsed": [False, False, True, False],
+        }
+    )
+    summ = report.summary(df, ["rsum", "cs100_i2t_true"])
+    p = U.pretty(summ, ["rsum", "cs100_i2t_true"])
+    assert list(p.columns) == ["rsum", "cs100_i2t_true"]
+    assert p.loc["A", "rsum"] == f"{401.05:.1f} ± {np.std([400.04, 402.06], ddof=1):.1f}"
+    assert p.loc["A", "cs100_i2t_true"] == f"0.250 ± {np.std([0.2, 0.3], ddof=1):.3f}"
+    assert list(p.index) == ["A", "B ‡ 1/2 collapsed"]
+    one = report.summary(df[df.seed == 0], ["rsum"])
+    assert U.pretty(one, ["rsum"]).loc["A", "rsum"] == "400.0"  # one seed: no std
+
+
 def test_collapse_caption_only_with_collapsed_rows():
     df = results_frame()
     assert U.collapse_caption(report.summary(df, ["rsum"])) == ""
@@ -393,16 +413,16 @@ def iterations_frame():
     rows = []
     for arm in ARMS:
         for s in SEEDS:
-            for step in range(0, 60, 10):
+            for step in range(0, 40, 10):
                 rows.append(
                     {
                         "arm": arm,
                         "seed": s,
                         "step": step,
-                        "epoch": 1 + step // 30,
-                        "warmup": arm == "Triplet-HN" and step < 30,
+                        "epoch": 1 + step // 20,
+                        "warmup": arm == "Triplet-HN" and step < 20,
                     }
-                    | {c: val(arm, s, 1 + step / 30, c) for c in COLS}
+                    | {c: val(arm, s, 1 + step / 20, c) for c in COLS}
                 )
     return pd.DataFrame(rows)
 
@@ -428,8 +448,10 @@ def test_epoch_marks_and_warmup_band():
     fig, ax = plt.subplots()
     its = iterations_frame()
     U.epoch_marks(ax, its[its.arm == "Triplet-HN"])
-    assert [ln.get_xdata()[0] for ln in ax.get_lines()] == [30]
-    assert [p.get_label() for p in ax.patches] == ["warm-up (all negatives)"]
+    assert [ln.get_xdata()[0] for ln in ax.get_lines()] == [20]
+    (band,) = ax.patches
+    assert band.get_label() == "warm-up on all negatives (Triplet-HN)"
+    assert (band.get_x(), band.get_x() + band.get_width()) == (0, 20)  # the warm-up epoch to the next one
     plt.close(fig)
 
 

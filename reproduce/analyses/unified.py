@@ -179,6 +179,21 @@ def sweep_summary(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: f
     return report.summary(pd.concat(parts, ignore_index=True), ["rsum"], by=["sweep", "arm"])
 
 
+def pretty(summary_df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """``mean ± std`` strings of :func:`reproduce.report.summary` columns, each number formatted by its
+    metric's kind (:func:`reproduce.labels.fmt_number`: % with one decimal, τ with three …), rows labelled
+    as :func:`reproduce.report.pretty` labels them (``‡ k/n collapsed``); columns keep the metric keys."""
+    out = {}
+    for m in metrics:
+        kind, sd = labels.kind_of(m), summary_df.get(f"{m}_std")
+        sds = sd if sd is not None else [np.nan] * len(summary_df)
+        out[m] = [
+            labels.fmt_number(v, kind) + ("" if pd.isna(e) else f" ± {labels.fmt_number(e, kind)}")
+            for v, e in zip(summary_df[m], sds)
+        ]
+    return pd.DataFrame(out, index=report.pretty(summary_df, metrics).index)
+
+
 def collapse_caption(summary_df: pd.DataFrame) -> str:
     """ " " + :func:`reproduce.report.collapse_note` when a row of ``summary_df`` has collapsed runs, else ""."""
     n = summary_df.get("n_collapsed")
@@ -533,7 +548,8 @@ def legend_outside(fig, ax=None):
 
 def epoch_marks(ax, its: pd.DataFrame) -> None:
     """Dotted vertical lines at the first sampled step of every epoch after the first, and a grey band
-    over the warm-up steps (all negatives), on a per-step axis."""
+    over the warm-up epochs (all negatives; to the first step after them), labelled with the arms that
+    have one, on a per-step axis."""
     if its.empty:
         return
     starts = its.groupby("epoch").step.min()
@@ -541,7 +557,10 @@ def epoch_marks(ax, its: pd.DataFrame) -> None:
         ax.axvline(s, ls=":", lw=0.8, c="grey")
     warm = its[its.warmup.astype(bool)] if "warmup" in its else its.iloc[:0]
     if len(warm):
-        ax.axvspan(warm.step.min(), warm.step.max(), color="grey", alpha=0.12, label="warm-up (all negatives)")
+        after = starts[starts.index > warm.epoch.max()]
+        end = float(after.iloc[0]) if len(after) else float(warm.step.max())
+        arms = ", ".join(dict.fromkeys(warm.arm)) if "arm" in warm else ""
+        ax.axvspan(warm.step.min(), end, color="grey", alpha=0.12, label=f"warm-up on all negatives ({arms})")
 
 
 def fig3(hist: pd.DataFrame, setup: str):
@@ -663,7 +682,7 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     b.set_title("(b) scale sweep at m = 0.2")
     for ax in (a, b):
         ax.set_ylabel("test RSUM (%)")
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
     fig.suptitle(f"Fig. 5 analogue ({setup})")
     fig.tight_layout()
     return fig
