@@ -91,7 +91,10 @@ class Page:
             "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up). "
             + report.collapse_note()
         )
-        report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index("arm"))
+        from . import labels
+
+        view = view.rename(columns=lambda c: labels.label(c) if labels.has_label(c) else c.replace("_", " "))
+        report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index(view.columns[0]))
         if show:
             from IPython.display import Markdown, display
 
@@ -185,9 +188,12 @@ def effects_markdown(df: pd.DataFrame) -> str:
         "| claim | role | contrast | metric | effect [95% interval] | seeds |",
         "|---|---|---|---|---|---|",
     ]
+    from .labels import has_label, label
+
     for r in d.to_dict("records"):
+        metric = label(r["metric"]) if isinstance(r["metric"], str) and has_label(r["metric"]) else r["metric"]
         lines.append(
-            f"| {r['id']} | {r['role']} | {r['arms']} | {r['metric']} | {fmt_num(r['effect'])} "
+            f"| {r['id']} | {r['role']} | {r['arms']} | {metric} | {fmt_num(r['effect'])} "
             f"[{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}] | {r['n_seeds']} |"
         )
     return (
