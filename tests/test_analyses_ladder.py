@@ -376,10 +376,13 @@ def test_sweep_view_levels_has_a_panel_per_k_and_rsum(close_figures):
     assert [ax.get_title() for ax in fig.axes] == ["CS@100 i2t", "CS@200 i2t", "CS@1000 i2t", "binary retrieval"]
 
 
-def test_fig6_and_theta_figures(close_figures):
+def test_fig6_figure_has_three_panels(close_figures):
     f6 = L.fig6_batches(FakeTrain(), FakeProvider(), "captions", FakeAdaptive(), n_batches=2, batch_size=10)
     assert f6["batch_size"] == 10 and f6["theta"] == calibration.PAPER_THETAS[0]
     assert len(L.fig6_figure(f6, "t").axes) == 3
+
+
+def test_theta_figure_marks_every_theta(close_figures):
     out = L.theta_calibration(CosineProvider(), FakeTrain(), n_batches=2, batch_size=20)
     fig = L.theta_figure(out["values"], out["table"], "t")
     assert len(fig.axes[0].lines) == len(out["table"])  # one vertical line per θ
