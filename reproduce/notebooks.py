@@ -105,6 +105,40 @@ def _when(t: float | None) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def scrub_machine_paths(notebook: Path, root: Path | str | None = None) -> int:
+    """Make an executed notebook free of this machine's paths (issue 18): papermill's ``input_path`` /
+    ``output_path`` become relative to the repository root ``root``, and the prefix ``<root>/`` is cut
+    from every text output (warnings name files). Written atomically; returns how many strings changed."""
+    import json
+
+    from coherent_itr.io import atomic_write_text
+
+    root = str(Path(root or NOTEBOOK_DIR.parent).resolve()).rstrip("/") + "/"
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    n = 0
+
+    def fix(x):
+        nonlocal n
+        if isinstance(x, str) and root in x:
+            n += 1
+            return x.replace(root, "")
+        if isinstance(x, list):
+            return [fix(v) for v in x]
+        if isinstance(x, dict):
+            return {k: fix(v) for k, v in x.items()}
+        return x
+
+    pm_meta = nb.get("metadata", {}).get("papermill", {})
+    for k in ("input_path", "output_path"):
+        if isinstance(pm_meta.get(k), str) and pm_meta[k].startswith(root):
+            pm_meta[k], n = pm_meta[k][len(root) :], n + 1
+    for cell in nb.get("cells", []):
+        if "outputs" in cell:
+            cell["outputs"] = fix(cell["outputs"])
+    atomic_write_text(Path(notebook), json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return n
+
+
 def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress: bool, fresh_after: float | None):
     """Execute one notebook unless a matching, fresh stamp exists; the caller holds its lock.
     Returns None (ok or skipped) or the traceback of its failure."""
@@ -146,6 +180,7 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
         last_ok = old if old.get("status") == "ok" else old.get("previous")  # what the claim files come from
         atomic_write_json(stamp, {"inputs": key, "status": "failed", "started": started, "previous": last_ok})
         return traceback.format_exc(limit=3)
+    scrub_machine_paths(out)
     after = _claim_mtimes(results_dir)
     claims = sorted(p for p, m in after.items() if before.get(p) != m)
     atomic_write_json(

@@ -313,3 +313,32 @@ def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path, mon
         b = f8.load_flickr8k(rel, cache_dir=tmp_path / "cache", progress=False)
     assert not np.allclose(a.test.features[0], b.test.features[0])  # the replaced image
     assert np.array_equal(a.test.features[1], b.test.features[1])  # the others unchanged
+
+
+def test_executed_notebooks_carry_no_machine_paths(tmp_path):
+    import json
+
+    from reproduce import notebooks
+
+    root = tmp_path / "repo"
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": "x",
+                "outputs": [{"name": "stderr", "output_type": "stream", "text": [f"{root}/src/a.py:3: Warning: b\n"]}],
+            },
+            {"cell_type": "markdown", "source": f"{root}/kept in prose"},
+        ],
+        "metadata": {
+            "papermill": {"input_path": f"{root}/notebooks/x.ipynb", "output_path": f"{root}/results/x.ipynb"}
+        },
+    }
+    p = tmp_path / "x.ipynb"
+    p.write_text(json.dumps(nb))
+    assert notebooks.scrub_machine_paths(p, root) == 3
+    out = json.loads(p.read_text())
+    assert out["metadata"]["papermill"] == {"input_path": "notebooks/x.ipynb", "output_path": "results/x.ipynb"}
+    assert out["cells"][0]["outputs"][0]["text"] == ["src/a.py:3: Warning: b\n"]
+    assert str(root) not in json.dumps(out["cells"][0]) and out["cells"][1]["source"].startswith(str(root))
+    assert notebooks.scrub_machine_paths(p, root) == 0  # idempotent
