@@ -132,7 +132,7 @@ class Page:
         self.claims.append(
             ClaimResult(
                 cid,
-                registry.claim(cid).paper,
+                c.paper,
                 source,
                 statement,
                 metric,

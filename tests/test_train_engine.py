@@ -118,25 +118,8 @@ def test_config_rejects_bad_new_fields():
 
 
 # ----------------------------------------------------------------------------- early stopping
-def test_early_stopping_after_patience_epochs_without_improvement(toy, monkeypatch):
-    scripted = iter([10.0, 20.0, 15.0, 19.0, 50.0, 60.0])
-    real = train_mod._validate
-
-    def fake(run):
-        val = real(run)
-        val["val_rsum"] = next(scripted)
-        return val
-
-    monkeypatch.setattr(train_mod, "_validate", fake)
-    cfg = Config(**{**TINY, "epochs": 6, "early_stop_patience": 2})
-    res = train(cfg, splits=toy, progress=False)
-    assert res.record["epochs_run"] == 4 and len(res.history) == 4  # epochs 3, 4 did not beat epoch 2
-    assert res.record["best_epoch"] == 2 and res.record["health"]["epoch"] == 2
-    # the lr schedule is the VSE++ one, unchanged by early stopping
-    assert [h["lr"] for h in res.history] == pytest.approx([cfg.lr * 0.5**e for e in range(4)])
-
-
 def _scripted_validation(monkeypatch, values):
+    """Make validation report ``values`` as its RSUM, epoch by epoch (the rest of the record is real)."""
     scripted = iter(values)
     real = train_mod._validate
 
@@ -146,6 +129,16 @@ def _scripted_validation(monkeypatch, values):
         return val
 
     monkeypatch.setattr(train_mod, "_validate", fake)
+
+
+def test_early_stopping_after_patience_epochs_without_improvement(toy, monkeypatch):
+    _scripted_validation(monkeypatch, [10.0, 20.0, 15.0, 19.0, 50.0, 60.0])
+    cfg = Config(**{**TINY, "epochs": 6, "early_stop_patience": 2})
+    res = train(cfg, splits=toy, progress=False)
+    assert res.record["epochs_run"] == 4 and len(res.history) == 4  # epochs 3, 4 did not beat epoch 2
+    assert res.record["best_epoch"] == 2 and res.record["health"]["epoch"] == 2
+    # the lr schedule is the VSE++ one, unchanged by early stopping
+    assert [h["lr"] for h in res.history] == pytest.approx([cfg.lr * 0.5**e for e in range(4)])
 
 
 def test_selection_and_patience_start_after_the_warm_up(toy, monkeypatch):
