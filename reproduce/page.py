@@ -16,6 +16,7 @@ the notebook shows effects and intervals, never its own verdict.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,9 +41,9 @@ class Page:
     claims: list = field(default_factory=list)
 
     # --- what the data set offers -----------------------------------------------------------------
-    @property
+    @functools.cached_property
     def human(self) -> bool:
-        """Whether the data set has human judgements (and no true relevance)."""
+        """Whether the data set has human judgements (and no true relevance); asked of the splits once."""
         return self.study.splits().test.extras.get("expert") is not None
 
     @property

@@ -572,14 +572,9 @@ class RunCache:
         loads the first one's result instead of training it again."""
         from . import train as train_mod
 
-        if not evaluate:
-            hit = self.load_training(config)
-            if hit is not None:
-                return hit
-        else:
-            hit = self.load(config, splits=splits)
-            if hit is not None:
-                return hit
+        hit = self.load(config, splits=splits) if evaluate else self.load_training(config)
+        if hit is not None:
+            return hit
         key = self.train_key(config)
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
