@@ -341,6 +341,12 @@ def label(key: str) -> str:
     return info(key).label
 
 
+def in_text(text: str) -> str:
+    """``text`` with every raw metric key in it replaced by its label (e.g. ``"mean val_rsum, epochs 1–2"``
+    → ``"mean RSUM (validation) … , epochs 1–2"``); other words are kept as they are."""
+    return _TOKEN.sub(lambda m: label(m.group(0)) if is_metric_key(m.group(0)) else m.group(0), text)
+
+
 def kind_of(key: str) -> str:
     return info(key).kind
 
@@ -468,7 +474,7 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
             ]
         if c == "arm" and arms:
             vals = [arm_label(v) if isinstance(v, str) else v for v in vals]
-        out[label(c) if has_label(c) else c] = vals
+        out[label(c) if has_label(c) else in_text(c)] = vals
     res = pd.DataFrame(out, index=df.index)
     if arms and df.index.name == "arm":
         res.index = [arm_label(a) if isinstance(a, str) else a for a in df.index]
@@ -526,6 +532,7 @@ __all__ = [
     "fmt_number",
     "glossary",
     "has_label",
+    "in_text",
     "info",
     "is_metric_key",
     "key",

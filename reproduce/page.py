@@ -189,10 +189,10 @@ def effects_markdown(df: pd.DataFrame) -> str:
         "| claim | role | contrast | metric | effect [95% interval] | seeds |",
         "|---|---|---|---|---|---|",
     ]
-    from .labels import has_label, label
+    from .labels import in_text
 
     for r in d.to_dict("records"):
-        metric = label(r["metric"]) if isinstance(r["metric"], str) and has_label(r["metric"]) else r["metric"]
+        metric = in_text(r["metric"]) if isinstance(r["metric"], str) else r["metric"]
         lines.append(
             f"| {r['id']} | {r['role']} | {r['arms']} | {metric} | {fmt_num(r['effect'])} "
             f"[{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}] | {r['n_seeds']} |"

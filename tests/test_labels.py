@@ -207,3 +207,14 @@ def test_key_builds_the_record_keys_and_refuses_typos():
         labels.key("cs", "i2t", "ture", k=100)
     with pytest.raises(KeyError, match="families"):
         labels.key("coherence", "i2t", "true")
+
+
+def test_in_text_replaces_only_metric_keys():
+    text = "mean val_rsum, epochs 1–2; Δ cs1000_i2t_sbert vs seed rsum_x"
+    out = labels.in_text(text)
+    assert labels.label("val_rsum") in out and labels.label("cs1000_i2t_sbert") in out
+    assert "seed" in out and "rsum_x" in out and "epochs 1–2" in out  # study columns and non-keys stay
+    assert not [t for t in labels._TOKEN.findall(out) if labels.is_metric_key(t)]
+    assert labels.in_text("no keys here") == "no keys here"
+    tab = labels.readable(pd.DataFrame({"Δ cs1000_i2t_true": [0.01234]}, index=pd.Index(["BCLS"], name="arm")))
+    assert list(tab.columns) == [f"Δ {labels.label('cs1000_i2t_true')}"]
