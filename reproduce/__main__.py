@@ -232,7 +232,9 @@ class Outcome:
     timings: dict = field(default_factory=dict)
     runs_to_do: int = 0  # runs to train in this invocation, all data sets
     runs_done: int = 0  # of which finished (trained or failed)
-    runs_trained: int = 0
+    runs_trained: int = 0  # runs that trained (a training entry written)
+    runs_evaluated: int = 0  # runs whose test evaluation was computed (trained here or cached before)
+    by_data: dict = field(default_factory=dict)  # data set → {"runs_trained", "runs_evaluated"}
 
 
 def plan_data_set(args, data: str, cache) -> DataSetPlan:
@@ -303,12 +305,19 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             unit="run",
             disable=not progress,
         )
+        before = cache.counts(todo)  # a run already trained is only evaluated: not counted as trained
         try:
             failures = executor.run(todo, cache, bar=bar, evaluate=evaluate)
         finally:
             bar.close()
+        after = cache.counts(todo)
         out.runs_done += len(todo)
-        out.runs_trained += len(todo) - len(failures)
+        n_trained, n_evaluated = before["to_train"] - after["to_train"], after["cached"] - before["cached"]
+        out.runs_trained += n_trained
+        out.runs_evaluated += n_evaluated
+        per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
+        per["runs_trained"] += n_trained
+        per["runs_evaluated"] += n_evaluated
         for f in failures:
             print(f, file=sys.stderr)
         out.failed_runs += failures
@@ -416,11 +425,14 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         out.timings,
         n_workers=args.workers,
         runs_trained=out.runs_trained,
+        runs_evaluated=out.runs_evaluated,
+        by_data=out.by_data,
         failures=failures,
     )
     print(
         f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
-        f"{out.runs_trained} run(s) trained; ledger in {base.relative_to(ROOT)}/claims.md"
+        f"{out.runs_trained} run(s) trained, {out.runs_evaluated} evaluated; "
+        f"ledger in {base.relative_to(ROOT)}/claims.md"
         + (
             f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s) (see above)"
             if failed

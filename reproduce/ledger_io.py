@@ -670,6 +670,8 @@ def write_manifest(
     n_workers: int | None = None,
     runs_trained: int = 0,
     failures: dict | None = None,
+    runs_evaluated: int = 0,
+    by_data: dict | None = None,
 ) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
     how long each phase of this invocation took (seconds; cached runs cost nothing).
@@ -677,6 +679,12 @@ def write_manifest(
     ``last_training_invocation`` keeps the timing of the latest invocation that trained runs (this
     one, or carried over from the previous manifest when the source hash and profile are the same),
     so a rerun that only re-executes notebooks does not erase what the training cost.
+
+    ``by_data``: per data set of this invocation, ``{"runs_trained": n, "runs_evaluated": m}`` (evaluated:
+    a test evaluation computed here, for a run trained here or one trained before). ``last_training_by_data``
+    keeps, per data set, the counts and phase times (``<data>_*`` of ``timings``) of the latest invocation
+    that trained runs of that data set, carried over like ``last_training_invocation``: a study trained one
+    data set at a time still shows what each cost.
 
     ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``)."""
     import torch
@@ -689,6 +697,7 @@ def write_manifest(
         "runtime_s": round(runtime_s, 1),
         "phases_s": {k: round(v, 1) for k, v in (timings or {}).items()},
         "runs_trained": runs_trained,
+        "runs_evaluated": runs_evaluated,
         "failures": failures or {},
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -700,16 +709,32 @@ def write_manifest(
             "cuda": torch.cuda.is_available(),
         },
     }
-    last = None
-    if runs_trained > 0:
-        last = {k: man[k] for k in ("runtime_s", "phases_s", "runs_trained", "workers", "finished_utc", "machine")}
-    elif path.exists():
+    old = {}
+    if path.exists():
         try:
             old = json.loads(path.read_text())
         except (OSError, ValueError):
             old = {}
-        if old.get("library_source_hash") == man["library_source_hash"] and old.get("profile") == profile:
-            last = old.get("last_training_invocation")
+    same = old.get("library_source_hash") == man["library_source_hash"] and old.get("profile") == profile
+    last = None
+    if runs_trained > 0:
+        last = {
+            k: man[k]
+            for k in ("runtime_s", "phases_s", "runs_trained", "runs_evaluated", "workers", "finished_utc", "machine")
+        }
+    elif same:
+        last = old.get("last_training_invocation")
     if last is not None:
         man["last_training_invocation"] = last
+    per_data = dict(old.get("last_training_by_data") or {}) if same else {}
+    for d, counts in (by_data or {}).items():
+        if counts.get("runs_trained", 0) > 0:
+            per_data[d] = {
+                **counts,
+                "phases_s": {k: v for k, v in man["phases_s"].items() if k.startswith(f"{d}_")},
+                "workers": n_workers,
+                "finished_utc": man["finished_utc"],
+            }
+    if per_data:
+        man["last_training_by_data"] = dict(sorted(per_data.items()))
     atomic_write_json(path, man)

@@ -44,6 +44,14 @@ PAPER_NOTEBOOKS = {
 }
 
 
+def _rel(path: Path) -> str:
+    """``path`` relative to the repository (no machine path in a committed manifest), else as is."""
+    try:
+        return str(Path(path).resolve().relative_to(NOTEBOOK_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
 def kernel_name() -> str:
     """The project's kernel when installed, else the running environment's ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -254,7 +262,7 @@ def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path
                 else:
                     described[p] = (
                         f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
-                        f"(stamp {stamp_path(rd, nb)}: inputs {st.get('inputs')}, now "
+                        f"(stamp {_rel(stamp_path(rd, nb))}: inputs {st.get('inputs')}, now "
                         f"{inputs_hash(nb, profile, data)})"
                     )
     out = {}
@@ -263,7 +271,7 @@ def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path
             if p not in vouched:
                 out[p] = described.get(
                     p,
-                    "no stamp in " + str(Path(rd) / "notebooks") + " names it as written "
+                    "no stamp in " + _rel(Path(rd) / "notebooks") + " names it as written "
                     "by a successful execution with the current inputs",
                 )
     return out

@@ -522,3 +522,56 @@ def test_ledger_says_when_training_health_was_not_evaluated(tmp_path):
     assert "Training health was not evaluated" in (tmp_path / "claims.md").read_text()
     ledger_io.collect(tmp_path, collapsed={})
     assert "Training health was not evaluated" not in (tmp_path / "claims.md").read_text()
+
+
+def test_manifest_keeps_each_data_sets_last_training(tmp_path):
+    """Training one data set, then the other, then a cached rerun: the manifest still says what each
+    data set's training cost and how many runs it trained and evaluated."""
+    import json
+    from reproduce.ledger_io import write_manifest
+
+    def man():
+        return json.loads((tmp_path / "manifest.json").read_text())
+
+    write_manifest(
+        tmp_path,
+        "default",
+        ["synthetic"],
+        900.0,
+        {"synthetic_train_s": 800.0},
+        2,
+        runs_trained=194,
+        runs_evaluated=194,
+        by_data={"synthetic": {"runs_trained": 194, "runs_evaluated": 194}},
+    )
+    write_manifest(
+        tmp_path,
+        "default",
+        ["flickr8k"],
+        5000.0,
+        {"flickr8k_train_s": 4000.0, "flickr8k_prepare_s": 700.0},
+        2,
+        runs_trained=200,
+        runs_evaluated=150,
+        by_data={"flickr8k": {"runs_trained": 200, "runs_evaluated": 150}},
+    )
+    # a rerun that only evaluates (e.g. a metric changed): trains nothing, so the records stay
+    write_manifest(
+        tmp_path,
+        "default",
+        ["synthetic", "flickr8k"],
+        60.0,
+        {},
+        2,
+        runs_trained=0,
+        runs_evaluated=40,
+        by_data={"synthetic": {"runs_trained": 0, "runs_evaluated": 40}},
+    )
+    m = man()
+    assert m["runs_trained"] == 0 and m["runs_evaluated"] == 40
+    per = m["last_training_by_data"]
+    assert per["synthetic"]["runs_trained"] == 194 and per["synthetic"]["phases_s"] == {"synthetic_train_s": 800.0}
+    assert per["flickr8k"]["runs_evaluated"] == 150
+    assert per["flickr8k"]["phases_s"] == {"flickr8k_train_s": 4000.0, "flickr8k_prepare_s": 700.0}
+    write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2)  # another profile: nothing carried over
+    assert "last_training_by_data" not in man()

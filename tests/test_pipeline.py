@@ -220,3 +220,34 @@ def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_
     assert "0.7178" in md and "5.605e-05" in md and "446.9" in md and "200000" in md and "nan" in md
     assert "0.717751" not in md and "446.867" not in md
     assert "0.717751" in (tmp_path / "p" / "t.csv").read_text()
+
+
+def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path, monkeypatch):
+    """Of three runs: one fully cached, one trained before but never evaluated, one missing. The
+    driver trains one, evaluates two, and the manifest says so (it used to count both as trained)."""
+    from reproduce import ledger_io, tuning
+
+    cache = RunCache(tmp_path)
+    cfgs = tiny_configs(3)
+    LocalExecutor(progress=False).run(cfgs[:1], cache)  # cached: trained and evaluated
+    LocalExecutor(progress=False).run(cfgs[1:2], cache, evaluate=False)  # trained, not evaluated
+    assert [cache.has(c) for c in cfgs] == [True, False, False] and cache.has_training(cfgs[1])
+    monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
+    monkeypatch.setattr(
+        tuning,
+        "run_protocol",
+        lambda profile, papers, cache, executor, **k: (
+            executor.run([c for c in cfgs if not cache.has(c)], cache),
+            cfgs,
+        )[1],
+    )
+    monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
+    seen = {}
+    monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: seen.update(k))
+    argv = ["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress", "--workers", "1"]
+    assert driver.main(argv) == 0
+    assert seen["runs_trained"] == 1 and seen["runs_evaluated"] == 2
+    assert seen["by_data"] == {"synthetic": {"runs_trained": 1, "runs_evaluated": 2}}
+    assert all(cache.has(c) for c in cfgs)
