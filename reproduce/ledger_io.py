@@ -393,11 +393,12 @@ def build_ledger(
             tolerance=tol,
         )
         if kind in ("direction", "equivalence") and est.n >= 2:
-            why += (
-                "; seed-only interval (per-query bootstrap needs the notebook to compute the row by claim id)"
-                if o["n_boot"] == 0
-                else ""
-            )
+            if o["n_boot"] == 0:
+                why += (
+                    "; interval over seeds only (no per-query data stored for this row)"
+                    if str(o.get("metric", "")).startswith("rsum")
+                    else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
+                )
             if o["role"] != "primary":
                 why += "; unadjusted 95% interval (not a primary row)"
             if not np.isfinite(o["noise_floor"]):

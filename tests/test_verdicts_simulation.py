@@ -8,7 +8,9 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from reproduce.ledger import Estimate, adjusted_level, decide
-from reproduce.verdict_simulation import STUDY_NOISE, decide_arrays, holm_rows, simulate
+from reproduce.verdict_simulation import decide_arrays, holm_rows, simulate, study_noise
+
+STUDY_NOISE = study_noise()  # σ_d per data set from the committed ledger's RSUM noise floors
 
 CODES = {0: "inconclusive", 1: "reproduced", 2: "not reproduced", 3: "no effect"}
 
@@ -52,3 +54,17 @@ def test_simulation_rule_equals_the_ledger_rule():
         level = adjusted_level(est.p_zero(), float(d["p_adj"][0, i]), 36)
         v, *_ = decide("direction", est, float(d["thr"][0, i]), p_adj=float(d["p_adj"][0, i]), level=level)
         assert v == CODES[int(codes[0, i])], i
+
+
+def test_study_noise_reads_the_ledgers_rsum_noise_floor(tmp_path):
+    p = tmp_path / "claims.csv"
+    p.write_text(
+        "id,dataset,metric,noise_floor\nB1,synthetic,rsum,36.2\nB2,synthetic,rsum,36.2\n"
+        "B4,synthetic,tau,0.1\nB1,flickr8k,rsum,10.0\nX1,flickr8k,rsum,\n"
+    )
+    assert study_noise(p) == {"flickr8k": pytest.approx(5.0), "synthetic": pytest.approx(18.1)}
+    with pytest.raises(FileNotFoundError, match="nothing.csv"):
+        study_noise(tmp_path / "nothing.csv")
+    (tmp_path / "bad.csv").write_text("id,dataset\nB1,synthetic\n")
+    with pytest.raises(ValueError, match="noise_floor"):
+        study_noise(tmp_path / "bad.csv")
