@@ -26,6 +26,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import os
 import time
 import traceback
 from pathlib import Path
@@ -125,11 +126,19 @@ def scrub_machine_paths(notebook: Path, root: Path | str | None = None) -> int:
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     n = 0
 
+    aliases = {root: ""}
+    release = os.environ.get("FLICKR8K_DIR")
+    if release:  # the data folder named in a warning → the variable that names it
+        aliases[str(Path(release).resolve()).rstrip("/") + "/"] = "$FLICKR8K_DIR/"
+        aliases[release.rstrip("/") + "/"] = "$FLICKR8K_DIR/"
+
     def fix(x):
         nonlocal n
-        if isinstance(x, str) and root in x:
+        if isinstance(x, str) and any(a in x for a in aliases):
             n += 1
-            return x.replace(root, "")
+            for a, b in aliases.items():
+                x = x.replace(a, b)
+            return x
         if isinstance(x, list):
             return [fix(v) for v in x]
         if isinstance(x, dict):

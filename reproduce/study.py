@@ -53,6 +53,12 @@ class Study:
     ) -> None:
         self.profile = profile_for(profile, data)
         self.data = data
+        if data == "flickr8k":  # the data card (06_data) reports the release's warnings once, in prose
+            import warnings
+
+            from coherent_itr.data.flickr8k import Flickr8kWarning
+
+            warnings.filterwarnings("ignore", category=Flickr8kWarning)
         self.cache = cache or RunCache()
         self.progress = progress
         self.results_dir = ROOT / self.profile.results_dir
@@ -146,3 +152,29 @@ def paired_effect(df: pd.DataFrame, metric: str, arm_a: str, arm_b: str) -> list
     b = df[df.arm == arm_b].set_index("seed")[metric]
     common = sorted(set(a.index) & set(b.index))
     return [float(a[s] - b[s]) for s in common]
+
+
+def data_warnings(data: str) -> list[str]:
+    """What loading data set ``data`` warns about, each message once, for the data card (06_data) to
+    report in prose while the other notebooks load silently (:class:`Study`): on Flickr8k, captions of
+    images in no split, malformed judgement lines, missing judgement files, with the release folder
+    written ``$FLICKR8K_DIR``; nothing on the synthetic world."""
+    if data != "flickr8k":
+        return []
+    import warnings
+
+    from coherent_itr.data import flickr8k
+
+    root = flickr8k.flickr8k_dir()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", flickr8k.Flickr8kWarning)
+        flickr8k.flickr8k_index(root)
+        for kind, fname in (("expert", flickr8k.EXPERT_FILE), ("crowd", flickr8k.CROWD_FILE)):
+            if (root / fname).is_file():
+                flickr8k.read_judgements(root / fname, kind, "warn")
+            else:
+                warnings.warn(
+                    f"{root / fname} does not exist: the {kind} judgements are left out", flickr8k.Flickr8kWarning
+                )
+    msgs = [str(w.message) for w in caught if issubclass(w.category, flickr8k.Flickr8kWarning)]
+    return list(dict.fromkeys(m.replace(str(root), "$FLICKR8K_DIR") for m in msgs))

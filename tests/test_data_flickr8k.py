@@ -269,3 +269,19 @@ def test_real_images_features_handful(flickr8k_dir, tmp_path):
         probs = torch.softmax(model(x), dim=1)
     # a trained ImageNet classifier is confident on real photos (random weights would give ≈ 1/1000)
     assert probs.max(dim=1).values.mean() > 0.1
+
+
+def test_the_data_card_lists_the_release_warnings_once_and_other_readers_stay_quiet(release, monkeypatch):
+    from reproduce.study import Study, data_warnings
+
+    monkeypatch.setenv("FLICKR8K_DIR", str(release))
+    notes = data_warnings("flickr8k")
+    assert len(notes) == 2 and all(str(release) not in m for m in notes)
+    assert notes[0].startswith("$FLICKR8K_DIR/Flickr8k.token.txt") and "2258277193_586949ec62.jpg.1" in notes[0]
+    assert "CrowdFlowerAnnotations.txt" in notes[1] and "malformed" in notes[1]
+    assert data_warnings("synthetic") == []
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        Study("smoke", "flickr8k")  # a notebook's study: the release's warnings are silenced in its kernel
+        f8.flickr8k_index(release)
+    assert not [w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]

@@ -342,3 +342,28 @@ def test_executed_notebooks_carry_no_machine_paths(tmp_path):
     assert out["cells"][0]["outputs"][0]["text"] == ["src/a.py:3: Warning: b\n"]
     assert str(root) not in json.dumps(out["cells"][0]) and out["cells"][1]["source"].startswith(str(root))
     assert notebooks.scrub_machine_paths(p, root) == 0  # idempotent
+
+
+def test_executed_notebooks_name_the_data_folder_by_its_variable(tmp_path, monkeypatch):
+    import json
+
+    from reproduce import notebooks
+
+    release = tmp_path / "somewhere" / "flickr8k"
+    monkeypatch.setenv("FLICKR8K_DIR", str(release))
+    text = f"{release}/Flickr8k.token.txt: skipped 5 captions\n"
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": "x",
+                "outputs": [{"name": "stderr", "output_type": "stream", "text": [text]}],
+            }
+        ],
+        "metadata": {},
+    }
+    p = tmp_path / "x.ipynb"
+    p.write_text(json.dumps(nb))
+    assert notebooks.scrub_machine_paths(p, tmp_path / "repo") == 1
+    out = json.loads(p.read_text())["cells"][0]["outputs"][0]["text"]
+    assert out == ["$FLICKR8K_DIR/Flickr8k.token.txt: skipped 5 captions\n"]
