@@ -1,0 +1,40 @@
+"""The committed executed notebooks (``results/notebooks``, ``results/flickr8k/notebooks``) read as a
+researcher should see them (issue 18): metric names by the label map, no warning boxes, no paths of
+the machine that executed them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from reproduce import labels
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = sorted(
+    [*(ROOT / "results" / "notebooks").glob("*.ipynb"), *(ROOT / "results" / "flickr8k" / "notebooks").glob("*.ipynb")]
+)
+MACHINE_PATH = re.compile(r"(?<![\w$])/(?:root|home|work|tmp|Users)/[\w.-]+")
+
+
+def _outputs_text(path: Path) -> str:
+    import json
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return "\n".join(t for c in nb["cells"] for o in c.get("outputs", []) for t in labels._output_texts(o))
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no executed notebooks under results/ (run make reproduce)")
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_committed_notebook_uses_labels_and_shows_no_warning_or_machine_path(path):
+    assert labels.raw_metric_keys_in(path) == []
+    text = _outputs_text(path)
+    assert "TqdmWarning" not in text and "Flickr8kWarning" not in text
+    assert not MACHINE_PATH.findall(text), MACHINE_PATH.findall(text)[:3]
+    assert str(ROOT) not in path.read_text(encoding="utf-8")  # metadata included
+
+
+def test_the_machine_path_pattern_can_fail():
+    assert MACHINE_PATH.findall("see /work/main/src/a.py and /root/.cache/x")
+    assert not MACHINE_PATH.findall("$FLICKR8K_DIR/images and src/coherent_itr/a.py and 1/work/2")
