@@ -232,9 +232,17 @@ class Outcome:
     timings: dict = field(default_factory=dict)
     runs_to_do: int = 0  # runs to train in this invocation, all data sets
     runs_done: int = 0  # of which finished (trained or failed)
-    runs_trained: int = 0  # runs that trained (a training entry written)
-    runs_evaluated: int = 0  # runs whose test evaluation was computed (trained here or cached before)
-    by_data: dict = field(default_factory=dict)  # data set → {"runs_trained", "runs_evaluated"}
+    # data set → {"runs_trained": runs that trained (a training entry written), "runs_evaluated": runs
+    # whose test evaluation was computed here (trained here or cached before)}
+    by_data: dict = field(default_factory=dict)
+
+    @property
+    def runs_trained(self) -> int:
+        return sum(v["runs_trained"] for v in self.by_data.values())
+
+    @property
+    def runs_evaluated(self) -> int:
+        return sum(v["runs_evaluated"] for v in self.by_data.values())
 
 
 def plan_data_set(args, data: str, cache) -> DataSetPlan:
@@ -312,12 +320,9 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             bar.close()
         after = cache.counts(todo)
         out.runs_done += len(todo)
-        n_trained, n_evaluated = before["to_train"] - after["to_train"], after["cached"] - before["cached"]
-        out.runs_trained += n_trained
-        out.runs_evaluated += n_evaluated
         per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
-        per["runs_trained"] += n_trained
-        per["runs_evaluated"] += n_evaluated
+        per["runs_trained"] += before["to_train"] - after["to_train"]
+        per["runs_evaluated"] += after["cached"] - before["cached"]
         for f in failures:
             print(f, file=sys.stderr)
         out.failed_runs += failures
