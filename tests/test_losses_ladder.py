@@ -12,6 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
 from coherent_itr import losses
+from coherent_itr.losses import ladder as ladder_mod
 from coherent_itr.losses.adaptive_ladder import (
     adaptive_levels_sklearn,
     adaptive_levels_torch,
@@ -183,6 +184,38 @@ def test_ladder_equals_loop_values_and_gradients(hard, thresholds):
     assert d["empty_fraction_i2t"] > 0 and d["empty_fraction_t2i"] > 0
     assert all(sum(row) == 7 for row in d["level_sizes_i2t"])
     assert 0 < d["active_fraction_i2t"] <= 1
+
+
+def dense_pairs_hinge_sum(sim, more, less, alpha):
+    """Eq. 7 family over an explicit [q, i, j] tensor (the B³ form the sorted version replaces)."""
+    pair = more.unsqueeze(2) & less.unsqueeze(1)
+    hinge = torch.where(pair, (alpha - sim.unsqueeze(2) + sim.unsqueeze(1)).clamp(min=0), 0.0)
+    return hinge.sum(dim=(1, 2)), int((hinge > 0).sum())
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 2e-4)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_all_pairs_hinge_sum_equals_the_dense_sum(dtype, tol, ties):
+    """The O(B² log B) all-pairs family (warm-up, Eq. 7) against the B³ sum: value, gradient and
+    the active-pair count, at B = 64 with random set memberships (some rows with an empty set) and,
+    with ``ties``, similarities on a coarse grid so many pairs share values."""
+    g = torch.Generator().manual_seed(7)
+    b = 64
+    sim = torch.rand(b, b, generator=g, dtype=torch.float64) * 1.4 - 0.4
+    if ties:
+        sim = (sim * 8).round() / 8 + 0.03  # steps of 1/8; α = 0.2 keeps hinges off exact zeros
+    sim = sim.to(dtype)
+    level = torch.randint(0, 3, (b, b), generator=g)
+    more, less = level == 1, level == 2
+    more[0], less[1] = False, False  # an empty more-relevant set and an empty less-relevant set
+    for alpha in (0.2, 0.01):
+        v, g1 = value_and_grad(lambda x: ladder_mod.all_pairs_hinge_sum(x, more, less, alpha)[0].sum(), sim)
+        v_ref, g_ref = value_and_grad(lambda x: dense_pairs_hinge_sum(x, more, less, alpha)[0].sum(), sim)
+        torch.testing.assert_close(v, v_ref, rtol=tol, atol=tol)
+        torch.testing.assert_close(g1, g_ref, rtol=0, atol=0)  # gradients are integer counts
+        assert ladder_mod.all_pairs_hinge_sum(sim, more, less, alpha)[1] == dense_pairs_hinge_sum(sim, more, less, alpha)[1]
+    per_row, _ = ladder_mod.all_pairs_hinge_sum(sim, more, less, 0.2)
+    assert per_row[0] == 0 and per_row[1] == 0 and (per_row[2:] > 0).all()
 
 
 def test_empty_sets_contribute_nothing():
