@@ -213,7 +213,8 @@ def test_all_pairs_hinge_sum_equals_the_dense_sum(dtype, tol, ties):
         v_ref, g_ref = value_and_grad(lambda x: dense_pairs_hinge_sum(x, more, less, alpha)[0].sum(), sim)
         torch.testing.assert_close(v, v_ref, rtol=tol, atol=tol)
         torch.testing.assert_close(g1, g_ref, rtol=0, atol=0)  # gradients are integer counts
-        assert ladder_mod.all_pairs_hinge_sum(sim, more, less, alpha)[1] == dense_pairs_hinge_sum(sim, more, less, alpha)[1]
+        n_active = ladder_mod.all_pairs_hinge_sum(sim, more, less, alpha)[1]
+        assert n_active == dense_pairs_hinge_sum(sim, more, less, alpha)[1] > 0
     per_row, _ = ladder_mod.all_pairs_hinge_sum(sim, more, less, 0.2)
     assert per_row[0] == 0 and per_row[1] == 0 and (per_row[2:] > 0).all()
 
