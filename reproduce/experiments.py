@@ -18,6 +18,8 @@ anchor image's 5 references (candidate included, as the SAM code) for SAM.
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 from dataclasses import dataclass, field
 
@@ -84,6 +86,14 @@ class Arm:
         frac = self.overrides.get("train_fraction", 1.0)  # the arm's own fraction (not a profile's subset)
         if frac < 1.0 and "epochs" not in self.overrides:  # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
+            defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+            cfg.update(
+                profile_mod.schedule_for_fraction(
+                    frac,
+                    cfg.get("warmup_epochs", defaults["warmup_epochs"]),
+                    cfg.get("lr_decay_epoch", defaults["lr_decay_epoch"]),
+                )
+            )
         if "seed" in losses.parameters(cfg["loss"]):
             cfg["loss_params"] = {**cfg.get("loss_params", {}), "seed": seed}
         return Config(**cfg)

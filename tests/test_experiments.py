@@ -98,6 +98,27 @@ def test_s1_reduced_data_trains_as_many_updates_as_the_full_data_arm(prof):
                 assert c.early_stop_patience == math.ceil(p / frac - 1e-9)
 
 
+@pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
+def test_s1_reduced_data_keeps_the_full_data_schedule_in_updates(prof):
+    """Warm-up and lr decay are counted in epochs: a fraction f stretches both by 1/f, so the 10 % arm
+    leaves its warm-up and decays its lr after as many updates as the full-data arm (it used to decay
+    its lr 10× every 3 of its 30 epochs)."""
+    d = prof.model["lr_decay_epoch"]
+    seen = set()
+    for arm in experiments.arms("sam", prof):
+        frac = arm.overrides.get("train_fraction", 1.0)
+        for c in arm.configs(prof, lr=2e-4, warmup_epochs=1):
+            want_w = 1 if frac == 1.0 else math.ceil(1 / frac - 1e-9)
+            assert c.warmup_epochs == want_w and c.lr_decay_epoch == (d if frac == 1.0 else math.ceil(d / frac - 1e-9))
+            assert c.warmup_epochs * frac == pytest.approx(1.0, rel=0.05)
+            assert min(c.lr_decay_epoch, c.epochs) * frac >= min(d, prof.model["epochs"]) - 1e-9  # no early decay
+            seen.add(frac)
+    assert seen == {0.1, 0.25, 1.0}
+    with pytest.raises(ValueError, match="fraction"):
+        profiles.schedule_for_fraction(1.5, 1, 3)
+    assert profiles.schedule_for_fraction(0.1, 0, 3) == {"warmup_epochs": 0, "lr_decay_epoch": 30}
+
+
 def test_a_profile_wide_data_subset_is_not_an_s1_arm():
     # smoke on Flickr8k trains every arm on 10% of the images (a code-path check): no ×10 epochs there
     prof = profile_for("smoke", "flickr8k")
