@@ -29,6 +29,8 @@ DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
 PAPERS = tuple(PAPER_NOTEBOOKS)
+# rounds of the health check of the other seeds (reproduce.tuning): at most one per grid setting
+MAX_HEALTH_ROUNDS = 8
 EPILOG = f"""\
 outputs (profile smoke: under results/smoke/ instead of results/):
   results/<paper>/              tables, figures and claims of the synthetic world
@@ -290,6 +292,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     bar nests under it."""
     from tqdm.auto import tqdm
 
+    from coherent_itr.config import Config
+
     from . import tuning
     from .executors import make_executor
     from .prepare import prepare
@@ -353,6 +357,21 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     t1 = time.perf_counter()
     if todo:
         train(todo)
+    if plan.tuned:  # the health check of the other seeds may move a family to its next setting
+        for _ in range(MAX_HEALTH_ROUNDS):
+            failed = {Config.from_dict(f.config).key() for f in out.failed_runs}
+            final = tuning.tuned_plan(plan.profile, plan.papers, cache, failed_keys=failed)
+            more = [c for c in final if not cache.has(c) and c.key() not in failed]
+            if not more:
+                break
+            print(
+                f"reproduce [{plan.profile.name}/{d}]: a chosen setting collapsed on another seed; "
+                f"{len(more)} runs of the next setting(s) to train",
+                flush=True,
+            )
+            out.runs_to_do += len(more)
+            plan.todo = [*plan.todo, *more]
+            train(more)
     out.timings[f"{d}_train_s"] = time.perf_counter() - t1
     if plan.tuned:
         tuning.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)

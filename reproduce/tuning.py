@@ -15,6 +15,14 @@ The protocol, exactly:
   record are read (:data:`VALIDATION_KEYS`); test metrics never reach the tuner (tests poison them).
 * **Final runs.** The chosen setting is trained with every seed of the profile; only those runs enter
   tables, figures and claims (the chosen seed-0 run *is* the tuning run, trained once).
+* **Health check of the other seeds** (:func:`health_checked_choice`; added 2026-11-24, after the first
+  Flickr8k run of the protocol showed three arms collapsing on seeds 1–2 at a setting healthy on seed 0 —
+  the same rule for every arm, blind to claims and to test metrics): a setting is kept only if the main
+  arm's runs with the *other* seeds are healthy too. Otherwise the next setting in the seed-0 order is
+  tried with every seed, and so on; when every healthy seed-0 setting collapses on some seed, the one
+  with the fewest collapsed seeds is kept (then the seed-0 order) and the tables mark its collapses.
+  The search itself (grid × seed 0) stays the same for every arm; the check costs extra final runs only
+  where a chosen setting fails on another seed. The driver trains until the choice no longer moves.
 * **Families** (:func:`family_of`): a sweep arm (α, β, β₂, L, (L_MIN, L_MAX), τ, m, γ, SAM grid, SAM data
   fractions, calibrated-θ sweeps, the warm-up sensitivity rows) uses the setting tuned for the main arm
   it sweeps around — named by ``Arm.family``, else the main arm of the same paper with the same loss
@@ -224,6 +232,59 @@ class Family:
     chosen: dict | None
 
 
+def _setting(t: dict) -> dict:
+    return {"lr": t["lr"], HN_WARMUP_FIELD: t[HN_WARMUP_FIELD]}
+
+
+def _other_seeds_health(
+    arm, profile: Profile, setting: dict, cache, failed_keys, train_missing: bool, is_collapsed
+) -> tuple[int, int, bool]:
+    """(collapsed, checked, complete) over the main arm's runs at ``setting`` with every seed but the
+    tuning seed: a failed run counts as collapsed; a run not in the cache is trained on the spot
+    (``train_missing``) or leaves the check incomplete."""
+    bad = checked = 0
+    complete = True
+    for seed in arm.seeds(profile):
+        if seed == profile.tuning.seed:
+            continue
+        cfg = arm.config(profile, seed, **setting)
+        if not cache.has_training(cfg):
+            if cfg.key() in failed_keys:
+                bad, checked = bad + 1, checked + 1
+                continue
+            if not train_missing:
+                complete = False
+                continue
+            cache.get_or_train(cfg, progress=False, evaluate=False)
+        collapsed, _ = (is_collapsed or _default_is_collapsed)(_validation_view(_load_record(cache, cfg)))
+        bad, checked = bad + int(bool(collapsed)), checked + 1
+    return bad, checked, complete
+
+
+def health_checked_choice(
+    fam: Family, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> dict:
+    """The family's setting under the health check of the other seeds (module docstring): the first
+    healthy seed-0 trial, in :func:`select` order, whose other seeds are healthy; a trial whose other seeds
+    are not all trained yet is the (pending) choice — the driver trains them and asks again. Each checked
+    trial gets ``other_seeds`` ("k/n collapsed"). Without a cache or a healthy trial: :func:`select`."""
+    ranked = sorted(fam.trials, key=_rank)
+    healthy = [t for t in ranked if not t["collapsed"] and t["status"] == "ok"]
+    if cache is None or not healthy:
+        return ranked[0]
+    checked_trials = []
+    for t in healthy:
+        bad, n, complete = _other_seeds_health(
+            fam.arm, profile, _setting(t), cache, failed_keys, train_missing, is_collapsed
+        )
+        t["other_seeds"] = f"{bad}/{n} collapsed" + ("" if complete else " (not all trained)")
+        if bad == 0:
+            return t
+        t["collapsed_other_seeds"] = bad
+        checked_trials.append(t)
+    return min(checked_trials, key=lambda t: (t["collapsed_other_seeds"], _rank(t)))
+
+
 def _load_record(cache, cfg):
     """The training record (validation and health only: the tuner never sees test metrics)."""
     res = cache.load_training(cfg)
@@ -265,7 +326,7 @@ def families(
             "train reproduce.tuning.tuning_configs(profile) first"
         )
     for f in out.values():
-        f.chosen = select(f.trials)
+        f.chosen = health_checked_choice(f, profile, cache, failed_keys, train_missing, is_collapsed)
     return out
 
 
@@ -338,6 +399,7 @@ def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
                     "collapsed": t["collapsed"],
                     "collapse_reason": t["collapse_reason"],
                     "status": t["status"],
+                    "other_seeds": t.get("other_seeds", ""),
                     "chosen": t is f.chosen,
                 }
             )
@@ -365,7 +427,8 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
     head = f"# Tuning summary — profile {profile.name}, data {profile.data}\n\n" + (
         f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
         f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
-        "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up.\n\n"
+        "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up; a setting is kept only if the "
+        "main arm's other seeds are healthy too (`other_seeds`), else the next one is tried.\n\n"
         if g
         else "No tuning in this profile.\n\n"
     )

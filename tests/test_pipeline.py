@@ -86,6 +86,7 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     monkeypatch.setattr(
         tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     )
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
     monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
@@ -241,6 +242,7 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
             cfgs,
         )[1],
     )
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
     monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
