@@ -65,17 +65,44 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
 
 
+_SPLITS: dict[tuple, object] = {}  # this worker's loaded data sets, by what determines them
+
+
+def _splits_for(config, cache_root: str, threads: int):
+    """The data splits of ``config``, loaded once per worker process and data source (Flickr8k: 1.6–2.2 s a
+    load — parsing the captions and judgements and reading the features — which every run used to repay).
+    Training and evaluation only read them (a test trains runs with shared and with fresh splits and compares
+    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``."""
+    from coherent_itr import data as data_mod
+    from coherent_itr.runs import pinned_threads
+
+    key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
+    if key not in _SPLITS:
+        _SPLITS.clear()  # one data source at a time: a worker never holds two copies of Flickr8k
+        with pinned_threads(threads):  # as inside ``train``: a generated world is built with the run's threads
+            _SPLITS[key] = data_mod.load_splits(
+                config.data,
+                data_dir=config.data_dir,
+                scale=config.data_scale,
+                seed=config.data_seed,
+                cache_dir=cache_root,
+            )
+    return _SPLITS[key]
+
+
 def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = True) -> RunFailure | None:
     """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
     of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
-    raising."""
+    raising. The data splits are loaded once per worker (:func:`_splits_for`)."""
     from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
 
     try:
-        RunCache(cache_root, threads=threads).get_or_train(
-            Config.from_dict(config_dict), progress=False, evaluate=evaluate
-        )
+        config = Config.from_dict(config_dict)
+        cache = RunCache(cache_root, threads=threads)
+        needed = not (cache.has(config) if evaluate else cache.has_training(config))
+        splits = _splits_for(config, cache_root, threads) if needed else None
+        cache.get_or_train(config, progress=False, evaluate=evaluate, splits=splits)
         return None
     except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())

@@ -368,3 +368,33 @@ def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
         assert [h["val_rsum"] for h in a.history] == [h["val_rsum"] for h in b.history]
         for k in ("test_img", "test_cap"):
             np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
+
+
+def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, tmp_path, monkeypatch):
+    """A worker loads a data set once and hands it to every run (``executors._splits_for``): three runs in
+    one process (one on a 50 % subset) against the same runs each loading fresh splits — equal numbers,
+    and the data set was loaded once."""
+    from coherent_itr import data as data_mod
+    from reproduce import executors
+
+    cfgs = [BASE.replace(seed=7), BCLS.replace(seed=8), BASE.replace(seed=9, train_fraction=0.5)]
+    fresh_root, shared_root = tmp_path / "fresh", tmp_path / "shared"
+    shutil.copytree(seeded[0], fresh_root)
+    shutil.copytree(seeded[0], shared_root)
+    fresh = runs.RunCache(fresh_root)
+    want = [fresh.get_or_train(c, progress=False) for c in cfgs]
+    loads = []
+    real = data_mod.load_splits
+    monkeypatch.setattr(data_mod, "load_splits", lambda *a, **k: loads.append(a) or real(*a, **k))
+    executors._SPLITS.clear()
+    shared = runs.RunCache(shared_root)
+    for c in cfgs:
+        assert executors._run_one(c.to_dict(), str(shared.root.parent), shared.threads) is None
+    assert len(loads) == 1 and len(executors._SPLITS) == 1
+    executors._SPLITS.clear()
+    for a, c in zip(want, cfgs):
+        b = shared.load(c)
+        assert a.test == b.test
+        assert [h["val_rsum"] for h in a.history] == [h["val_rsum"] for h in b.history]
+        for k in ("test_img", "test_cap"):
+            np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
