@@ -390,6 +390,7 @@ def notebooks_data_set(args, plan: DataSetPlan, trained_until: float, t_start: f
         only=notebooks.for_papers(args.papers),
         progress=not args.no_progress,
         fresh_after=fresh_after,
+        jobs=args.workers,
     )
     out.timings[f"{plan.data}_notebooks_s"] = time.perf_counter() - t
     for name, tb in fails:

@@ -104,6 +104,11 @@ def read_stamp(path: Path) -> dict | None:
         return {"inputs": text, "status": "ok", "started": 0.0, "claims": None} if text else None
 
 
+def _claim_folder(nb: Path) -> str | None:
+    """The results sub-folder whose ``claims_*.csv`` notebook ``nb`` writes (``01_bcls`` → ``bcls``)."""
+    return next((paper for paper, prefix in PAPER_NOTEBOOKS.items() if nb.stem.startswith(prefix + "_")), None)
+
+
 def _claim_mtimes(results_dir: Path) -> dict[str, int]:
     return {str(p.relative_to(results_dir)): p.stat().st_mtime_ns for p in results_dir.glob("*/claims_*.csv")}
 
@@ -199,7 +204,8 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
         return traceback.format_exc(limit=3)
     scrub_machine_paths(out)
     after = _claim_mtimes(results_dir)
-    claims = sorted(p for p, m in after.items() if before.get(p) != m)
+    own = _claim_folder(nb)  # notebooks may run side by side: only this notebook's folder is its own
+    claims = sorted(p for p, m in after.items() if before.get(p) != m and p.split("/", 1)[0] == own)
     atomic_write_json(
         stamp, {"inputs": key, "status": "ok", "started": started, "finished": time.time(), "claims": claims}
     )
@@ -215,9 +221,13 @@ def execute(
     progress: bool = True,
     force: bool = False,
     fresh_after: float | None = None,
+    jobs: int = 1,
 ) -> list[tuple[str, str]]:
     """Run every notebook whose inputs changed, or whose last execution started before ``fresh_after``
-    (a ``time.time()``; ``force``: every notebook); return ``[(notebook, traceback), ...]`` of the failures.
+    (a ``time.time()``; ``force``: every notebook); return ``[(notebook, traceback), ...]`` of the failures,
+    in notebook order. ``jobs`` notebooks execute side by side (each its own kernel; the driver passes its
+    ``--workers``: the runs are trained by then, so the cores are free). They are independent: each reads
+    the cache and writes its own paper's claim file; the ledger is built after all of them.
 
     Each notebook runs under its file lock, so a concurrent driver waits rather than executing it too."""
     from filelock import FileLock, Timeout
@@ -226,8 +236,10 @@ def execute(
     (results_dir / "notebooks").mkdir(parents=True, exist_ok=True)
     if force:
         fresh_after = math.inf
-    failures = []
-    for nb in notebook_paths(only):
+    if jobs < 1:
+        raise ValueError(f"jobs must be ≥ 1, got {jobs}")
+
+    def one(nb: Path) -> str | None:
         lock = FileLock(str(results_dir / "notebooks" / f".{nb.stem}.lock"))
         try:
             lock.acquire(timeout=0)
@@ -235,12 +247,19 @@ def execute(
             print(f"notebook {nb.name} [{data}]: another driver is executing it; waiting for it", flush=True)
             lock.acquire()
         try:
-            tb = _execute_one(nb, profile, data, results_dir, progress, fresh_after)
+            return _execute_one(nb, profile, data, results_dir, progress and jobs == 1, fresh_after)
         finally:
             lock.release()
-        if tb:
-            failures.append((nb.name, tb))
-    return failures
+
+    paths = notebook_paths(only)
+    if jobs == 1:
+        tbs = [one(nb) for nb in paths]
+    else:  # each kernel is its own process; the threads only wait on them
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(jobs, thread_name_prefix="notebook") as pool:
+            tbs = list(pool.map(one, paths))
+    return [(nb.name, tb) for nb, tb in zip(paths, tbs) if tb]
 
 
 def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path, str]:

@@ -201,6 +201,44 @@ def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkey
     assert len(ran) == 4  # a failed run left no stamp: executed again
 
 
+def test_notebooks_side_by_side_each_claim_only_their_own_files(tmp_path, monkeypatch):
+    """``jobs=2``: two notebooks execute at the same time (a barrier makes them overlap), each writes its
+    paper's claim file while the other runs; each stamp names only its own file, failures keep notebook order."""
+    import json
+    import threading
+    from pathlib import Path
+
+    import papermill
+
+    from reproduce import notebooks
+
+    both_running = threading.Barrier(2, timeout=30)
+
+    def fake_execute(src, out, **kw):
+        paper = {"01_bcls": "bcls", "02_ladder": "ladder"}[Path(src).stem]
+        both_running.wait()  # both notebooks are executing now
+        (tmp_path / paper).mkdir(exist_ok=True)
+        (tmp_path / paper / "claims_synthetic.csv").write_text("id\n")
+        both_running.wait()  # and both wrote their claims before either finishes
+        open(out, "w").write("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    monkeypatch.setattr(notebooks, "kernel_name", lambda: "python3")
+    assert notebooks.execute("smoke", "synthetic", tmp_path, only=["01", "02"], progress=False, jobs=2) == []
+    for stem, paper in (("01_bcls", "bcls"), ("02_ladder", "ladder")):
+        stamp = json.loads((tmp_path / "notebooks" / f".{stem}.inputs").read_text())
+        assert stamp["status"] == "ok" and stamp["claims"] == [f"{paper}/claims_synthetic.csv"]
+
+    def failing(src, out, **kw):
+        raise RuntimeError(f"cell failed in {Path(src).stem}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", failing)
+    fails = notebooks.execute("smoke", "synthetic", tmp_path, only=["01", "02"], progress=False, force=True, jobs=2)
+    assert [name for name, _ in fails] == ["01_bcls.ipynb", "02_ladder.ipynb"]
+    with pytest.raises(ValueError, match="jobs"):
+        notebooks.execute("smoke", "synthetic", tmp_path, only=["01"], progress=False, jobs=0)
+
+
 def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_path):
     import numpy as np
     import pandas as pd
