@@ -156,3 +156,31 @@ def test_degenerate_world_never_nan():
 def test_bad_inputs(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         evaluate(np.zeros((4, 20)), np.arange(20) // 5, **kwargs)
+
+
+def test_relevance_sorted_once_per_matrix_gives_the_same_numbers(monkeypatch):
+    """The engine sorts each relevance matrix once and reuses it for every model (``relevance_order``):
+    every metric equal to the per-block sort, for two models on the same matrices (the second a cache hit),
+    with heavy ties in both similarity and relevance; an edited matrix is a miss, not a stale hit."""
+    from coherent_itr.metrics import _engine, _orders
+
+    rng = np.random.default_rng(3)
+    n_img, cpi = 30, 5
+    ioc = np.repeat(np.arange(n_img), cpi)
+    rel = {"a": np.round(rng.random((n_img, n_img * cpi)) * 4) / 4, "b": rng.random((n_img, n_img * cpi))}
+    true = np.round(rng.random((n_img, n_img * cpi)) * 8) / 8
+    _orders._ORDERS.clear()
+    for seed in (0, 1):
+        sim = np.round(np.random.default_rng(seed).standard_normal((n_img, n_img * cpi)), 1).astype(np.float32)
+        kw = dict(rel=rel, true_rel=true, true_positive_threshold=0.75)
+        fast = evaluate(sim, ioc, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(_engine, "ORDER_CACHE_MAX_ELEMENTS", 0)  # the per-block sort, as before
+            slow = evaluate(sim, ioc, **kw)
+        assert fast.keys() == slow.keys() and any("ndcg" in k for k in fast) and any("tau" in k for k in fast)
+        assert fast == slow
+    assert len(_orders._ORDERS) == 3  # three matrices, each sorted once for both models
+    edited = rel["a"].copy()
+    edited[0, :5] = 1.0
+    assert _orders.relevance_order(edited) is not _orders.relevance_order(rel["a"])
+    assert len(_orders._ORDERS) == 4

@@ -37,6 +37,7 @@ from ._blocks import (
     positives_block,
     query_slices,
 )
+from ._orders import ORDER_CACHE_MAX_ELEMENTS, OrderedRelevance, relevance_order
 from .registry import GT
 
 __all__ = ["GT", "Plan", "PerQuery", "reduce", "run", "strip_name"]
@@ -50,6 +51,7 @@ class Plan:
     metrics: tuple = ()  # ((registry.Metric, options), ...): the per-query metrics, in order
     directions: tuple = DIRECTIONS
     chunk: int | None = None
+    reuse_orders: bool = True  # sort each relevance matrix once and keep it (``_orders.relevance_order``)
     ap_for: tuple = ()  # positive-set names that also get full-list AP (``ap_{d}_{name}``): the form
     #                     ``retrieval.i2t_map`` uses (that module is part of every training key: it stays)
 
@@ -98,6 +100,12 @@ def run(sim: np.ndarray, image_of_caption: np.ndarray, plan: Plan) -> PerQuery:
         for m, o in todo:
             add(m, m.fn(ranking, pos, **o), d, name)
 
+    # the model-independent sort of each relevance matrix, once per matrix content (not per run)
+    orders = {
+        name: relevance_order(rel)
+        for name, rel in plan.rels.items()
+        if plan.reuse_orders and rel_uses and rel.size <= ORDER_CACHE_MAX_ELEMENTS
+    }
     for d in plan.directions:
         check_direction(d)
         chunk = plan.chunk or default_chunk(n_candidates(sim.shape, d))
@@ -112,7 +120,11 @@ def run(sim: np.ndarray, image_of_caption: np.ndarray, plan: Plan) -> PerQuery:
                 todo = [(m, o) for m, o in rel_uses if m.applies(name)]
                 if not todo:
                     continue
-                rr = RankedRelevance(ranking, block(rel, d, s, e), gt, gt_rows, gt_cols)
+                rel_b = block(rel, d, s, e)
+                if name in orders:
+                    rr = OrderedRelevance(ranking, rel_b, gt, gt_rows, gt_cols, orders[name].block(d, s, e))
+                else:
+                    rr = RankedRelevance(ranking, rel_b, gt, gt_rows, gt_cols)
                 for m, o in todo:
                     add(m, m.fn(rr, **o), d, name)
             for name in plan.positives:
