@@ -261,7 +261,9 @@ def plan_data_set(args, data: str, cache) -> DataSetPlan:
         configs = tuning.tuning_configs(profile, papers)
     else:
         configs = experiments.plan(profile, papers)
-    return DataSetPlan(data, profile, configs, [c for c in configs if not cache.has(c)], papers)
+    # tuning runs are only trained (their test split is never evaluated): a trained one is done
+    done = cache.has_training if profile.tuning is not None else cache.has
+    return DataSetPlan(data, profile, configs, [c for c in configs if not done(c)], papers)
 
 
 def announce(args, plans: list[DataSetPlan]) -> None:
