@@ -89,9 +89,14 @@ class Page:
         cap = (
             f"Tuning ({self.setup.replace(f'seeds {self.seeds}', 'seed 0')}): every main arm × setting on the "
             "validation split; val RSUM (%) at the selected checkpoint; ✓ = the setting all seeds then train "
-            "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up). "
-            + report.collapse_note()
+            "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up; kept only if "
+            "the arm's other seeds are healthy too — other seeds — else the next one). " + report.collapse_note()
         )
+        from .tuning import health_sentences
+
+        words = health_sentences(t) if {"other_seeds", "collapsed", "chosen"} <= set(t.columns) else []
+        if words:
+            cap += "\n\n" + "\n".join(f"* {w}" for w in words)
         from . import labels
 
         view = view.rename(columns=lambda c: labels.label(c) if labels.has_label(c) else c.replace("_", " "))

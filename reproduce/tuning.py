@@ -406,6 +406,49 @@ def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
     return rows
 
 
+def _n_collapsed(other_seeds) -> int:
+    text = other_seeds if isinstance(other_seeds, str) else ""
+    return int(text.split("/", 1)[0]) if "/" in text else 0
+
+
+def _setting_text(r) -> str:
+    w = int(r[HN_WARMUP_FIELD])
+    return f"lr {r['lr']:g}" + (f", {w} warm-up epoch{'s' if w > 1 else ''}" if w else "")
+
+
+def health_sentences(table: pd.DataFrame) -> list[str]:
+    """In words, for every main arm of a tuning table (:func:`tuning_table`) whose health is not plain: every
+    setting collapsed on seed 0; every setting healthy on seed 0 collapsing on another seed; or the choice
+    moved by the health check of the other seeds. Empty when every choice is healthy on every seed."""
+    out = []
+    for arm, g in table.groupby("arm", sort=False):
+        chosen = g[g["chosen"]]
+        if chosen.empty:
+            continue
+        c = chosen.iloc[0]
+        healthy0 = g[~g["collapsed"].astype(bool)]
+        if healthy0.empty:
+            out.append(
+                f"**{arm}**: every setting of the grid is collapsed on seed 0 ({len(g)} of {len(g)}); the arm is "
+                "reported as collapsed (‡): a training failure at this budget, not a measurement of the method."
+            )
+            continue
+        moved = healthy0[healthy0["other_seeds"].map(_n_collapsed) > 0]
+        if _n_collapsed(c.get("other_seeds")) > 0:
+            parts = "; ".join(f"{_setting_text(r)}: {r['other_seeds']}" for _, r in moved.iterrows())
+            out.append(
+                f"**{arm}**: every setting healthy on seed 0 collapses on another seed ({parts}); it keeps "
+                f"{_setting_text(c)}, the one with the fewest, and its rows are marked ‡."
+            )
+        elif len(moved):
+            parts = "; ".join(f"{_setting_text(r)} ({r['other_seeds']})" for _, r in moved.iterrows())
+            out.append(
+                f"**{arm}**: the health check of the other seeds rejected {parts}; {_setting_text(c)} is healthy "
+                "on every seed and is the choice."
+            )
+    return out
+
+
 def tuning_table(profile: Profile, paper: str, cache, is_collapsed=None) -> pd.DataFrame:
     """One row per (main arm of ``paper``, grid setting): lr, warm-up, validation RSUM, epochs, collapsed,
     chosen — the tuning table every notebook shows."""

@@ -435,3 +435,28 @@ def test_the_health_check_trains_missing_seeds_on_the_spot_when_asked():
     vlc = next(f for f in fams.values() if f.arm.overrides["loss"] == "vlc")
     assert (vlc.chosen["lr"], vlc.chosen["other_seeds"]) == (6e-4, "0/2 collapsed")
     assert len(cache.trained) > n and all(c.seed in (1, 2) for c in cache.trained[n:])
+
+
+def test_health_sentences_say_in_words_what_the_tuning_table_shows():
+    rows = [
+        # all collapsed on seed 0
+        ("A", 2e-4, 0, True, "", True),
+        ("A", 2e-3, 0, True, "", False),
+        # every healthy setting collapses on another seed: keeps the fewest
+        ("B", 2e-4, 0, True, "", False),
+        ("B", 6e-4, 0, False, "1/2 collapsed", True),
+        ("B", 2e-3, 0, False, "2/2 collapsed", False),
+        # moved by the check
+        ("C", 6e-4, 1, False, "2/2 collapsed", False),
+        ("C", 2e-4, 1, False, "0/2 collapsed", True),
+        # plain
+        ("D", 2e-3, 0, False, "0/2 collapsed", True),
+    ]
+    t = pd.DataFrame(rows, columns=["arm", "lr", "warmup_epochs", "collapsed", "other_seeds", "chosen"])
+    words = tuning.health_sentences(t)
+    assert len(words) == 3
+    assert words[0].startswith("**A**: every setting of the grid is collapsed on seed 0 (2 of 2)")
+    assert "**B**" in words[1] and "lr 0.0006: 1/2 collapsed; lr 0.002: 2/2 collapsed" in words[1]
+    assert "keeps lr 0.0006" in words[1]
+    assert "**C**" in words[2] and "rejected lr 0.0006, 1 warm-up epoch (2/2 collapsed)" in words[2]
+    assert "lr 0.0002, 1 warm-up epoch is healthy on every seed" in words[2]
