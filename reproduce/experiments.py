@@ -18,10 +18,8 @@ anchor image's 5 references (candidate included, as the SAM code) for SAM.
 
 from __future__ import annotations
 
-import dataclasses
-
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from coherent_itr import losses
 from coherent_itr.config import Config
@@ -86,7 +84,7 @@ class Arm:
         frac = self.overrides.get("train_fraction", 1.0)  # the arm's own fraction (not a profile's subset)
         if frac < 1.0 and "epochs" not in self.overrides:  # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
-            defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+            defaults = {f.name: f.default for f in fields(Config)}
             cfg.update(
                 profile_mod.schedule_for_fraction(
                     frac,

@@ -233,6 +233,7 @@ class Family:
 
 
 def _setting(t: dict) -> dict:
+    """The grid setting (lr, warm-up) of a trial."""
     return {"lr": t["lr"], HN_WARMUP_FIELD: t[HN_WARMUP_FIELD]}
 
 
@@ -331,7 +332,7 @@ def families(
 
 
 def chosen_setting(fam: Family) -> dict:
-    return {"lr": fam.chosen["lr"], HN_WARMUP_FIELD: fam.chosen[HN_WARMUP_FIELD]}
+    return _setting(fam.chosen)
 
 
 def arm_configs(arm: experiments.Arm, paper_arms, profile: Profile, fams: dict[str, Family]) -> list[Config]:
