@@ -75,6 +75,33 @@ def test_same_config_and_seed_give_identical_numbers(toy):
     assert strip(c.history) != strip(a.history)
 
 
+def test_nan_fill_of_new_memory_is_off_and_changes_no_number(toy, monkeypatch):
+    """Training switches off deterministic mode's NaN fill of new tensors (a speed cost); with the fill on,
+    every number is the same — nothing reads memory it did not write."""
+    import torch
+
+    import coherent_itr.train as train_mod
+    from coherent_itr.determinism import use_deterministic_kernels
+
+    strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]
+    off = train(Config(**TINY), splits=toy, progress=False)
+    assert torch.utils.deterministic.fill_uninitialized_memory is False
+
+    def with_fill():
+        use_deterministic_kernels()
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+    monkeypatch.setattr(train_mod, "use_deterministic_kernels", with_fill)
+    try:
+        on = train(Config(**TINY), splits=toy, progress=False)
+        assert torch.utils.deterministic.fill_uninitialized_memory is True
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    assert strip(on.history) == strip(off.history)
+    np.testing.assert_array_equal(on.arrays["test_img"], off.arrays["test_img"])
+    np.testing.assert_array_equal(on.arrays["test_cap"], off.arrays["test_cap"])
+
+
 def test_tiny_training_loss_decreases_and_beats_random(toy):
     res = train(Config(**{**TINY, "epochs": 8, "lr_decay_epoch": 6}), splits=toy, progress=False)
     test = evaluate_run(res, splits=toy)
