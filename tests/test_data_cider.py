@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -183,3 +184,20 @@ def test_bad_parameters_raise(synth):
         relevance_provider("cider", synth, tokenizer="nltk")
     with pytest.raises(ValueError, match="unknown relevance provider"):
         relevance_provider("spice", synth)
+
+
+def test_corpus_memo_is_shared_per_split_and_gives_the_fresh_numbers(synth):
+    """Runs of one worker reuse the tokenised, encoded corpus of a split (``cider._CORPUS``); a reused
+    corpus scores exactly like a freshly built one, and other captions never hit it."""
+    cd._CORPUS.clear()
+    a = relevance_provider("cider", synth)
+    b = relevance_provider("cider", synth, include_candidate=False)
+    assert a.cider is b.cider and a.enc is b.enc and len(cd._CORPUS) == 1
+    img, cap = np.arange(6), np.arange(30)
+    memo = a.batch(img, cap)
+    cd._CORPUS.clear()
+    fresh = relevance_provider("cider", synth)
+    assert fresh.cider is not a.cider
+    np.testing.assert_array_equal(fresh.batch(img, cap), memo)
+    other = dataclasses.replace(synth, captions=["a dog"] + list(synth.captions[1:]))
+    assert relevance_provider("cider", other).cider is not fresh.cider and len(cd._CORPUS) == 2
