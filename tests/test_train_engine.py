@@ -245,3 +245,39 @@ def test_bf16_option_trains_close_to_float32():
 
     assert abs(best(b16) - best(f32)) <= 45, (best(b16), best(f32))
     assert best(b16) > 2 * f32.history[0]["val_rsum_chance"]
+
+
+def test_text_encoder_takes_the_state_after_each_captions_last_token():
+    """The padded-batch GRU of ``TextEncoder`` against a loop of ``nn.GRUCell`` steps written out per caption
+    (same weights), stopped at each caption's own length: equal embeddings and equal gradients; padding
+    after a caption changes nothing; lengths outside [1, width] raise."""
+    from coherent_itr.models.vse import TextEncoder
+
+    torch.manual_seed(0)
+    enc = TextEncoder(vocab_size=50, word_dim=8, hidden=6, embed_dim=4)
+    lengths = torch.tensor([5, 1, 3, 7, 2])
+    tokens = torch.zeros(5, 7, dtype=torch.long)
+    for i, n in enumerate(lengths.tolist()):
+        tokens[i, :n] = torch.randint(1, 50, (n,))
+    out = enc(tokens, lengths)
+    cell = torch.nn.GRUCell(8, 6)
+    with torch.no_grad():
+        for a in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(cell, a).copy_(getattr(enc.gru, f"{a}_l0"))
+    ref = []
+    for i, n in enumerate(lengths.tolist()):
+        h = torch.zeros(1, 6)
+        for t in range(n):
+            h = cell(enc.embed(tokens[i : i + 1, t]), h)
+        ref.append(torch.nn.functional.normalize(enc.proj(h), dim=-1))
+    ref = torch.cat(ref)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    w = torch.randn(5, 4)
+    (g_out,) = torch.autograd.grad((out * w).sum(), enc.gru.weight_hh_l0)
+    (g_ref,) = torch.autograd.grad((ref * w).sum(), cell.weight_hh)
+    torch.testing.assert_close(g_out, g_ref, rtol=1e-4, atol=1e-6)
+    wider = torch.cat([tokens, torch.randint(1, 50, (5, 3))], dim=1)  # junk after every caption's end
+    torch.testing.assert_close(enc(wider, lengths), out, rtol=1e-6, atol=1e-7)
+    for bad in (torch.tensor([5, 0, 3, 7, 2]), torch.tensor([5, 1, 3, 8, 2])):
+        with pytest.raises(ValueError, match="caption lengths"):
+            enc(tokens, bad)
