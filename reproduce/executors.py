@@ -108,6 +108,19 @@ def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = 
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
 
+def longest_first(configs: list[Config]) -> list[Config]:
+    """``configs`` ordered by their expected run time, longest first (:func:`reproduce.profiles.run_seconds`;
+    ties keep the given order; a data set without measured costs is priced as the synthetic world). Runs are
+    independent, so the order changes no number — only how well the workers' last minutes are packed: a long
+    run started last would leave the other workers idle."""
+    from .profiles import COSTS, run_seconds
+
+    def cost(c) -> float:
+        return run_seconds(c, c.data if c.data in COSTS else "synthetic")
+
+    return sorted(configs, key=cost, reverse=True)
+
+
 class LocalExecutor:
     """Runs configs in this process (``workers=1``) or in a pool of worker processes."""
 
@@ -122,7 +135,7 @@ class LocalExecutor:
         """Train ``configs`` (and evaluate them unless ``evaluate=False``); ``bar``: a progress bar to advance
         by one per finished run (else its own)."""
         root = str(cache.root.parent)
-        todo = [c.to_dict() for c in configs]
+        todo = [c.to_dict() for c in (configs if self.workers == 1 else longest_first(configs))]
         failures: list[RunFailure] = []
         own_bar = bar is None
         if own_bar:
@@ -184,7 +197,7 @@ class RayExecutor:
             gpus = ray.cluster_resources().get("GPU", 0)
             task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
             root = str(cache.root.parent)
-            pending = [task.remote(c.to_dict(), root, cache.threads, evaluate) for c in configs]
+            pending = [task.remote(c.to_dict(), root, cache.threads, evaluate) for c in longest_first(configs)]
             failures: list[RunFailure] = []
             own_bar = bar is None
             if own_bar:

@@ -370,6 +370,21 @@ def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
             np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
 
 
+def test_workers_take_the_longest_runs_first():
+    """The pool's order (``executors.longest_first``): expected seconds descending (a ladder run before a
+    Triplet-HN one, more epochs before fewer), ties in the given order; 2 workers above use it."""
+    from reproduce.executors import longest_first
+    from reproduce.profiles import run_seconds
+
+    a, b = BASE.replace(seed=1), BASE.replace(seed=2)
+    ladder = BASE.replace(loss="ladder", relevance="true", seed=3)
+    longer = BASE.replace(epochs=BASE.epochs + 2, seed=4)
+    out = longest_first([a, ladder, b, longer])
+    secs = [run_seconds(c, "synthetic") for c in out]  # "toy" is priced as the synthetic world
+    assert secs == sorted(secs, reverse=True) and secs[0] > secs[-1]
+    assert [c.seed for c in out if c.loss == BASE.loss and c.epochs == BASE.epochs] == [1, 2]
+
+
 def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, tmp_path, monkeypatch):
     """A worker loads a data set once and hands it to every run (``executors._splits_for``): three runs in
     one process (one on a 50 % subset) against the same runs each loading fresh splits — equal numbers,
