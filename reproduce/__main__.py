@@ -1,7 +1,8 @@
 """Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
 
 Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
-embeddings) -> train the runs the cache lacks -> execute the notebooks with papermill. Then collect
+embeddings) -> train the runs the cache lacks. Then execute every data set's notebooks with papermill
+in one pool of ``--workers`` kernels, collect
 the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
 and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
 (the others still finish), 2 a bad argument or setting (reported before any work).
@@ -380,24 +381,28 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     return time.time()
 
 
-def notebooks_data_set(args, plan: DataSetPlan, trained_until: float, t_start: float, out: Outcome) -> None:
+def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: float, out: Outcome) -> None:
+    """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
+    idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
+    run of its data set trained in this invocation (``trained_until``), or always with ``--rerun-notebooks``."""
     from . import notebooks
 
     t = time.perf_counter()
-    fresh_after = t_start if args.rerun_notebooks else (trained_until if plan.todo else None)
-    fails = notebooks.execute(
-        plan.profile.name,
-        plan.data,
-        plan.results_dir,
+    targets = []
+    for plan in plans:
+        fresh_after = t_start if args.rerun_notebooks else (trained_until[plan.data] if plan.todo else None)
+        targets.append((plan.data, plan.results_dir, fresh_after))
+    fails = notebooks.execute_all(
+        plans[0].profile.name,
+        targets,
         only=notebooks.for_papers(args.papers),
         progress=not args.no_progress,
-        fresh_after=fresh_after,
         jobs=args.workers,
     )
-    out.timings[f"{plan.data}_notebooks_s"] = time.perf_counter() - t
-    for name, tb in fails:
-        print(f"notebook failed: {name} [{plan.data}]\n{tb}", file=sys.stderr)
-        out.failed_notebooks.append((plan.data, name, tb))
+    out.timings["notebooks_s"] = time.perf_counter() - t
+    for data, name, tb in fails:
+        print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
+        out.failed_notebooks.append((data, name, tb))
 
 
 def collapsed_arms(args, sets: list[str]) -> dict:
@@ -484,12 +489,13 @@ def run(args, sets: list[str]) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
+    trained_until = {}
     for plan in plans:
         t = time.perf_counter()
-        trained_until = train_data_set(args, plan, cache, out)
-        if not args.skip_notebooks:
-            notebooks_data_set(args, plan, trained_until, t_start, out)
-        out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t
+        trained_until[plan.data] = train_data_set(args, plan, cache, out)
+        out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
+    if not args.skip_notebooks:
+        notebooks_all(args, plans, trained_until, t_start, out)
     for plan in plans:
         print(
             f"reproduce [{plan.profile.name}/{plan.data}]: "
@@ -500,6 +506,8 @@ def run(args, sets: list[str]) -> int:
             ),
             flush=True,
         )
+    if "notebooks_s" in out.timings:
+        print(f"reproduce [{args.profile}]: notebooks (every data set, one pool) {out.timings['notebooks_s']:.0f} s")
     return finish(args, sets, out, t0)
 
 

@@ -225,21 +225,41 @@ def execute(
 ) -> list[tuple[str, str]]:
     """Run every notebook whose inputs changed, or whose last execution started before ``fresh_after``
     (a ``time.time()``; ``force``: every notebook); return ``[(notebook, traceback), ...]`` of the failures,
-    in notebook order. ``jobs`` notebooks execute side by side (each its own kernel; the driver passes its
-    ``--workers``: the runs are trained by then, so the cores are free). They are independent: each reads
-    the cache and writes its own paper's claim file; the ledger is built after all of them.
+    in notebook order. One data set's :func:`execute_all`."""
+    fails = execute_all(profile, [(data, results_dir, fresh_after)], only, progress, force, jobs)
+    return [(name, tb) for _, name, tb in fails]
+
+
+def execute_all(
+    profile: str,
+    targets: list[tuple[str, str | Path, float | None]],
+    only: list[str] | None = None,
+    progress: bool = True,
+    force: bool = False,
+    jobs: int = 1,
+) -> list[tuple[str, str, str]]:
+    """The notebooks of several data sets in one pool: ``targets`` = ``[(data, results_dir, fresh_after),
+    ...]``; returns ``[(data, notebook, traceback), ...]`` of the failures, in target then notebook order.
+    ``jobs`` notebooks execute side by side (each its own kernel; the driver passes its ``--workers``: the
+    runs are trained by then, so the cores are free), longest-first over every data set, so no core waits
+    for one data set's last notebook while the other's could run. They are independent: each reads the
+    cache and writes its own paper's claim file under its own results folder; the ledger is built after
+    all of them.
 
     Each notebook runs under its file lock, so a concurrent driver waits rather than executing it too."""
     from filelock import FileLock, Timeout
 
-    results_dir = Path(results_dir)
-    (results_dir / "notebooks").mkdir(parents=True, exist_ok=True)
-    if force:
-        fresh_after = math.inf
     if jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {jobs}")
+    tasks = []
+    for data, results_dir, fresh_after in targets:
+        results_dir = Path(results_dir)
+        (results_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+        for nb in notebook_paths(only):
+            tasks.append((data, results_dir, math.inf if force else fresh_after, nb))
 
-    def one(nb: Path) -> str | None:
+    def one(task) -> str | None:
+        data, results_dir, fresh_after, nb = task
         lock = FileLock(str(results_dir / "notebooks" / f".{nb.stem}.lock"))
         try:
             lock.acquire(timeout=0)
@@ -251,15 +271,26 @@ def execute(
         finally:
             lock.release()
 
-    paths = notebook_paths(only)
     if jobs == 1:
-        tbs = [one(nb) for nb in paths]
+        tbs = [one(t) for t in tasks]
     else:  # each kernel is its own process; the threads only wait on them
         from concurrent.futures import ThreadPoolExecutor
 
+        order = sorted(range(len(tasks)), key=lambda i: -_last_seconds(tasks[i]))  # longest first
         with ThreadPoolExecutor(jobs, thread_name_prefix="notebook") as pool:
-            tbs = list(pool.map(one, paths))
-    return [(nb.name, tb) for nb, tb in zip(paths, tbs) if tb]
+            done = dict(zip(order, pool.map(one, [tasks[i] for i in order])))
+        tbs = [done[i] for i in range(len(tasks))]
+    return [(data, nb.name, tb) for (data, _, _, nb), tb in zip(tasks, tbs) if tb]
+
+
+def _last_seconds(task) -> float:
+    """How long the notebook's last execution took (its stamp), 0 when unknown: the pool's order only."""
+    _, results_dir, _, nb = task
+    st = read_stamp(stamp_path(results_dir, nb)) or {}
+    try:
+        return float(st.get("finished") or 0) - float(st.get("started") or 0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path, str]:

@@ -239,6 +239,42 @@ def test_notebooks_side_by_side_each_claim_only_their_own_files(tmp_path, monkey
         notebooks.execute("smoke", "synthetic", tmp_path, only=["01"], progress=False, jobs=0)
 
 
+def test_notebooks_of_two_data_sets_share_one_pool(tmp_path, monkeypatch):
+    """``execute_all``: the notebooks of both data sets run in one pool of two kernels — a synthetic and a
+    Flickr8k notebook overlap (the barrier needs both at once) — each writing under its own results folder;
+    failures come back in data-set then notebook order, named with their data set."""
+    import threading
+    from pathlib import Path
+
+    import papermill
+
+    from reproduce import notebooks
+
+    both_running = threading.Barrier(2, timeout=30)
+    seen = []
+
+    def fake_execute(src, out, parameters, **kw):
+        seen.append((parameters["data"], Path(src).stem))
+        both_running.wait()
+        open(out, "w").write("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    monkeypatch.setattr(notebooks, "kernel_name", lambda: "python3")
+    targets = [("synthetic", tmp_path / "s", None), ("flickr8k", tmp_path / "f", None)]
+    assert notebooks.execute_all("smoke", targets, only=["06"], progress=False, jobs=2) == []
+    assert sorted(seen) == [("flickr8k", "06_data"), ("synthetic", "06_data")]
+    for d in ("s", "f"):
+        assert (tmp_path / d / "notebooks" / "06_data.ipynb").exists()
+
+    def failing(src, out, parameters, **kw):
+        raise RuntimeError(f"cell failed in {parameters['data']}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", failing)
+    fails = notebooks.execute_all("smoke", targets, only=["06"], progress=False, force=True, jobs=2)
+    assert [(d, n) for d, n, _ in fails] == [("synthetic", "06_data.ipynb"), ("flickr8k", "06_data.ipynb")]
+    assert "cell failed in flickr8k" in fails[1][2]
+
+
 def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_path):
     import numpy as np
     import pandas as pd
