@@ -1,9 +1,10 @@
 """Benchmark: where a default-profile run's time goes, and how far the study's step is from a bare step.
 
-Profiles one default-profile run (VSE++ GRU-128 over 128-d words, joint space 128, batch 128,
-Triplet-HN, lr 2e-3, one torch thread, one BLAS thread) on the synthetic default world — or on
-Flickr8k with ``--data flickr8k`` (needs ``FLICKR8K_DIR`` and the prepared features) — phase by
-phase, through the library's own training steps (:mod:`coherent_itr.train`):
+Profiles one default-profile run (the profile's model: VSE++ GRU-64 over 64-d words, joint space
+128, batch 128 — ``reproduce.profiles._GRU64``; Triplet-HN, lr 2e-3, one torch thread, one BLAS
+thread) on the synthetic default world — or on Flickr8k with ``--data flickr8k`` (needs
+``FLICKR8K_DIR`` and the prepared features) — phase by phase, through the library's own training
+steps (:mod:`coherent_itr.train`):
 
 * ``data_load`` — ``load_splits`` (from the data cache when it is warm: the note says which);
 * ``setup`` — vocabulary, tokenisation, model, loss, optimiser (``train._setup``);
@@ -62,14 +63,13 @@ from coherent_itr.config import Config
 from coherent_itr.io import atomic_write_text
 from coherent_itr.models import VSEModel
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reproduce.profiles import _GRU64  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = dict(
-    embed_dim=128,
-    word_dim=128,
-    text_hidden=128,
-    batch_size=128,
+    **{k: _GRU64[k] for k in ("embed_dim", "word_dim", "text_hidden", "batch_size", "sampling")},
     lr=2e-3,
-    sampling="captions",
     device="cpu",
     loss="triplet",
 )
