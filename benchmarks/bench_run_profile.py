@@ -63,10 +63,10 @@ from coherent_itr.config import Config
 from coherent_itr.io import atomic_write_text
 from coherent_itr.models import VSEModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 from reproduce.profiles import _GRU64  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = dict(
     **{k: _GRU64[k] for k in ("embed_dim", "word_dim", "text_hidden", "batch_size", "sampling")},
     lr=2e-3,
