@@ -102,11 +102,10 @@ class Arm:
         return self.overrides.get("relevance") not in (None, "", "none")
 
     @property
-    def uses_hard_negatives(self) -> bool:
-        """Whether the arm's loss selects hardest negatives (and so gets the warm-up in tuning)."""
-        from .tuning import uses_hard_negatives
-
-        return uses_hard_negatives(self.overrides["loss"], self.overrides.get("loss_params", {}))
+    def honours_warmup(self) -> bool:
+        """Whether a warm-up changes the arm's loss (it selects hardest negatives): the library's
+        ``ITRLoss.honours_warmup`` of the built loss — the one answer the training loop also uses."""
+        return bool(losses.build(self.overrides["loss"], **self.overrides.get("loss_params", {})).honours_warmup)
 
     @property
     def seed_group(self) -> str:

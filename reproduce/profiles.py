@@ -91,9 +91,10 @@ class TuningGrid:
         if len(set(self.lr)) != len(self.lr) or len(set(self.warmup_epochs)) != len(self.warmup_epochs):
             raise ValueError(f"TuningGrid has repeated values: lr={self.lr}, warmup_epochs={self.warmup_epochs}")
 
-    def settings(self, uses_hard_negatives: bool) -> list[dict]:
-        """The grid points, in tie-break order (smaller lr first, then no warm-up)."""
-        warm = sorted(self.warmup_epochs) if uses_hard_negatives else [0]
+    def settings(self, honours_warmup: bool) -> list[dict]:
+        """The grid points, in tie-break order (smaller lr first, then no warm-up); the warm-up values only
+        for a loss a warm-up changes (``ITRLoss.honours_warmup``)."""
+        warm = sorted(self.warmup_epochs) if honours_warmup else [0]
         return [{"lr": float(lr), HN_WARMUP_FIELD: int(w)} for lr in sorted(self.lr) for w in warm]
 
 

@@ -117,7 +117,7 @@ class Study:
                     "seed": cfg.seed,
                     "loss": cfg.loss,
                     "uses_relevance": arm.uses_relevance,
-                    "uses_hard_negatives": arm.uses_hard_negatives,
+                    "honours_warmup": arm.honours_warmup,
                     "lr": cfg.lr,
                     "warmup_epochs": cfg.warmup_epochs,
                     **res.test,

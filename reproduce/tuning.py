@@ -6,9 +6,10 @@ The protocol, exactly:
   overview arms, BCLS Table VIII, Ladder Table I, SAM's full-data fraction arms, Listwise Table V,
   Unified Table 1). Two arms with the same config (VSE++ appears in five papers) are tuned once.
 * **The search** (``Profile.tuning``, a :class:`~reproduce.profiles.TuningGrid`): lr ∈ {2e-4, 6e-4,
-  2e-3} × warm-up ∈ {0, 1} epoch when the arm's loss uses hardest negatives
-  (:func:`uses_hard_negatives`), lr alone otherwise — 6 or 3 runs per arm, seed 0, under the
-  profile's epoch cap and early stopping. Loss hyper-parameters stay as the papers fixed them.
+  2e-3} × warm-up ∈ {0, 1} epoch when a warm-up changes the arm's loss (it selects hardest negatives:
+  the library's ``ITRLoss.honours_warmup``, which the training loop reads too), lr alone otherwise —
+  6 or 3 runs per arm, seed 0, under the profile's epoch cap and early stopping. Loss hyper-parameters
+  stay as the papers fixed them.
 * **Selection** (:func:`select`): the best *validation* RSUM of the run (its selected checkpoint, the
   record's ``best_epoch``). A collapsed run (``coherent_itr.health.is_collapsed``) or a failed one is
   never chosen over a healthy one; ties → the smaller lr, then no warm-up. Only validation fields of a
@@ -56,29 +57,6 @@ SETTING_FIELDS = ("lr", HN_WARMUP_FIELD)
 
 class TuningIncomplete(RuntimeError):
     """Tuning runs that :func:`tuned_plan` needs are not in the cache (train :func:`tuning_configs` first)."""
-
-
-def uses_hard_negatives(loss: str, params: dict) -> bool:
-    """Whether a loss is built on hardest negatives (max-violation), so warm-up applies (issue 14 item 2):
-    Triplet-HN (``triplet`` with ``max_violation``), ``vsepp``, the ladder losses (their level-1 term is
-    Triplet-HN), SAM with its triplet term or HN sampling, the authors' SAM with its triplet term or its
-    "soft" (= near-hardest) sampling, the listwise loss's triplet term, BCLS with a Triplet-HN term."""
-    p = dict(params or {})
-    if loss == "triplet":
-        return bool(p.get("max_violation", True))
-    if loss in ("vsepp", "ladder", "adaptive_ladder", "cvsepp"):
-        return True
-    if loss == "sam":
-        return bool(p.get("keep_triplet", True)) or p.get("sampling", "SN") == "HN"
-    if loss == "sam_authors":
-        return bool(p.get("keep_triplet", True)) or p.get("sampling", "SN") == "SN"
-    if loss == "listwise":
-        return bool((p.get("triplet_params") or {}).get("max_violation", True))
-    if loss == "bcls":
-        return p.get("triplet", "triplet_sn") == "triplet" and bool(
-            (p.get("triplet_params") or {}).get("max_violation", True)
-        )
-    return False
 
 
 # --- families -----------------------------------------------------------------------------------------
@@ -133,7 +111,7 @@ def grid(arm: experiments.Arm, profile: Profile) -> list[dict]:
     """The settings ``arm`` (a main arm) is tuned over under ``profile``."""
     if profile.tuning is None:
         raise ValueError(f"profile {profile.name!r} has no tuning grid")
-    return profile.tuning.settings(uses_hard_negatives(arm.overrides["loss"], arm.overrides.get("loss_params", {})))
+    return profile.tuning.settings(arm.honours_warmup)
 
 
 def _tuning_config(arm, profile, setting) -> Config:
@@ -340,7 +318,10 @@ def arm_configs(arm: experiments.Arm, paper_arms, profile: Profile, fams: dict[s
     if profile.tuning is None:
         return arm.configs(profile)
     fam = fams[tuning_key(family_of(arm, paper_arms), profile)]
-    return arm.configs(profile, **chosen_setting(fam))
+    setting = chosen_setting(fam)
+    if not arm.honours_warmup:  # a family's warm-up would change nothing in this arm's loss: the config says so
+        setting[HN_WARMUP_FIELD] = 0
+    return arm.configs(profile, **setting)
 
 
 def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from coherent_itr import config as config_mod
+from coherent_itr import losses
 from reproduce import experiments, tuning
 from reproduce.profiles import TuningGrid, get_profile
 from tiny_run import TINY
@@ -141,29 +142,72 @@ def test_all_collapsed_still_chooses_the_best_of_them():
 
 
 @pytest.mark.parametrize(
-    "loss, params, hn",
+    "loss, params",
     [
-        ("triplet", {}, True),
-        ("triplet", {"max_violation": False}, False),
-        ("triplet", {"reduction": "mean"}, True),
-        ("triplet_sn", {}, False),
-        ("vlc", {}, False),
-        ("unified", {}, False),
-        ("bcls", {}, False),
-        ("ladder", {}, True),
-        ("adaptive_ladder", {}, True),
-        ("listwise", {}, True),
-        ("sam", {"keep_triplet": True, "sampling": "SN"}, True),
-        ("sam", {"keep_triplet": False, "sampling": "SN"}, False),
-        ("sam", {"keep_triplet": False, "sampling": "HN"}, True),
-        ("sam_authors", {"keep_triplet": False}, True),
-        ("sam_authors", {"keep_triplet": False, "sampling": "HN"}, False),
-        ("sndcg", {}, False),
-        ("kendall_sw_hs", {}, False),
+        ("triplet", {}),
+        ("triplet", {"max_violation": False}),
+        ("triplet", {"reduction": "mean"}),
+        ("triplet_sn", {}),
+        ("vlc", {}),
+        ("unified", {}),
+        ("bcls", {}),
+        ("bcls", {"triplet": "triplet"}),
+        ("ladder", {}),
+        ("adaptive_ladder", {}),
+        ("listwise", {}),
+        ("sam", {"keep_triplet": True, "sampling": "SN"}),
+        ("sam", {"keep_triplet": False, "sampling": "SN"}),
+        ("sam", {"keep_triplet": False, "sampling": "HN"}),
+        ("sam_authors", {"keep_triplet": True}),
+        ("sam_authors", {"keep_triplet": False}),
+        ("sam_authors", {"keep_triplet": False, "sampling": "HN"}),
+        ("sndcg", {}),
+        ("kendall_sw_hs", {}),
     ],
 )
-def test_warmup_applies_to_hardest_negative_losses_only(loss, params, hn):
-    assert tuning.uses_hard_negatives(loss, params) is hn
+def test_honours_warmup_says_whether_the_warmup_changes_the_loss(loss, params):
+    """The one answer to "does a warm-up apply?" (the library's ``honours_warmup``, read by the tuner's grid
+    and by the training loop) checked against what it means: switching the warm-up on changes the value."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    sim = torch.rand(12, 12, generator=g, dtype=torch.float64) * 2 - 1
+    rel = torch.rand(12, 12, generator=g, dtype=torch.float64)
+    rel = (rel + rel.T) / 2
+    rel.fill_diagonal_(1.0)
+    plain, warm = losses.build(loss, **params), losses.build(loss, **params)
+    warm.set_warmup(True)
+    args = (sim, rel) if plain.requires_relevance else (sim,)
+    changed = float(plain(*args)) != float(warm(*args))
+    assert plain.honours_warmup is changed
+    arm = experiments.Arm("p", "g", "a", {"loss": loss, "loss_params": params})
+    assert arm.honours_warmup is changed and tuning.grid(arm, get_profile("default")) == get_profile(
+        "default"
+    ).tuning.settings(changed)
+
+
+@pytest.mark.parametrize("data", ["synthetic", "flickr8k"])
+def test_tuning_and_training_agree_on_the_warmup_of_every_planned_arm(data, monkeypatch):
+    """Every final config carries a warm-up exactly when the training loop applies it: an arm whose loss a
+    warm-up does not change never inherits its family's warm-up (the loop would ignore it, the key would lie)."""
+    from reproduce.study import profile_for
+
+    prof = profile_for("default", data)
+    monkeypatch.setattr(tuning, "chosen_setting", lambda fam: {"lr": 6e-4, "warmup_epochs": 1})
+    fams = type("AnyFamily", (dict,), {"__missing__": lambda self, k: None})()
+    n = 0
+    for paper in experiments.PAPERS:
+        paper_arms = experiments.arms(paper, prof)
+        for arm in paper_arms:
+            for cfg in tuning.arm_configs(arm, paper_arms, prof, fams):
+                applied = losses.build(cfg.loss, **cfg.loss_params).honours_warmup  # what train() reads
+                fixed = "warmup_epochs" in arm.overrides
+                if fixed:
+                    assert cfg.warmup_epochs == arm.overrides["warmup_epochs"]
+                else:  # (a reduced-data arm stretches the warm-up to equal updates: > 1 epoch)
+                    assert (cfg.warmup_epochs > 0) is applied, (paper, arm.name, cfg.warmup_epochs, applied)
+                n += 1
+    assert n > 50
 
 
 def test_every_arm_has_a_family_and_the_documented_mappings():
@@ -246,7 +290,7 @@ def planted(cfg):
     # healthy best: 6e-4 with warm-up for hardest-negative losses, 2e-4 otherwise; 2e-3 scores best but collapses
     if cfg.lr == 2e-3:
         return 900.0
-    hn = tuning.uses_hard_negatives(cfg.loss, cfg.loss_params)
+    hn = losses.build(cfg.loss, **cfg.loss_params).honours_warmup
     if hn:
         return 400.0 if (cfg.lr, cfg.warmup_epochs) == (6e-4, 1) else 300.0
     return 350.0 if cfg.lr == 2e-4 else 340.0

@@ -128,6 +128,12 @@ class SAMLoss(ITRLoss):
         self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction=reduction)
         self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
 
+    @property
+    def honours_warmup(self) -> bool:
+        """Warm-up changes this loss only through its Triplet-HN term: the SAM term's own negative sampling
+        does not read ``self.warmup``, so without ``keep_triplet`` the warm-up changes nothing."""
+        return self.keep_triplet and self.triplet.honours_warmup
+
     def _clamp(self, m: torch.Tensor) -> torch.Tensor:
         if self.margin_min is not None or self.margin_max is not None:
             m = m.clamp(min=self.margin_min, max=self.margin_max)
@@ -224,6 +230,12 @@ class SAMAuthorsLoss(ITRLoss):
         self.keep_triplet = bool(keep_triplet)
         self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction="sum")
         self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
+
+    @property
+    def honours_warmup(self) -> bool:
+        """Warm-up changes this loss only through its Triplet-HN term (the code's "soft" sampling does not
+        read ``self.warmup``), so without ``keep_triplet`` the warm-up changes nothing."""
+        return self.keep_triplet and self.triplet.honours_warmup
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
