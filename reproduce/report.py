@@ -77,9 +77,9 @@ def collapse_note() -> str:
 
     return (
         f"{COLLAPSE_MARK} k/n collapsed: k of the row's n runs ended collapsed at the selected checkpoint "
-        f"(validation hardest-negative cosine ≥ {h.COLLAPSE_COS} with a positive–negative gap ≤ {h.COLLAPSE_GAP}, "
-        f"or validation RSUM ≤ {h.COLLAPSE_RSUM_FACTOR:g}× chance) — such a row measures a training failure, not "
-        "the method; a primary claim on it is not testable."
+        f"(validation RSUM ≤ {h.COLLAPSE_RSUM_FACTOR:g}× chance, or diverged; a narrow cone of the embeddings "
+        "is shown but never counts) — such a row measures a training failure, not the method; a primary claim "
+        "on it is not testable unless the claim predicts that failure."
     )
 
 

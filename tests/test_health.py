@@ -54,10 +54,41 @@ def test_planted_collapsed_embedding_is_collapsed(sigma):
     img, cap = _unit(mu + sigma * rng.normal(size=(n, d))), _unit(mu + sigma * rng.normal(size=(5 * n, d)))
     h = health.epoch_health(_stats(img, cap, ioc))
     collapsed, reason = health.is_collapsed(h)
-    assert collapsed and reason.startswith("geometry"), (h, reason)
+    assert collapsed and reason.startswith("retrieval"), (h, reason)
+    assert health.cone(h)[0]  # nearly one point: a narrow cone too, but the ranking is what decides
 
 
-def test_random_embedding_fails_on_retrieval_not_geometry():
+def test_a_squashed_embedding_that_still_ranks_is_a_narrow_cone_not_a_collapse():
+    """The state hardest-negative training passes through (Unified Sec. 3.3): every cosine ≥ 0.99, but the
+    ranking of a good embedding kept — retrieval far above chance, so never collapsed (the old geometric rule
+    called this collapsed and threw away working settings)."""
+    rng = np.random.default_rng(5)
+    n, d = 1000, 128
+    ioc = np.repeat(np.arange(n), 5)
+    img = _unit(rng.normal(size=(n, d)))
+    cap = _unit(img[ioc] + 0.5 * rng.normal(size=(5 * n, d)) / np.sqrt(d))
+    mu = _unit(rng.normal(size=(1, d)))
+    squash = lambda x: _unit(mu + 0.02 * x)  # a monotone map of cosines near 1: the ranking survives
+    healthy, squashed = (
+        health.epoch_health(_stats(img, cap, ioc)),
+        health.epoch_health(_stats(squash(img), squash(cap), ioc)),
+    )
+    assert squashed["val_hardneg_sim"] >= health.CONE_COS and abs(squashed["val_gap"]) <= health.CONE_GAP
+    assert squashed["val_rsum_over_chance"] > 10 and health.cone(squashed)[0]
+    collapsed, reason = health.is_collapsed(squashed)
+    assert not collapsed and "narrow cone" in reason, reason
+    assert not health.is_collapsed(healthy)[0] and not health.cone(healthy)[0]
+
+
+@pytest.mark.parametrize("ratio", [2.0001, 10.0, 150.0])
+@pytest.mark.parametrize("cos", [0.2, 0.995, 0.99999])
+def test_any_run_above_twice_chance_is_not_collapsed_whatever_its_geometry(ratio, cos):
+    h = {"val_pos_sim": cos, "val_hardneg_sim": cos, "val_gap": 0.0, "val_rsum_over_chance": ratio}
+    assert health.is_collapsed(h)[0] is False
+    assert health.is_collapsed({**h, "val_rsum_over_chance": 2.0})[0] is True
+
+
+def test_random_embedding_fails_on_retrieval():
     rng = np.random.default_rng(3)
     ioc = np.repeat(np.arange(100), 5)
     h = health.epoch_health(_stats(_unit(rng.normal(size=(100, 64))), _unit(rng.normal(size=(500, 64))), ioc))
@@ -94,8 +125,9 @@ def test_is_collapsed_reads_records_histories_and_rejects_garbage():
 
 
 def test_thresholds_are_the_documented_constants():
-    assert (health.COLLAPSE_COS, health.COLLAPSE_GAP, health.COLLAPSE_RSUM_FACTOR) == (0.99, 0.01, 2.0)
-    # boundary: exactly at the thresholds counts as collapsed
+    assert (health.CONE_COS, health.CONE_GAP, health.COLLAPSE_RSUM_FACTOR) == (0.99, 0.01, 2.0)
+    # boundary: exactly at the thresholds counts (narrow cone; collapsed at exactly 2× chance)
     at = {"val_pos_sim": 0.98, "val_hardneg_sim": 0.99, "val_gap": -0.01, "val_rsum_over_chance": 50.0}
-    assert health.is_collapsed(at)[0]
-    assert not health.is_collapsed({**at, "val_hardneg_sim": 0.9899, "val_gap": -0.0099})[0]
+    assert health.cone(at)[0] and not health.is_collapsed(at)[0]
+    assert not health.cone({**at, "val_hardneg_sim": 0.9899, "val_gap": -0.0099})[0]
+    assert health.is_collapsed({**at, "val_rsum_over_chance": 2.0})[0]
