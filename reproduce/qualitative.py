@@ -473,23 +473,39 @@ def explorer(sims: dict, split, relevance=None, human=None, images_dir=None, k: 
 # --------------------------------------------------------------------------------------------------
 # Runs of a study
 # --------------------------------------------------------------------------------------------------
+class MissingRun(LookupError):
+    """A run a view needs is not in the run cache (views never train: they show the study's own runs)."""
+
+
 def arm_embeddings(study, paper: str, arms: list[str], seed: int | None = None) -> dict:
     """``{arm: (test_img, test_cap)}`` of ``arms`` of ``paper`` under ``study`` (a
-    :class:`reproduce.study.Study`) for one seed (default: the profile's first); a missing run is
-    trained by the run cache."""
+    :class:`reproduce.study.Study`) for one seed (default: the profile's first), from exactly the runs
+    the tables and the ledger use: each arm at its family's tuned setting (``Study.configs``). Nothing is
+    trained here: a run (or a tuning run that decides the setting) missing from the cache raises
+    :class:`MissingRun`, naming the arm, the seed, the run key and the command that trains it."""
+    from .tuning import TuningIncomplete
+
     seed = study.seeds[0] if seed is None else seed
     by_name = {a.name: a for a in study.arms(paper)}
     unknown = [a for a in arms if a not in by_name]
     if unknown:
         raise KeyError(f"paper {paper!r} has no arm(s) {unknown}; arms: {list(by_name)}")
+    todo = f"run `make reproduce` (or `python -m reproduce --papers {paper}`) first"
     out = {}
     for name in arms:
-        cfg = next((c for c in by_name[name].configs(study.profile) if c.seed == seed), None)
+        try:
+            configs = study.configs(by_name[name], train_missing=False)
+        except TuningIncomplete as e:
+            raise MissingRun(f"arm {name!r} of {paper!r}: its tuned setting is not known yet ({e}); {todo}") from e
+        cfg = next((c for c in configs if c.seed == seed), None)
         if cfg is None:
             raise ValueError(f"arm {name!r} has no run with seed {seed} under profile {study.profile.name}")
-        res = study.cache.get_or_train(cfg, progress=False)
-        if "test_img" not in res.arrays:
-            raise ValueError(f"the cached run of arm {name!r} holds no test embeddings (arrays: {list(res.arrays)})")
+        res = study.cache.load_training(cfg)
+        if res is None:
+            raise MissingRun(
+                f"arm {name!r} of {paper!r}, seed {seed} (run {cfg.key()}, lr {cfg.lr:g}, warm-up "
+                f"{cfg.warmup_epochs}) is not in the run cache; {todo}"
+            )
         out[name] = (res.arrays["test_img"], res.arrays["test_cap"])
     return out
 
