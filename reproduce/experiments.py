@@ -114,7 +114,7 @@ class Arm:
 
     def seeds(self, profile: Profile) -> tuple[int, ...]:
         """The profile's seeds for the arm's group — all of them when the arm enters a primary contrast
-        (issue 15: ≥ 3 seeds for every primary row on every data set), whatever the group's cost rule."""
+        on every data set, whatever the group's cost rule."""
         from .claims import primary_arm_names
 
         return profile.seeds_for(

@@ -1,69 +1,60 @@
-"""Profiles: how big each part of the study is (sizes, epoch cap, early stopping, tuning grid, seeds).
+"""Profiles: how big each part of the study is (sizes, epoch cap, schedule, tuning grid, seeds).
 
 * ``smoke``   — seconds to minutes; what CI and nbval run. One-point tuning grid (the tuner's code
   path runs, nothing is searched) so it stays fast.
-* ``default`` — what ``make reproduce`` runs on a 2-core CPU: the Reality-Check protocol (issue 14).
+* ``default`` — what ``make reproduce`` runs on a CPU: the Reality-Check protocol below.
 * ``paper``   — the papers' sizes and epochs (VSE++ GRU-1024, 30 epochs, batch 128); for GPUs.
 
-The protocol of ``default`` (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020):
+The protocol of ``default`` (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020), stated
+before the cold run whose results it decides, the same for every arm:
 
 1. **Tuning** (``reproduce.tuning``): every arm of every paper's main comparison gets the same
    search on the *validation* split with seed 0 — lr ∈ {2e-4, 6e-4, 2e-3} × warm-up ∈ {0, 1}
-   epoch when its loss uses hardest negatives (lr only otherwise). Loss hyper-parameters the
-   papers fixed stay fixed. The setting with the best validation RSUM (collapsed runs last; ties
-   → smaller lr, then no warm-up) is trained with every seed; sweep arms use their family's.
-2. **Early stopping under a cap**: ``epochs`` is the cap; a run stops when validation RSUM has
-   not improved for ``early_stop_patience`` epochs and keeps its best-validation checkpoint.
-3. **Seeds**: 3 for every main arm, every arm of a primary contrast and every trend/peak sweep, on both
-   data sets (the other sweep points: see below).
+   epoch when a warm-up changes its loss (``ITRLoss.honours_warmup``; lr only otherwise). Loss
+   hyper-parameters the papers fixed stay fixed. The setting with the best validation RSUM
+   (collapsed runs last; ties → smaller lr, then no warm-up) is trained with every seed; sweep
+   arms use their family's.
+2. **Schedule**: an optional warm-up epoch on all negatives (hardest-negative losses), then the
+   VSE++ step schedule — lr × 0.1 after epoch 8 — under a cap of 10 epochs, with early stopping on
+   validation RSUM (patience 3) counted from the first epoch after the warm-up; each run keeps its
+   best-validation checkpoint. The decay comes before the cap, so every run that trains to the
+   cap also trains at the decayed lr.
+3. **Collapse** (``coherent_itr.health``): a run is collapsed only when it has no retrieval ability
+   (validation RSUM ≤ 2× chance) or diverged; the narrow cone of hardest-negative training is a
+   recorded diagnostic, never a reason to drop a setting.
+4. **Seeds**: 5 (``PRIMARY_SEEDS``) for every main arm and every arm of a primary contrast on both
+   data sets; 3 (``sweep_seeds``) for the other points of trend/peak sweeps; seed 0 only for the
+   sweeps that no claim's primary row rests on (``*_SEED0_GROUPS``).
 
-Cost of the default protocol — :func:`estimate_cost` (``python -m reproduce.profiles`` prints it for the
-current code), from the per-run costs measured on this 2-core machine on 2026-11-23 (``COSTS``,
-``LOSS_EXTRA_S`` below): every run at its epoch cap, distinct runs only (the chosen seed-0 run of a main arm
-is its tuning run), unchosen tuning runs not evaluated on the test split, data preparation and notebooks
-included:
+**Model size** — the smallest VSE++ at which the Flickr8k baseline is credible (mean test RSUM of
+VSE++ ≥ 200 over seeds). Measured with this project's ``train()`` on Flickr8k (batch 128, lr 2e-3,
+one warm-up epoch, test RSUM, seed 0): 64/64/128 (words/GRU/joint) reached 94.8 after 3 epochs and
+151.6 after 8 epochs (×0.1 from the 6th); 128/128/128 reached 166.1 (seed 1: 176.2) after 3
+epochs with the decay in the 3rd, and 220.3 after 10 epochs with ×0.1 from the 8th (Triplet over all
+negatives 214.7, BCLS 232.3). A published anchor for a GRU over frozen CNN features on Flickr8k:
+RSUM 214.9 (Kiros et al., UVS, VGG-19). So 128/128/128 and a 10-epoch cap with the decay after the
+8th; ``benchmarks/bench_learning_curves.py`` (``results/benchmarks/learning_curves/``) trains every
+main arm 20 epochs to check that this cap lets each reach ≥ 95 % of its long-run best.
 
-=========  =====  ======  =====  =====  ========  =========  ==================
-data       cap E  tuning  final  runs   worker-h  minutes    measured (cold)
-=========  =====  ======  =====  =====  ========  =========  ==================
-synthetic    3      69     134    203     1.26       44.2     (see README)
-flickr8k     3      63     118    181     2.45       88.0     (see README)
-both                              384     3.71      132.2
-=========  =====  ======  =====  =====  ========  =========  ==================
+**Cost** — :func:`estimate_cost` (``python -m reproduce.profiles``) prices the plan from the
+per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its cap; ``results/manifest.json``
+records what a cold run really took.
 
-This upper bound prices every run at its cap with the per-loss costs of 2026-11-23, before the ladder's
-warm-up was made O(B² log B) (``LOSS_EXTRA_S`` still holds the old +8.8 s / +10.3 s a synthetic epoch). The
-better estimate replays the recorded time of every cached run (``benchmarks/bench_replay_cost.py``: 93 min of
-training and evaluation for the plan of 2026-11-24 before the cuts below); what a cold run really took is in
-the README and ``results/manifest.json`` (``last_training_invocation``).
+Other parts of the plan:
 
-How the plan was cut to fit the 90-minute budget (decided before any result of the protocol was read,
-the same for every arm):
-
-* **Model size**: a GRU-64 text encoder over 64-d words, into a 128-d joint space. A Flickr8k step
-  (235 a epoch, captions longer than the synthetic world's) costs 32 ms at GRU-64 against 57 ms at
-  GRU-128 (1.8×); at GRU-128 the protocol needs ≈ 120 min. The papers use GRU-1024 (``paper`` profile).
-* **Caps**: 3 epochs on both data sets (705 updates on Flickr8k, 354 on the synthetic world), patience 1.
-* **Tuning runs** store their training entry only; the chosen one is evaluated with the final runs.
-* **Seeds**: 3 for every main arm, every arm of a primary contrast (``Arm.seeds``: whatever its group's
-  rule) and every trend/peak sweep, on both data sets. On Flickr8k the other points of the Unified m sweep,
-  the (L_MIN, L_MAX) sweep, the SAM grid and the SAM 25 % arms run with seed 0 only
-  (``FLICKR8K_SEED0_GROUPS``): secondary rows there are single-seed. Since 2026-11-24 the same groups
-  (and the calibrated-θ ladder arms that no primary contrast uses) are seed 0 only on the synthetic world
-  too (``SYNTHETIC_SEED0_GROUPS``): −44 synthetic runs (247 → 203), ≈ 7 min of the cold run, decided from the
-  replayed cost (``results/benchmarks/replay_cost.md``) before the cold run whose results it shapes.
 * **The authors'-variant SAM grid** (S3 as coded) runs on the synthetic world only, with seed 0
   (``FLICKR8K_SKIP_GROUPS``, ``SYNTHETIC_SEED0_GROUPS``).
 * **Sweep points**: the τ grid of SAM keeps its ends and default (3, 10) — S3 is no trend claim;
   (L_MIN, L_MAX) keeps (1,1), (2,2), (2,4), (2,5).
 * **Calibrated ladder θ** runs on synthetic only: on Flickr8k the calibrated θs equal the literal
   ones within 0.016 (see ``LADDER_THETA_MEASURED``).
-* **S1 at equal updates**: 10 % / 25 % of the data train ⌈E / f⌉ epochs with patience ⌈P / f⌉,
-  capped at ``reduced_data_epoch_cap`` (40 synthetic, 30 Flickr8k — i.e. not capped at E = 3).
-* **Selection after the warm-up** (``coherent_itr.train._Selector``): with a warm-up, only epochs from
-  ``warmup_epochs + 1`` on are candidates and patience counts from there, so a warm-up checkpoint (a model
-  of another loss) is never kept and the dip right after the switch to max-violation is not taken for a
-  plateau (seen in the probe of 2026-11-23: ladder runs stopped at epoch 2 and kept their warm-up epoch).
+* **S1 at equal updates**: 10 % / 25 % of the data train ⌈E / f⌉ epochs with patience ⌈P / f⌉, the
+  warm-up and the decay epoch stretched alike (:func:`schedule_for_fraction`), capped at
+  ``reduced_data_epoch_cap`` (100: not binding at E = 10).
+* **Selection after the warm-up** (``coherent_itr.train._Selector``): with a warm-up, only epochs
+  from ``warmup_epochs + 1`` on are candidates and patience counts from there, so a warm-up
+  checkpoint (a model of another loss) is never kept and the dip right after the switch to
+  max-violation is not taken for a plateau.
 """
 
 from __future__ import annotations
@@ -107,7 +98,7 @@ class Profile:
     model: dict = field(default_factory=dict)  # Config overrides: sizes, epoch cap, patience, lr schedule
     results_dir: str = "results"
     thin_sweeps: bool = False  # keep a sweep's ends, the paper default and ≥ min_sweep_points
-    min_sweep_points: int = 4  # thinned sweeps keep at least this many values (issue 14 item 7)
+    min_sweep_points: int = 4  # thinned sweeps keep at least this many values
     sweep_seeds: tuple[int, ...] | None = None  # seeds of the sweep arms (None: ``seeds``)
     seed0_groups: frozenset = frozenset()  # sweep groups run with seed 0 only (cost trade-off, see above)
     skip_groups: frozenset = frozenset()  # arm groups not run at all under this profile (cost trade-off)
@@ -156,10 +147,12 @@ _SMALL = dict(
     sampling="captions",
     grad_diag_every=5,
 )
-# default: a GRU-64 text encoder over 64-d words into a 128-d joint space (see "Model size" in the docstring)
-_GRU64 = dict(embed_dim=128, word_dim=64, text_hidden=64, batch_size=128, sampling="captions", grad_diag_every=10)
-# sweeps that no trend/peak claim rests on; they run with seed 0 only on both data sets (see the module
-# docstring; on the synthetic world since 2026-11-24, a cost cut decided before the cold run it made fit)
+# default: a GRU-128 text encoder over 128-d words into a 128-d joint space (see "Model size" in the docstring)
+_GRU128 = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128, sampling="captions", grad_diag_every=10)
+# cap 10 epochs, lr × 0.1 after the 8th, early stopping with patience 3 counted after the warm-up
+_PLATEAU_SCHEDULE = dict(epochs=10, lr_decay_epoch=8, early_stop_patience=3, lr=2e-3)
+PRIMARY_SEEDS = (0, 1, 2, 3, 4)
+# sweeps that no trend/peak claim rests on; they run with seed 0 only on both data sets
 FLICKR8K_SEED0_GROUPS = frozenset(
     {"margin", "lminmax", "grid", "grid_authors", "fraction_reduced", "theta_cal_beta2", "theta_cal_levels"}
 )
@@ -179,10 +172,6 @@ FLICKR8K_SKIP_GROUPS = frozenset({"grid_authors"})
 LADDER_THETA_MEASURED = {"synthetic": (0.508, 0.447), "flickr8k": (0.416, 0.349)}
 LADDER_THETA = {"synthetic": LADDER_THETA_MEASURED["synthetic"], "flickr8k": None}
 
-# History: until 2026-11-23 the default profile trained every arm 3 epochs at one fixed lr 2e-3; VSE++
-# (Triplet-HN) and the methods built on hardest negatives collapsed under it (issue 14), so the protocol
-# above replaced it. Older measurements (VSE++ test RSUM 287 / 396 / 418 / 463 after 3 (decayed) / 3 / 4 / 5
-# epochs at 2e-3 on the synthetic world) are in the README's "Profiles" section.
 PROFILES = {
     "smoke": Profile(
         "smoke",
@@ -200,21 +189,23 @@ PROFILES = {
         "default",
         data="synthetic",
         data_scale="default",
-        seeds=(0, 1, 2),
+        seeds=PRIMARY_SEEDS,
+        sweep_seeds=(0, 1, 2),
         thin_sweeps=True,
         tuning=TuningGrid(),
-        reduced_data_epoch_cap=40,
+        reduced_data_epoch_cap=100,
         ladder_theta=LADDER_THETA["synthetic"],
         seed0_groups=SYNTHETIC_SEED0_GROUPS,
-        model=dict(_GRU64, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
+        model=dict(_GRU128, **_PLATEAU_SCHEDULE),
         flickr8k=dict(
             skip_groups=FLICKR8K_SKIP_GROUPS,
             seed0_groups=FLICKR8K_SEED0_GROUPS,
-            reduced_data_epoch_cap=30,
+            sweep_seeds=(0, 1, 2),
+            reduced_data_epoch_cap=100,
             ladder_theta=LADDER_THETA["flickr8k"],
-            model=dict(_GRU64, epochs=3, early_stop_patience=1, lr=2e-3, lr_decay_epoch=3),
+            model=dict(_GRU128, **_PLATEAU_SCHEDULE),
         ),
-    ),  # lr decay never reached: constant lr
+    ),
     "paper": Profile(
         "paper",
         data="flickr8k",
@@ -263,7 +254,7 @@ COSTS = {
 }
 # Seconds a training epoch of the synthetic world (118 steps) costs beyond Triplet-HN's, per loss: the
 # median over the cold run of 2026-11-23 (two workers side by side); a Flickr8k epoch pays it per step
-# (× 235 / 118). The ladder losses dominate the study's compute (issue 16: the next place to optimise).
+# (× 235 / 118). The ladder losses dominate the study's compute.
 LOSS_EXTRA_S = {
     "adaptive_ladder": 10.27,
     "ladder": 8.84,
@@ -352,7 +343,7 @@ def cost_table(profile: str = "default", workers: int = 2) -> str:
 
 def epochs_for_fraction(profile: Profile, fraction: float) -> tuple[int, int]:
     """(epochs, patience) of a run on ``fraction`` of the training data with as many *updates* as the
-    full-data arm (SAM Table 2 / claim S1; issue 14 item 7): ⌈E / f⌉ epochs and patience ⌈P / f⌉, the epochs
+    full-data arm (SAM Table 2 / claim S1): ⌈E / f⌉ epochs and patience ⌈P / f⌉, the epochs
     capped at ``reduced_data_epoch_cap`` (0: no cap)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")

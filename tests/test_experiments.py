@@ -38,8 +38,11 @@ def test_thinned_sweep_keeps_ends_default_and_at_least_four_points():
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
-def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof):
-    """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; 3 seeds each."""
+def test_trend_and_peak_claims_get_four_points_and_at_least_three_seeds(prof):
+    """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; ≥ 3 seeds each,
+    5 for every arm of a primary contrast and every main arm."""
+    from reproduce.claims import primary_arm_names
+
     assert len(names("bcls", prof, "alpha")) >= 4  # B5
     assert len([n for n in names("bcls", prof, "beta") if n.startswith("β=")]) >= 4  # B6
     assert len([n for n in names("unified", prof, "gamma") if "∞" not in n]) >= 4  # U5
@@ -56,12 +59,13 @@ def test_trend_and_peak_claims_get_four_points_and_three_seeds(prof):
     ]:
         for arm in experiments.arms(paper, prof):
             if arm.group == group:
-                assert arm.seeds(prof) == (0, 1, 2), (paper, arm.name)
+                want = profiles.PRIMARY_SEEDS if arm.name in primary_arm_names(paper) else (0, 1, 2)
+                assert arm.seeds(prof) == want, (paper, arm.name)
     for arm in experiments.arms("overview", prof):
-        assert arm.seeds(prof) == (0, 1, 2)
+        assert arm.seeds(prof) == profiles.PRIMARY_SEEDS
 
 
-def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only():
+def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_arms():
     from reproduce.claims import primary_arm_names
 
     syn, f8k = both()
@@ -69,16 +73,18 @@ def test_flickr8k_cost_trade_off_is_seed_0_for_non_trend_sweeps_only():
         primary = primary_arm_names(paper)
         for arm in experiments.arms(paper, f8k):
             # an arm of a primary contrast always gets every seed (issue 15), whatever its group's cost rule
+            sweep = arm.group in experiments.SWEEP_GROUPS
+            full = profiles.PRIMARY_SEEDS if (arm.name in primary or not sweep) else (0, 1, 2)
             cheap = arm.seed_group in profiles.FLICKR8K_SEED0_GROUPS and arm.name not in primary
-            assert arm.seeds(f8k) == ((0,) if cheap else (0, 1, 2)), arm.name
+            assert arm.seeds(f8k) == ((0,) if cheap else full), arm.name
             cheap = arm.seed_group in profiles.SYNTHETIC_SEED0_GROUPS and arm.name not in primary
-            assert arm.seeds(syn) == ((0,) if cheap else (0, 1, 2))
+            assert arm.seeds(syn) == ((0,) if cheap else full), arm.name
         assert not any(a.group in profiles.FLICKR8K_SKIP_GROUPS for a in experiments.arms(paper, f8k))
     reduced = [a for a in experiments.arms("sam", f8k) if a.overrides.get("train_fraction", 1) < 1]
     s1 = {"10% data, + SAM", "10% data, Triplet-HN"}  # S1's primary contrast
-    assert reduced and all(a.seeds(f8k) == ((0, 1, 2) if a.name in s1 else (0,)) for a in reduced)
+    assert reduced and all(a.seeds(f8k) == (profiles.PRIMARY_SEEDS if a.name in s1 else (0,)) for a in reduced)
     full = [a for a in experiments.arms("sam", f8k) if a.group == "fraction" and a not in reduced]
-    assert len(full) == 3 and all(a.seeds(f8k) == (0, 1, 2) for a in full)
+    assert len(full) == 3 and all(a.seeds(f8k) == profiles.PRIMARY_SEEDS for a in full)
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])
@@ -128,7 +134,9 @@ def test_a_profile_wide_data_subset_is_not_an_s1_arm():
 
 
 def test_epochs_for_fraction_caps_and_validates():
-    prof = dataclasses.replace(get_profile("default"), reduced_data_epoch_cap=30)
+    base = get_profile("default")
+    model = {**base.model, "epochs": 3, "early_stop_patience": 1}
+    prof = dataclasses.replace(base, reduced_data_epoch_cap=30, model=model)
     assert profiles.epochs_for_fraction(prof, 0.1) == (30, 10)
     assert profiles.epochs_for_fraction(prof, 0.25) == (12, 4)  # E = 3: ⌈3 / 0.25⌉
     assert profiles.epochs_for_fraction(prof, 1.0) == (3, 1)
