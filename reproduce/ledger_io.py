@@ -225,7 +225,7 @@ def build_ledger(
                     f"reproduce.claim_rows.primary_row"
                 )
         else:
-            is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
+            is_primary = c is not None and isinstance(data, str) and c.primary.matches(data, row=r)
         if is_primary:
             if (cid, data) in primaries:
                 raise ValueError(

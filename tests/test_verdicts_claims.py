@@ -74,5 +74,5 @@ def test_committed_notebook_files_match_each_primary_at_most_once(path):
     df = pd.read_csv(path)
     for (cid, data), part in df.groupby(["id", "dataset"]):
         c = registry.CLAIMS[cid]
-        hits = [r for r in part.to_dict("records") if registry.matches_primary(c, r, data)]
+        hits = [r for r in part.to_dict("records") if c.primary.matches(data, row=r)]
         assert len(hits) <= 1, f"{path}: {cid} on {data} matches the primary {len(hits)} times"

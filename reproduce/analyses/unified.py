@@ -284,12 +284,6 @@ def peak(hist: pd.DataFrame, arm: str, col: str) -> pd.Series:
     return hist[hist.arm == arm].groupby("seed")[col].max()
 
 
-def _is_primary(cid: str, a: str, b: str) -> bool:
-    """Whether "a vs b" is the registry's primary contrast of ``cid`` (then :meth:`Page.finish` writes it)."""
-    p = registry.claim(cid).primary
-    return p.measure == "arms" and (p.arm_a, p.arm_b) == (a, b)
-
-
 def _primary_statement(cid: str) -> str:
     return registry.claim(cid).primary.statement
 
@@ -317,7 +311,7 @@ def claim_rows(
 
     # U1 — Tables 1, 2
     for other in ("Triplet-HN", "VLC"):
-        if not _is_primary("U1", "Unified", other):
+        if not registry.claim("U1").primary.matches(arm_a="Unified", arm_b=other):
             add(
                 "U1",
                 "Tables 1, 2",
@@ -402,7 +396,7 @@ def claim_rows(
     )
     # U4 — Fig. 5a
     for arm in mg.arm.unique():
-        if arm != M_BEST and not _is_primary("U4", M_BEST, arm):
+        if arm != M_BEST and not registry.claim("U4").primary.matches(arm_a=M_BEST, arm_b=arm):
             add(
                 "U4",
                 "Fig. 5a",
@@ -426,7 +420,7 @@ def claim_rows(
     g_best = f"γ={gamma:g}"
     lowest = f"γ={gm.g[np.isfinite(gm.g)].min():g}" if len(gm) else ""
     for other in (lowest, INF):
-        if other in set(gm.arm) and not _is_primary("U5", g_best, other):
+        if other in set(gm.arm) and not registry.claim("U5").primary.matches(arm_a=g_best, arm_b=other):
             add(
                 "U5",
                 "Fig. 5b",
