@@ -22,8 +22,31 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE_COMMIT = "87bd949"  # the last commit with the claims written as Claim(...) calls in reproduce/claims.py
 
 # (claim id, field) pairs the contrast fixes change on purpose; every other field equals the old code's
-CHANGED: set = set()
-CHANGED_EFFECTS: set = set()  # (claim id, column) of the papers' effects changed on purpose
+_SAYS = ("primary.paper_says", "primary.rationale")
+_CURVE = ("primary.statement", "primary.metric", "primary.legacy", *_SAYS)  # N7, U2, U3: a new statistic
+_EACH = ("primary.statement", "primary.arm_b", "primary.versus", "primary.legacy", *_SAYS)  # vs each other arm
+CHANGED_FIELDS = {
+    "B3": ("primary.predicted_to_fail", *_SAYS),  # the Kendall-only arm is predicted to fail
+    "B5": (*_EACH, "primary.unit", "primary.co_metric", "primary.co_scale"),  # each other α; Kendall τ co-primary
+    "N3": ("primary.statement", *_SAYS),  # at τ = 1e-3
+    "N4": ("primary.predicted_to_fail", *_SAYS),  # τ = 0.1 is predicted to fail
+    "N7": _CURVE,
+    "U2": _CURVE,
+    "U3": _CURVE,
+    "U4": _EACH,  # m = 0.2 vs the best other m
+    "U5": _EACH,  # both sides of the γ peak
+    "S1": ("primary.paper_says",),
+    "S2": ("primary.paper_says",),
+    "S3": ("primary.paper_says",),
+    "X1": ("statement", "primary.paper_says"),  # named for what it is: the VSE++ premise
+}
+CHANGED = {(cid, f) for cid, fs in CHANGED_FIELDS.items() for f in fs}
+CHANGED_EFFECTS = {  # (claim id, column) of the papers' effects changed on purpose
+    *((cid, "backbone") for cid in ("B1", "B2", "B3")),  # Table VIII is VSE++ (ResNet-152)
+    *((cid, c) for cid in ("S1", "S2") for c in ("paper_effect", "backbone", "dataset", "computation")),
+    *(("S3", c) for c in ("paper_effect", "source", "dataset", "computation")),
+    ("X1", "computation"),
+}
 
 
 def _git_show(path: str) -> str | None:
