@@ -6,8 +6,13 @@
     row = primary_row("B1", "synthetic", df, per_query=pq)     # → a claim-file row, role "primary"
 
 The contrast (arms, metric, direction) comes from :mod:`reproduce.claims`; the notebook never
-retypes it. For RSUM with per-query data the row carries the variance of a paired bootstrap over
-test queries (``query_var``, ``n_boot``), which the ledger adds to the seed variance
+retypes it. A list of arms enters as their mean, or (``versus = "each"``) as the smallest difference
+over its arms, with a co-primary metric in the same minimum (:func:`_contrast_effects`). The curve
+helpers (:func:`curve_mean`, :func:`after_warmup_window`) measure the notebook primaries about training
+curves after the warm-up, over the same epochs for every arm compared.
+
+For RSUM with per-query data the row carries the variance of a paired bootstrap over test queries
+(``query_var``, ``n_boot``), which the ledger adds to the seed variance
 (:mod:`reproduce.ledger`). A row written this way is the claim's primary row in
 :func:`reproduce.ledger_io.collect` (``role == "primary"``), whatever other rows match.
 """
