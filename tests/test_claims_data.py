@@ -266,8 +266,23 @@ def test_versus_each_needs_a_list_and_notebook_measures_take_no_arms(tmp_path):
         _load(tmp_path, text)
 
 
-def test_the_package_file_names_only_existing_arms_and_metric_keys():
-    # reproduce.claims loads it with the arms of reproduce.experiments and the label map's metric keys
-    names = registry.known_arm_names()
-    for c in registry.CLAIMS.values():
-        assert c.primary.arm_names() <= names.get(c.primary.paper, set()) or c.primary.measure != "arms"
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            'arm_a = "Triplet-SN"',
+            'arm_a = "Triplet SN"',
+            r"claim B1, primary, field 'arm_a' = 'Triplet SN': expected an arm",
+        ),
+        ('metric = "cs200_i2t_sbert"', 'metric = "cs200_i2t_sbret"', r"claim L3, primary, field 'metric'"),
+    ],
+)
+def test_the_package_file_is_checked_against_the_study_arms_and_metric_keys(tmp_path, old, new, message):
+    from reproduce import labels
+
+    text = registry.CLAIMS_TOML.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "claims.toml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(ClaimDataError, match=message):
+        load(path, arm_names=registry.known_arm_names(), is_metric=labels.is_metric_key)
