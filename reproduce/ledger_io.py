@@ -233,7 +233,7 @@ def build_ledger(
                 raise ValueError(
                     f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
                     f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
-                    f"legacy matcher in reproduce/claims.py specific"
+                    f"legacy matcher in reproduce/data/claims.toml specific"
                 )
             primaries[(cid, data)] = r.get("statement")
         sign = (

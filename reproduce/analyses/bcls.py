@@ -114,7 +114,7 @@ def collapse_note_if(summary: pd.DataFrame) -> str:
 
 def primary_text(cid: str, data: str) -> dict:
     """``statement``, ``metric`` and ``arms`` of a notebook-measured primary row of ``cid`` on ``data``: the
-    registry's statement and its ``legacy`` metric / arms texts (``reproduce/claims.py``), so the row is
+    registry's statement and its ``legacy`` metric / arms texts (``reproduce/data/claims.toml``), so the row is
     recognised as the primary (``reproduce.ledger_io.build_ledger``) and nothing is retyped."""
     p = registry.claim(cid).primary
     if p.measure != "notebook":
