@@ -6,8 +6,13 @@
     row = primary_row("B1", "synthetic", df, per_query=pq)     # → a claim-file row, role "primary"
 
 The contrast (arms, metric, direction) comes from :mod:`reproduce.claims`; the notebook never
-retypes it. For RSUM with per-query data the row carries the variance of a paired bootstrap over
-test queries (``query_var``, ``n_boot``), which the ledger adds to the seed variance
+retypes it. A list of arms enters as their mean, or (``versus = "each"``) as the smallest difference
+over its arms, with a co-primary metric in the same minimum (:func:`_contrast_effects`). The curve
+helpers (:func:`curve_mean`, :func:`after_warmup_window`) measure the notebook primaries about training
+curves after the warm-up, over the same epochs for every arm compared.
+
+For RSUM with per-query data the row carries the variance of a paired bootstrap over test queries
+(``query_var``, ``n_boot``), which the ledger adds to the seed variance
 (:mod:`reproduce.ledger`). A row written this way is the claim's primary row in
 :func:`reproduce.ledger_io.collect` (``role == "primary"``), whatever other rows match.
 """
@@ -37,6 +42,44 @@ def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
     return pd.concat(parts, axis=1).dropna().mean(axis=1)
 
 
+def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[float], str]:
+    """Per-seed effects of an arm contrast and a note naming what was compared.
+
+    ``versus="mean"``: A − mean(B) (one arm B is its own mean). ``versus="each"``: per seed the smallest
+    A − B over the arms B of the list that the results have (an intersection–union test: the effect is
+    > 0 in expectation only if A beats every B). A co-primary metric enters the same minimum, multiplied
+    by ``co_scale``. Seeds are those every compared arm has."""
+    metrics = [(p.metric_for(dataset), 1.0)]
+    if p.co_metric is not None:
+        metrics.append((p.co_metric_for(dataset), p.co_scale))
+    if p.versus == "each":
+        present = set(results["arm"])
+        others = [b for b in p.arm_b if b in present]
+        if not others:
+            raise KeyError(f"none of the arms {list(p.arm_b)} has runs in the results (arms: {sorted(present)})")
+    else:
+        others = [p.arm_b]
+    diffs = []
+    for m, scale in metrics:
+        a = _metric_per_seed(results, p.arm_a, m)
+        for b in others:
+            diffs.append(scale * (a - _metric_per_seed(results, b, m)))
+    table = pd.concat(diffs, axis=1).dropna().sort_index()
+    effects = [float(x) for x in table.min(axis=1)] if len(diffs) > 1 else [float(x) for x in table.iloc[:, 0]]
+    if len(diffs) == 1:
+        return effects, ""
+    where = "each of " + ", ".join(others) if p.versus == "each" else str(p.arm_b)
+    co = f" and {p.co_scale:g} × the co-primary {p.co_metric_for(dataset)}" if p.co_metric is not None else ""
+    return (
+        effects,
+        f"effect per seed = the smallest difference: {p.arm_a} − {where}, on {metric_text(metrics[0][0])}{co}",
+    )
+
+
+def metric_text(m) -> str:
+    return f"mean({', '.join(m)})" if isinstance(m, tuple) else str(m)
+
+
 def primary_row(
     cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None, n_boot: int = N_BOOT
 ) -> dict:
@@ -52,9 +95,7 @@ def primary_row(
             "not as a difference of two arms"
         )
     metric = p.metric_for(dataset)
-    a, b = _metric_per_seed(results, p.arm_a, metric), _metric_per_seed(results, p.arm_b, metric)
-    seeds = sorted(set(a.index) & set(b.index))
-    effects = [float(a[s] - b[s]) for s in seeds]
+    effects, compared = _contrast_effects(results, p, dataset)
     query_var, boot = 0.0, 0
     if (
         per_query
@@ -78,7 +119,7 @@ def primary_row(
         "paper": c.paper,
         "source": c.source,
         "statement": p.statement,
-        "metric": leg.get("metric") or p.metric_label(dataset),
+        "metric": p.metric_label(dataset) if p.co_metric is not None else leg.get("metric") or p.metric_label(dataset),
         "dataset": dataset,
         "arms": leg.get("arms") or p.arms_label(),
         "n_seeds": len(effects),
@@ -89,7 +130,7 @@ def primary_row(
         "kind": p.kind,
         "verdict": v,
         "notebook": c.notebook,
-        "note": "",
+        "note": compared,
         "seed_effects": ";".join(repr(float(x)) for x in effects),
     }
     if leg.get("sign") == -1:  # the legacy text is stated the other way round: keep the registry's arms
@@ -99,6 +140,49 @@ def primary_row(
     if missing:
         raise AssertionError(f"primary_row lacks claim-file columns {sorted(missing)}")
     return {**row, "role": "primary", "query_var": query_var, "n_boot": boot}
+
+
+# --- curve contrasts (notebook-measured primaries: "converges faster", "similarities approach 1") ----------
+def warmup_epochs(hist: pd.DataFrame) -> int:
+    """The longest warm-up (epochs on all negatives, ``warmup`` True in the training log) of any run in
+    ``hist``; 0 when the log has no ``warmup`` column. One number for every arm compared, so both arms
+    are measured over the same epochs."""
+    if "warmup" not in hist.columns or hist.empty:
+        return 0
+    warm = hist[hist["warmup"].astype(bool)]
+    return int(warm.groupby(["arm", "seed"])["epoch"].max().max()) if len(warm) else 0
+
+
+def after_warmup_window(hist: pd.DataFrame, early: bool = False) -> tuple[int, int]:
+    """Epochs ``(first, last)`` after the warm-up that every run in ``hist`` reached: first = the longest
+    warm-up + 1, last = the shortest run's last epoch; ``early``: the first half of those epochs (at
+    least one). ``first > last`` when no run trained past its warm-up."""
+    first = warmup_epochs(hist) + 1
+    last = int(hist.groupby(["arm", "seed"])["epoch"].max().min()) if len(hist) else 0
+    if early and last >= first:
+        last = first + max(1, (last - first + 1) // 2) - 1
+    return first, last
+
+
+def curve_mean(hist: pd.DataFrame, value, early: bool = False) -> tuple[pd.DataFrame, tuple[int, int]]:
+    """Per (arm, seed) the mean over the epochs of :func:`after_warmup_window` of ``value`` (a column of
+    ``hist``, or a function of the frame returning a Series) — the area under the curve per epoch after
+    the warm-up, the same window for every arm. Returns the frame ``arm, seed, value`` and the window."""
+    first, last = after_warmup_window(hist, early)
+    sub = hist[(hist["epoch"] >= first) & (hist["epoch"] <= last)]
+    vals = sub[value] if isinstance(value, str) else value(sub)
+    out = sub.assign(value=vals).groupby(["arm", "seed"], as_index=False)["value"].mean()
+    return out, (first, last)
+
+
+def window_text(window: tuple[int, int]) -> str:
+    first, last = window
+    return f"epoch {first}" if first == last else f"epochs {first}–{last}"
+
+
+def both_cosines(frame: pd.DataFrame) -> pd.Series:
+    """min(validation positive cosine, validation hardest-negative cosine): near 1 only when BOTH are."""
+    return frame[["val_pos_sim", "val_hardneg_sim"]].min(axis=1)
 
 
 def per_query_of(study, paper: str, arm: str) -> list[dict]:

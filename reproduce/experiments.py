@@ -25,6 +25,7 @@ from coherent_itr import losses
 from coherent_itr.config import Config
 
 from . import profiles as profile_mod
+from .claim_data import primary_arm_names
 from .profiles import Profile
 
 SBERT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"})
@@ -115,8 +116,6 @@ class Arm:
     def seeds(self, profile: Profile) -> tuple[int, ...]:
         """The profile's seeds for the arm's group — all of them when the arm enters a primary contrast
         on every data set, whatever the group's cost rule."""
-        from .claims import primary_arm_names
-
         return profile.seeds_for(
             self.seed_group, self.group in SWEEP_GROUPS, primary=self.name in primary_arm_names(self.paper)
         )

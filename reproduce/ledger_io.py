@@ -179,7 +179,9 @@ def _read_notebook_rows(results_dir: Path, stale: dict | None = None) -> list[di
 
 def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool, str]:
     """A collapsed arm: the claim file's ``collapsed`` column (with ``collapse_reason``), or the
-    ``collapsed`` mapping ``{(dataset, arm name): reason}`` given to :func:`collect`."""
+    ``collapsed`` mapping ``{(dataset, arm name): reason}`` given to :func:`collect`. The arm a claim
+    predicts to fail (``predicted_to_fail`` in the claims file) is not counted: its collapse is the
+    predicted outcome, and the row is decided on its numbers."""
     flag = row.get("collapsed")
     if isinstance(flag, str):
         flag = flag.strip().lower() in ("true", "1", "yes")
@@ -192,7 +194,7 @@ def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool
     if collapsed and c is not None and c.primary.measure == "arms":
         for arm in (c.primary.arm_a, c.primary.arm_b):
             for a in arm if isinstance(arm, tuple) else (arm,):
-                if (dataset, a) in collapsed:
+                if (dataset, a) in collapsed and a != c.primary.predicted_to_fail:
                     return True, f"{a}: {collapsed[(dataset, a)]}"
     return False, ""
 
@@ -225,13 +227,13 @@ def build_ledger(
                     f"reproduce.claim_rows.primary_row"
                 )
         else:
-            is_primary = c is not None and isinstance(data, str) and registry.matches_primary(c, r, data)
+            is_primary = c is not None and isinstance(data, str) and c.primary.matches(data, row=r)
         if is_primary:
             if (cid, data) in primaries:
                 raise ValueError(
                     f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
                     f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
-                    f"legacy matcher in reproduce/claims.py specific"
+                    f"legacy matcher in reproduce/data/claims.toml specific"
                 )
             primaries[(cid, data)] = r.get("statement")
         sign = (

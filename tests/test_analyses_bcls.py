@@ -55,19 +55,6 @@ def test_column_label_uses_the_label_map_and_names_derived_columns():
     assert list(h.columns) == [labels.label("i2t_r1"), bcls.column_label("tau_sbert", False)]
 
 
-def test_same_as_primary_follows_the_registry():
-    assert bcls.same_as_primary("B1", "synthetic", "Triplet-SN", "Triplet-HN", "rsum")
-    assert not bcls.same_as_primary("B1", "synthetic", "Triplet-HN", "Triplet-SN", "rsum")  # orientation
-    assert not bcls.same_as_primary("B1", "synthetic", "Triplet-SN", "Triplet-HN", "i2t_r1")
-    assert bcls.same_as_primary("B5", "synthetic", "α=0.2", ("α=0.4", "α=0"), "rsum")  # a mean: order free
-    assert not bcls.same_as_primary("B5", "synthetic", "α=0.2", ("α=0", "α=0.1", "α=0.4"), "rsum")
-    x_bcls, x_vse = "BCLS (Triplet-SN + Kendall SW-HS)", "VSE++ (Triplet-HN)"
-    assert bcls.same_as_primary("B4", "flickr8k", x_bcls, x_vse, ("tau_t2i_sbert", "tau_i2t_sbert"))
-    assert bcls.same_as_primary("B8", "flickr8k", "BCLS", "Triplet-HN", ("mapr_i2t_expert", "mapr_t2i_expert"))
-    assert not bcls.same_as_primary("B8", "synthetic", "BCLS", "Triplet-HN", ("mapr_i2t_expert", "mapr_t2i_expert"))
-    assert not bcls.same_as_primary("B7", "synthetic", "a", "b", "slope_difference")  # measured in the notebook
-
-
 def test_primary_text_is_the_registrys_and_refuses_arm_contrasts():
     from reproduce import claims
     from reproduce.ledger_io import build_ledger

@@ -267,13 +267,6 @@ def test_theta_arms_and_deltas_pair_literal_and_calibrated_runs():
 
 
 # --- claims ------------------------------------------------------------------------------------------------
-def test_is_registry_primary_reads_the_registry():
-    p = registry.claim("L1").primary
-    assert L.is_registry_primary("L1", p.arm_a, p.arm_b, p.metric_for("synthetic"), "synthetic")
-    assert not L.is_registry_primary("L1", p.arm_a, p.arm_b, "cs100_i2t_sbert", "synthetic")
-    assert not L.is_registry_primary("L5", "a", "b", "row_dispersion", "synthetic")
-
-
 def f6_stats(n=4):
     stats = pd.DataFrame({"overdispersion": np.linspace(1.0, 1.6, n), "rows ≠ modal levels (%)": np.linspace(5, 35, n)})
     return {"stats": stats, "batch_size": 128, "theta": 0.4}
@@ -289,7 +282,7 @@ def test_claim_rows_effects_by_hand_and_no_registry_primary():
         if r["cid"] == "L5":
             continue
         a, b = r["arms"].split(" − ")
-        assert not L.is_registry_primary(r["cid"], a, b, r["metric"], "synthetic")
+        assert not registry.claim(r["cid"]).primary.matches("synthetic", arm_a=a, arm_b=b, metric=r["metric"])
         want = [value(a, s, r["metric"]) - value(b, s, r["metric"]) for s in SEEDS]
         assert r["effects"] == pytest.approx(want), r["statement"]
     rs = [r for r in rows if r["cid"] == "L2" and r["metric"] == "rsum"]

@@ -112,27 +112,9 @@ def collapse_note_if(summary: pd.DataFrame) -> str:
     return " " + report.collapse_note() if n is not None and (n > 0).any() else ""
 
 
-def same_as_primary(cid: str, data: str, arm_a, arm_b, metric) -> bool:
-    """Whether the contrast ``arm_a − arm_b`` on ``metric`` (a key, or a tuple of keys averaged) is the
-    registry's primary contrast of ``cid`` on ``data`` (``reproduce/claims.py``, ``measure="arms"``; a tuple
-    of arms is their mean, so order within it does not matter). :meth:`reproduce.page.Page.finish` adds
-    that row by claim id, so the notebook does not write it again."""
-    p = registry.claim(cid).primary
-    if p.measure != "arms":
-        return False
-
-    def arms(a):
-        return frozenset(a) if isinstance(a, (tuple, list, set, frozenset)) else frozenset([a])
-
-    def keys(m):
-        return frozenset(m) if isinstance(m, (tuple, list)) else frozenset([m])
-
-    return arms(arm_a) == arms(p.arm_a) and arms(arm_b) == arms(p.arm_b) and keys(metric) == keys(p.metric_for(data))
-
-
 def primary_text(cid: str, data: str) -> dict:
     """``statement``, ``metric`` and ``arms`` of a notebook-measured primary row of ``cid`` on ``data``: the
-    registry's statement and its ``legacy`` metric / arms texts (``reproduce/claims.py``), so the row is
+    registry's statement and its ``legacy`` metric / arms texts (``reproduce/data/claims.toml``), so the row is
     recognised as the primary (``reproduce.ledger_io.build_ledger``) and nothing is retyped."""
     p = registry.claim(cid).primary
     if p.measure != "notebook":

@@ -538,13 +538,6 @@ def theta_deltas(cal: pd.DataFrame, metrics) -> pd.DataFrame:
 
 
 # --- claims L1–L6 ----------------------------------------------------------------------------------------
-def is_registry_primary(cid: str, a: str, b: str, metric: str, dataset: str) -> bool:
-    """Whether the contrast ``a − b`` on ``metric`` is claim ``cid``'s registry primary (``measure="arms"``);
-    such a row is not written by the notebook — :meth:`reproduce.page.Page.finish` adds it by claim id."""
-    p = registry.claim(cid).primary
-    return p.measure == "arms" and (p.arm_a, p.arm_b, p.metric_for(dataset)) == (a, b, metric)
-
-
 def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) -> list[dict]:
     """Keyword arguments of :meth:`reproduce.page.Page.claim` for every notebook row of L1–L6 (effects per seed,
     oriented so the claim predicts > 0), except the registry primaries (added by claim id in ``finish``):
@@ -564,7 +557,7 @@ def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) 
     rows = []
 
     def add(cid, source, statement, metric, df, a, b, note="", **kw):
-        if not is_registry_primary(cid, a, b, metric, dataset):
+        if not registry.claim(cid).primary.matches(dataset, arm_a=a, arm_b=b, metric=metric):
             effects = paired_effect(df, metric, a, b)
             rows.append(
                 dict(

@@ -13,10 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import claim_rows
+from ..study import paired_effect
+
 TRIP, ALONE, BOTH = "Triplet (mean)", "S-NDCG alone", "Triplet + S-NDCG"
 DIRECTIONS = ("i2t", "t2i")
 SEMANTIC = {"mapr": "mAP@R", "rprec": "R-P", "r1": "R@1"}  # Table I / VII metric families → the paper's names
 TAUS = (1e-1, 1e-2, 1e-3, 1e-4)  # Fig. 7 / Figs. 8–9
+N3_TAU = 1e-3  # N3 is tested inside the paper's range "τ < 1e-2" (Sec. IV-C3)
 HAT, HARD = "NDCG-hat (smooth ranks)", "NDCG (hard ranks)"
 TIES = {"pessimistic": "pessimistic (package rule)", "random": "random (seeded)"}
 # Table I columns that are not metric keys of reproduce.labels (counts and shares of the positive sets)
@@ -212,11 +216,23 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
 
 # --- Figs. 5–7 -----------------------------------------------------------------------------------------------
 def early_val_rsum(hist: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """N7 (Fig. 5, "converges faster"): per (arm, seed) the mean validation RSUM over epochs
-    1 … max(1, ⌊E/2⌋), E = the last epoch logged by any run; returns (that frame, the last epoch used)."""
+    """Per (arm, seed) the mean validation RSUM over epochs 1 … max(1, ⌊E/2⌋), E = the last epoch
+    logged by any run (warm-up epochs included); returns (that frame, the last epoch used)."""
     half = max(1, int(hist["epoch"].max()) // 2)
     early = hist[hist["epoch"] <= half].groupby(["arm", "seed"], as_index=False)["val_rsum"].mean()
     return early, half
+
+
+def n7_effects(hist: pd.DataFrame, a: str = BOTH, b: str = TRIP) -> tuple[list[float], pd.DataFrame, str]:
+    """N7 (Fig. 5b, "converges quickly"), the primary contrast: per seed the area under the validation
+    RSUM curve after the warm-up (mean per epoch over the epochs after the longest warm-up of ``a`` or
+    ``b`` that both reached, :func:`reproduce.claim_rows.curve_mean`), ``a`` − ``b``. Returns the effects,
+    the per (arm, seed) frame (``val_rsum``) and the window as text ("epochs 2–6")."""
+    area, win = claim_rows.curve_mean(hist[hist["arm"].isin([a, b])], "val_rsum")
+    area = area.rename(columns={"value": "val_rsum"})
+    if win[0] > win[1]:
+        return [], area, "no epoch after the warm-up"
+    return paired_effect(area, "val_rsum", a, b), area, claim_rows.window_text(win)
 
 
 def ndcg_columns(hist: pd.DataFrame) -> pd.DataFrame:
@@ -325,6 +341,16 @@ def direct_errors(runs, test, rel_batch, taus=TAUS, batch_size: int = 128, n_bat
         cpi = test.captions_per_image
         rows += [{"seed": seed, **r} for r in batch_errors(sources, rel_batch, taus, batch_size, n_batches, rng, cpi)]
     return pd.DataFrame(rows)
+
+
+def n3_margins(err_direct: pd.DataFrame, tau: float | None = None) -> list[float]:
+    """N3 (Fig. 7, "when τ < 1e-2 the approximation error can be stabilized below 0.01"), the primary
+    contrast: 0.01 − |NDCG-hat − NDCG| per test batch of the trained models' embeddings
+    (:func:`direct_errors`, sources starting "trained") at ``tau`` (default :data:`N3_TAU`, inside the
+    paper's range)."""
+    tau = N3_TAU if tau is None else tau
+    sel = err_direct[np.isclose(err_direct["τ"], tau) & err_direct["source"].str.startswith("trained")]
+    return [float(0.01 - e) for e in sel["error"]]
 
 
 def fig6(nd: pd.DataFrame, title: str):

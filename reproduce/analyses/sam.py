@@ -682,14 +682,14 @@ def fig3_claims(df: pd.DataFrame, rels, arms: dict = ARMS_100) -> list[dict]:
 
 def primary_roles(rows: list[dict], data: str) -> list[dict]:
     """The claim rows to write on ``data``: a row that is its claim's registry primary (matched by the
-    registry's legacy texts, :func:`reproduce.claims.matches_primary`) is dropped when that primary is an arm
+    registry's legacy texts, :meth:`reproduce.claims.Contrast.matches`) is dropped when that primary is an arm
     contrast (``Page.finish`` adds it by claim id, with the per-query bootstrap) and gets ``role="primary"``
     and the registry's statement when the primary is measured in the notebook."""
     out = []
     for r in rows:
         c = registry.claim(r["cid"])
         probe = {"id": r["cid"], "metric": r["metric"], "arms": r["arms"], "statement": r["statement"]}
-        if registry.matches_primary(c, probe, data):
+        if c.primary.matches(data, row=probe):
             if c.primary.measure == "arms":
                 continue
             r = {**r, "role": "primary", "statement": c.primary.statement}

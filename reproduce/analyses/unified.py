@@ -15,6 +15,7 @@ import pandas as pd
 
 from coherent_itr.losses import identities
 
+from .. import claim_rows as curves
 from .. import claims as registry
 from .. import labels, report
 from ..ledger import mean_ci
@@ -284,12 +285,6 @@ def peak(hist: pd.DataFrame, arm: str, col: str) -> pd.Series:
     return hist[hist.arm == arm].groupby("seed")[col].max()
 
 
-def _is_primary(cid: str, a: str, b: str) -> bool:
-    """Whether "a vs b" is the registry's primary contrast of ``cid`` (then :meth:`Page.finish` writes it)."""
-    p = registry.claim(cid).primary
-    return p.measure == "arms" and (p.arm_a, p.arm_b) == (a, b)
-
-
 def _primary_statement(cid: str) -> str:
     return registry.claim(cid).primary.statement
 
@@ -299,14 +294,17 @@ def claim_rows(
 ) -> list[dict]:
     """Every notebook row of claims U1–U6 as keyword arguments of :meth:`reproduce.page.Page.claim`, per-seed
     effects oriented so the paper's claim predicts > 0. Rows that are a registry primary of two arms
-    (U1 Unified vs Triplet-HN, U4 m = 0.2 vs 0.4, U5 γ = 60 vs 20) are left to :meth:`Page.finish`; the rows
-    that ARE a notebook-measured primary (U2 peak hardest-negative cosine, U3 early validation RSUM, U6
-    γ·Unified(m = 0) = VLC) carry ``role="primary"`` and the registry's statement.
+    (U1 Unified vs Triplet-HN, U4 m = 0.2 vs each other m, U5 γ = 60 vs γ = 20 and γ = 100) are left to
+    :meth:`Page.finish`; the rows that ARE a notebook-measured primary carry ``role="primary"`` and the
+    registry's statement: U2 (both validation cosines near 1 early after the warm-up:
+    min(positive, hardest-negative cosine) over the first half of the post-warm-up epochs), U3 (area under
+    the validation RSUM curve after the warm-up, :func:`reproduce.claim_rows.curve_mean`), U6
+    (γ·Unified(m = 0) = VLC).
 
     U1: Tables 1–2 (test RSUM); U2: Fig. 4 / Sec. 3.3 (epoch-1 hardest-negative cosines, their peak,
-    growth of the hardest-negative tangent gradient, Eq. 12); U3: Fig. 3 (mean validation RSUM over the
-    first half of the epochs); U4 / U5: Fig. 5a / 5b (test RSUM); U6: Eqs. 6–7, 21–23, BCLS Eqs. 10–11, 16,
-    ladder Sec. III-B (:func:`identity_frame`)."""
+    growth of the hardest-negative tangent gradient, Eq. 12); U3: Fig. 3 (validation RSUM after the
+    warm-up; over the first half of the epochs); U4 / U5: Fig. 5a / 5b (test RSUM); U6: Eqs. 6–7, 21–23,
+    BCLS Eqs. 10–11, 16, ladder Sec. III-B (:func:`identity_frame`)."""
     rows: list[dict] = []
     last = int(hist.epoch.max())
     half = max(1, last // 2)
@@ -317,7 +315,7 @@ def claim_rows(
 
     # U1 — Tables 1, 2
     for other in ("Triplet-HN", "VLC"):
-        if not _is_primary("U1", "Unified", other):
+        if not registry.claim("U1").primary.matches(arm_a="Unified", arm_b=other):
             add(
                 "U1",
                 "Tables 1, 2",
@@ -348,17 +346,29 @@ def claim_rows(
         paired(at_epoch(hist, th, "val_hardneg_sim", 1), at_epoch(hist, un, "val_hardneg_sim", 1)),
         note="effect = validation mean hardest-negative cosine after epoch 1, Triplet-HN − Unified",
     )
+    pair = hist[hist.arm.isin([th, un])]
+    both, win = curves.curve_mean(pair, curves.both_cosines, early=True)
+    both = both.set_index(["arm", "seed"])["value"]
     add(
         "U2",
         "Fig. 4",
         _primary_statement("U2"),
+        registry.claim("U2").primary.legacy["metric"],
+        "Triplet-HN vs Unified",
+        paired(both[th], both[un]) if win[0] <= win[1] else [],
+        note=f"effect = mean over {curves.window_text(win)} (the first half of the epochs after the longest "
+        "warm-up of either arm) of min(val_pos_sim, val_hardneg_sim), Triplet-HN − Unified, paired by seed"
+        + ("" if win[0] <= win[1] else "; not testable: no epoch after the warm-up"),
+        role="primary",
+    )
+    add(
+        "U2",
+        "Fig. 4",
+        "The highest validation hardest-negative cosine over the epochs is larger for Triplet-HN than for Unified",
         "max over epochs of val_hardneg_sim",
         "Triplet-HN vs Unified",
         paired(peak(hist, th, "val_hardneg_sim"), peak(hist, un, "val_hardneg_sim")),
-        note="effect = max_epoch val_hardneg_sim(Triplet-HN) − max_epoch val_hardneg_sim(Unified), paired by "
-        "seed; the paper's Fig. 4 shows both similarities of Triplet-HN approaching 1 while Unified's do not; "
-        "the positive similarity moves with it (Fig. 4 analogue)",
-        role="primary",
+        note="effect = max_epoch val_hardneg_sim(Triplet-HN) − max_epoch val_hardneg_sim(Unified), paired by seed",
     )
     add(
         "U2",
@@ -389,20 +399,33 @@ def claim_rows(
         note="scale-free (log-ratio) because VLC's gradients are γ× Unified(m=0)'s",
     )
     # U3 — Fig. 3
-    early = hist[hist.epoch <= half].groupby(["arm", "seed"]).val_rsum.mean()
+    area, win = curves.curve_mean(hist[hist.arm.isin([un, th])], "val_rsum")
+    area = area.set_index(["arm", "seed"])["value"]
     add(
         "U3",
         "Fig. 3",
         _primary_statement("U3"),
+        registry.claim("U3").primary.legacy["metric"],
+        "Unified vs Triplet-HN",
+        paired(area[un], area[th]) if win[0] <= win[1] else [],
+        note=f"mean validation RSUM over {curves.window_text(win)} of {last} (after the longest warm-up of "
+        "either arm, the same epochs for both), Unified − Triplet-HN"
+        + ("" if win[0] <= win[1] else "; not testable: no epoch after the warm-up"),
+        role="primary",
+    )
+    early = hist[hist.epoch <= half].groupby(["arm", "seed"]).val_rsum.mean()
+    add(
+        "U3",
+        "Fig. 3",
+        "Unified has a higher mean validation RSUM over the first half of training than Triplet-HN",
         f"mean val_rsum, epochs 1–{half} (%)",
         "Unified vs Triplet-HN",
         paired(early[un], early[th]),
-        note=f"first half of training = epochs 1–{half} of {last}",
-        role="primary",
+        note=f"first half of training = epochs 1–{half} of {last}, warm-up epochs included",
     )
     # U4 — Fig. 5a
     for arm in mg.arm.unique():
-        if arm != M_BEST and not _is_primary("U4", M_BEST, arm):
+        if arm != M_BEST and not registry.claim("U4").primary.matches(arm_a=M_BEST, arm_b=arm):
             add(
                 "U4",
                 "Fig. 5a",
@@ -426,7 +449,7 @@ def claim_rows(
     g_best = f"γ={gamma:g}"
     lowest = f"γ={gm.g[np.isfinite(gm.g)].min():g}" if len(gm) else ""
     for other in (lowest, INF):
-        if other in set(gm.arm) and not _is_primary("U5", g_best, other):
+        if other in set(gm.arm) and not registry.claim("U5").primary.matches(arm_a=g_best, arm_b=other):
             add(
                 "U5",
                 "Fig. 5b",
