@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from coherent_itr.config import Config
-from coherent_itr.health import is_collapsed
+from coherent_itr.health import HEALTH_KEYS, cone, is_collapsed
 
 from . import experiments
 from .profiles import HN_WARMUP_FIELD, Profile
@@ -162,6 +162,8 @@ def trial_from_record(record, is_collapsed=None) -> dict:
     collapsed, reason = (is_collapsed or _default_is_collapsed)(view)
     if not math.isfinite(rsum):
         collapsed, reason = True, "non-finite validation RSUM"
+    health = view.get("health") or {}
+    known = all(k in health for k in HEALTH_KEYS)  # the cone: a diagnostic shown beside the choice, never deciding
     return {
         "lr": float(cfg["lr"]),
         HN_WARMUP_FIELD: int(cfg.get(HN_WARMUP_FIELD, 0) or 0),
@@ -170,6 +172,8 @@ def trial_from_record(record, is_collapsed=None) -> dict:
         "epochs_run": int(view.get("epochs_run", len(hist))),
         "collapsed": collapsed,
         "collapse_reason": reason,
+        "hardneg_cos": float(health["val_hardneg_sim"]) if known else float("nan"),
+        "narrow_cone": cone(health)[0] if known else None,
         "status": "ok",
     }
 
@@ -183,6 +187,8 @@ def failed_trial(setting: dict, status: str) -> dict:
         "epochs_run": None,
         "collapsed": True,
         "collapse_reason": status,
+        "hardneg_cos": float("nan"),
+        "narrow_cone": None,
         "status": status,
     }
 
@@ -380,6 +386,8 @@ def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
                     "epochs_run": t["epochs_run"],
                     "collapsed": t["collapsed"],
                     "collapse_reason": t["collapse_reason"],
+                    "hardneg_cos": t.get("hardneg_cos", float("nan")),
+                    "narrow_cone": t.get("narrow_cone"),
                     "status": t["status"],
                     "other_seeds": t.get("other_seeds", ""),
                     "chosen": t is f.chosen,

@@ -504,3 +504,31 @@ def test_health_sentences_say_in_words_what_the_tuning_table_shows():
     assert "keeps lr 0.0006" in words[1]
     assert "**C**" in words[2] and "rejected lr 0.0006, 1 warm-up epoch (2/2 collapsed)" in words[2]
     assert "lr 0.0002, 1 warm-up epoch is healthy on every seed" in words[2]
+
+
+def test_a_narrow_cone_is_shown_beside_the_choice_and_never_removes_a_setting():
+    """The Flickr8k case that motivated the retrieval-only rule: a GRU-64 VSE++ at 27x chance with a
+    hardest-negative cosine of 0.999 was marked collapsed and lost to a setting at 7x chance."""
+    from coherent_itr import health as h
+
+    def rec(lr, rsum, hardneg):
+        row = {
+            "epoch": 3,
+            "val_rsum": rsum,
+            "val_rsum_chance": 3.2,
+            "val_pos_sim": hardneg - 0.0005,
+            "val_hardneg_sim": hardneg,
+        }
+        return Traced(
+            config={"loss": "triplet", "lr": lr, "warmup_epochs": 1},
+            history=[row],
+            best_epoch=3,
+            epochs_run=3,
+            health=h.epoch_health(row),
+            test=Poison(),
+            timing=Poison(),
+        )
+
+    narrow, wide = tuning.trial_from_record(rec(2e-3, 87.3, 0.999)), tuning.trial_from_record(rec(2e-4, 23.4, 0.4))
+    assert narrow["narrow_cone"] is True and narrow["collapsed"] is False and narrow["hardneg_cos"] == 0.999
+    assert wide["narrow_cone"] is False and tuning.select([narrow, wide]) is narrow
