@@ -7,7 +7,8 @@ Pages (all relative links, so the folder can be opened from disk or served as is
 
 * ``index.html`` — what the study asks, the verdict counts per data set (from ``claims.csv``), what
   produced the results (``manifest.json``), one row per paper with its notebook page per data set
-  and its claim ids linked into the ledger, and ``summary.md`` of the results folder when present;
+  and its claim ids linked into the ledger, and the plain summary (``<results>/summary.md`` when the
+  study wrote one, else the README's "What it finds");
 * ``<data>/<notebook>.html`` — each executed notebook rendered by nbconvert (figures embedded),
   with a bar linking home, the ledger rows of its claims and the figures;
 * ``ledger.html`` — ``claims.md`` rendered, each claim id's first row carrying ``id="<claim id>"``
@@ -43,6 +44,7 @@ table{border-collapse:collapse;margin:1em 0;font-size:14px}
 th,td{border:1px solid #d0d7de;padding:.3em .55em;vertical-align:top}
 th{background:#f4f6f8}
 tr:target{background:#fff3b0}
+[id]{scroll-margin-top:3em}
 figure{display:inline-block;margin:.6em;max-width:480px;vertical-align:top}
 figure img{max-width:100%;height:auto;border:1px solid #e1e4e8}
 figcaption{font-size:13px;color:#444}
@@ -224,15 +226,32 @@ def manifest_line(results: Path) -> str:
     )
 
 
+def findings_markdown(results: Path, readme: Path = ROOT / "README.md") -> str:
+    """The plain summary for the index: ``<results>/summary.md`` when the study wrote one, else the
+    README's "What it finds" section. Links become their text (they are relative to the repository,
+    not to the site); public URLs stay."""
+    path = results / "summary.md"
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+    elif readme.is_file():
+        m = re.search(
+            r"^## What it finds\n(.*?)(?=^## |^<!-- claims-ledger:begin -->|\Z)", readme.read_text(), re.M | re.S
+        )
+        text = "## What it finds\n" + m.group(1) if m else ""
+    else:
+        return ""
+    return re.sub(r"(?<!!)\[([^\]]*)\]\((?!https?://)[^)]*\)", r"\1", text)
+
+
 def write_index(results: Path, out: Path, pages: dict[str, dict[str, str]], by_nb: dict[str, list[str]], claims):
     parts = [
         page_head("coherent_itr — results"),
         "<h1>Does continuous relevance make image-text retrieval more coherent?</h1>",
     ]
     parts.append(f"<p>{INTRO}</p>")
-    summary = results / "summary.md"
-    if summary.is_file():
-        parts.append(markdown_html(summary.read_text(encoding="utf-8")))
+    summary = findings_markdown(results)
+    if summary:
+        parts.append(markdown_html(summary))
     parts += ["<h2>Verdicts</h2>", verdict_table(claims), manifest_line(results)]
     data_names = list(dict.fromkeys(d for nbs in pages.values() for d in nbs))
     head = "".join(f"<th>{html.escape(d)}</th>" for d in data_names)

@@ -195,6 +195,21 @@ def test_rebuild_replaces_the_previous_site(planted: Path, tmp_path: Path):
     assert not (out / "leftover.html").exists() and not (out / "flickr8k").exists()
 
 
+def test_index_summary_from_the_results_or_the_readme_links_made_text(planted: Path, tmp_path: Path):
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# T\n\n## What it finds\n\n* **B1** holds ([the ledger](results/claims.md), "
+        "[paper](https://arxiv.org/abs/2210.11319)).\n\n## Run it\n\nmake\n"
+    )
+    text = site.findings_markdown(planted, readme)
+    assert text.startswith("## What it finds") and "Run it" not in text
+    assert "the ledger," in text and "results/claims.md" not in text and "(https://arxiv.org/abs/2210.11319)" in text
+    (planted / "summary.md").write_text("Generated summary: 1 of 2 reproduced.")
+    assert site.findings_markdown(planted, readme) == "Generated summary: 1 of 2 reproduced."
+    index = site.build(planted, tmp_path / "site").read_text()
+    assert "Generated summary: 1 of 2 reproduced." in index
+
+
 # --- in a real browser ---------------------------------------------------------------------------
 
 PROBE = """<script>
