@@ -192,6 +192,68 @@ def write_figures(results: Path, out: Path) -> int:
     return len(files)
 
 
+VERDICT_COLOURS = {
+    "reproduced": "#1a9850",
+    "not reproduced": "#d73027",
+    "no effect": "#4d4d4d",
+    "inconclusive": "#f39c12",
+    "not testable": "#8e7cc3",
+}
+CLIP = 8.0  # effects beyond ±CLIP thresholds are drawn at the edge with an arrow
+
+
+def headline_figure(claims, path: Path) -> list[str] | None:
+    """The main comparison in one figure: every primary row's effect ÷ its practical threshold T, with
+    its Holm-adjusted interval, one panel per data set, coloured by verdict (|x| ≥ 1 reaches T).
+    Rows with T = 0 (identities; rows with neither a noise floor nor a paper number) cannot be put on
+    that scale and are left out. Returns the claim ids left out, or None when nothing was drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if claims is None or not {"effect", "ci_low", "ci_high", "threshold"} <= set(claims.columns):
+        return None
+    rows = claims[(claims["role"] == "primary") & (claims["threshold"] > 0)]
+    if rows.empty:
+        return None
+    left_out = [c for c in dict.fromkeys(claims.loc[claims["role"] == "primary", "id"]) if c not in set(rows["id"])]
+    ids = list(dict.fromkeys(rows["id"]))
+    data = list(dict.fromkeys(rows["dataset"]))
+    fig, axes = plt.subplots(
+        1, len(data), figsize=(4.2 * len(data) + 1.2, 0.22 * len(ids) + 1.6), sharey=True, squeeze=False
+    )
+    y_of = {cid: len(ids) - 1 - i for i, cid in enumerate(ids)}
+    for ax, d in zip(axes[0], data):
+        sub = rows[rows["dataset"] == d]
+        for r in sub.itertuples(index=False):
+            t, y = r.threshold, y_of[r.id]
+            colour = VERDICT_COLOURS.get(r.verdict, "black")
+            lo, hi = r.ci_low / t, r.ci_high / t
+            if np.isfinite(lo) and np.isfinite(hi):
+                ax.plot([np.clip(lo, -CLIP, CLIP), np.clip(hi, -CLIP, CLIP)], [y, y], color=colour, lw=1.6)
+            x = r.effect / t
+            marker = ">" if x > CLIP else "<" if x < -CLIP else "o"
+            ax.plot(np.clip(x, -CLIP, CLIP), y, marker=marker, color=colour, ms=5)
+        for v, style in ((0, "-"), (-1, "--"), (1, "--")):
+            ax.axvline(v, color="0.6", lw=0.8, ls=style, zorder=0)
+        ax.set_xlim(-CLIP - 0.5, CLIP + 0.5)
+        ax.set_title(d, fontsize=10)
+        ax.set_xlabel("effect ÷ threshold T", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(ids)), [ids[len(ids) - 1 - k] for k in range(len(ids))])
+    axes[0][0].set_ylim(-0.8, len(ids) - 0.2)
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=v) for v, c in VERDICT_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle("Each claim's primary effect ÷ its threshold T, with the Holm-adjusted interval", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return left_out
+
+
 def verdict_table(claims) -> str:
     if claims is None:
         return "<p>No claims ledger yet: run <code>make reproduce</code>.</p>"
@@ -252,7 +314,17 @@ def write_index(results: Path, out: Path, pages: dict[str, dict[str, str]], by_n
     summary = findings_markdown(results)
     if summary:
         parts.append(markdown_html(summary))
-    parts += ["<h2>Verdicts</h2>", verdict_table(claims), manifest_line(results)]
+    parts += ["<h2>Verdicts</h2>", verdict_table(claims)]
+    left_out = headline_figure(claims, out / "headline.png")
+    if left_out is not None:
+        note = f" Not on this scale (T = 0): {claim_links(left_out)}." if left_out else ""
+        parts.append(
+            '<figure style="max-width:100%"><img src="headline.png" alt="every primary effect over its threshold">'
+            "<figcaption>Dashed lines: ± the practical threshold T (<em>reproduced</em> needs the interval clear "
+            f"of 0 and the effect beyond T); effects beyond ±{CLIP:g} T are drawn at the edge.{note}"
+            "</figcaption></figure>"
+        )
+    parts.append(manifest_line(results))
     data_names = list(dict.fromkeys(d for nbs in pages.values() for d in nbs))
     head = "".join(f"<th>{html.escape(d)}</th>" for d in data_names)
     rows = []

@@ -74,14 +74,15 @@ def planted(tmp_path: Path) -> Path:
     for base in (res, res / "flickr8k"):
         _notebook(base / "notebooks" / "01_bcls.ipynb", "01 · BCLS")
         _notebook(base / "notebooks" / "05_unified.ipynb", "05 · Unified")
-    rows = [
-        ("B1", "primary", "synthetic", "reproduced", "01_bcls"),
-        ("B1", "primary", "flickr8k", "inconclusive", "01_bcls"),
-        ("B10", "primary", "synthetic", "no effect", "01_bcls"),
-        ("U1", "primary", "synthetic", "no effect", "05_unified"),
-        ("B1", "secondary", "synthetic", "inconclusive", "01_bcls"),
+    rows = [  # U1 has no threshold (T = 0): it cannot go on the headline figure's effect ÷ T scale
+        ("B1", "primary", "synthetic", "reproduced", "01_bcls", 30.0, 20.0, 40.0, 10.0),
+        ("B1", "primary", "flickr8k", "inconclusive", "01_bcls", 5.0, -5.0, 15.0, 10.0),
+        ("B10", "primary", "synthetic", "no effect", "01_bcls", 1.0, -2.0, 4.0, 10.0),
+        ("U1", "primary", "synthetic", "no effect", "05_unified", 0.1, 0.0, 0.2, 0.0),
+        ("B1", "secondary", "synthetic", "inconclusive", "01_bcls", 2.0, -1.0, 5.0, 10.0),
     ]
-    pd.DataFrame(rows, columns=["id", "role", "dataset", "verdict", "notebook"]).to_csv(res / "claims.csv", index=False)
+    columns = ["id", "role", "dataset", "verdict", "notebook", "effect", "ci_low", "ci_high", "threshold"]
+    pd.DataFrame(rows, columns=columns).to_csv(res / "claims.csv", index=False)
     (res / "claims.md").write_text(CLAIMS_MD)
     (res / "manifest.json").write_text(json.dumps({"profile": "default", "library_source_hash": "abc123"}))
     for rel in ("bcls/fig4_synthetic.png", "flickr8k/bcls/fig4_flickr8k.png"):
@@ -156,6 +157,8 @@ def test_site_pages_links_and_claim_anchors(planted: Path, tmp_path: Path):
     for ref in ("ledger.html#B1", "ledger.html#U1", "synthetic/01_bcls.html", "flickr8k/05_unified.html"):
         assert f'href="{ref}"' in index_html
     assert "<td>reproduced</td>" not in index_html and ">1</td>" in index_html  # counts, not verdict names
+    assert '<img src="headline.png"' in index_html and (out / "headline.png").stat().st_size > 0
+    assert 'Not on this scale (T = 0): <a href="ledger.html#U1">U1</a>.' in index_html
     bcls = (out / "synthetic" / "01_bcls.html").read_text()
     assert 'href="../ledger.html#B1"' in bcls and 'href="../ledger.html#B10"' in bcls and "#U1" not in bcls
     assert "data:image/png;base64," in bcls
@@ -284,7 +287,9 @@ def _check_in_browser(out: Path, claim_ids: list[str]) -> dict[str, dict]:
 def test_planted_site_in_a_headless_browser(planted: Path, tmp_path: Path):
     out = site.build(planted, tmp_path / "site").parent
     seen = _check_in_browser(out, ["B1", "B10", "U1"])
-    assert sum(len(d["imgs"]) for d in seen.values()) == 2 * 2 + 2  # one per notebook page, two figures
+    # one image per notebook page, two figures, the headline figure of the index
+    assert sum(len(d["imgs"]) for d in seen.values()) == 2 * 2 + 2 + 1
+    assert [i["ok"] for i in seen["index.html"]["imgs"]] == [True]
     # the check can fail: a figure replaced by bytes that are not an image does not load
     (out / "figures" / "bcls" / "fig4_synthetic.png").write_bytes(b"not a png")
     imgs = _browse(out / "figures.html")["imgs"]
