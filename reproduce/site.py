@@ -5,17 +5,19 @@
 
 Pages (all relative links, so the folder can be opened from disk or served as is):
 
-* ``index.html`` — what the study asks, the verdict counts per data set (from ``claims.csv``), what
-  produced the results (``manifest.json``), one row per paper with its notebook page per data set
-  and its claim ids linked into the ledger, and the plain summary (``<results>/summary.md`` when the
-  study wrote one, else the README's "What it finds");
+* ``index.html`` — what the study asks, the plain summary (``<results>/summary.md`` when the study
+  wrote one, else the README's "What it finds"), the verdict counts per data set (from
+  ``claims.csv``), the headline figure (:func:`headline_figure`), what produced the results
+  (``manifest.json``), and one row per paper with its notebook page per data set and its claim ids
+  linked into the ledger;
 * ``<data>/<notebook>.html`` — each executed notebook rendered by nbconvert (figures embedded),
   with a bar linking home, the ledger rows of its claims and the figures;
 * ``ledger.html`` — ``claims.md`` rendered, each claim id's first row carrying ``id="<claim id>"``
   (so ``ledger.html#B1`` lands on B1's primary row);
 * ``figures.html`` — every PNG figure of the results folder, copied under ``figures/``.
 
-Nothing is computed here: every number comes from the files the study wrote.
+Nothing is computed here: every number comes from the files the study wrote (the headline figure
+only divides each effect and interval by the threshold the ledger states).
 """
 
 from __future__ import annotations
