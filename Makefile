@@ -8,7 +8,7 @@ PROFILE ?= default
 export COHERENT_ITR_CACHE ?= $(CURDIR)/.cache
 export PYTHONHASHSEED := 0
 
-.PHONY: help reproduce test lint smoke lab clean venv
+.PHONY: help reproduce test lint smoke lab clean venv site test-site
 
 help:  ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,6 +35,12 @@ lint: $(STAMP)  ## ruff check + ruff format --check (configured in pyproject.tom
 
 test: lint  ## lint, then every test (unit, pipeline, notebooks under the smoke profile via nbval)
 	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
+
+site: $(STAMP)  ## static HTML site of the committed results (notebooks, ledger, figures) in results/site/
+	$(PY) -m reproduce.site
+
+test-site: site  ## build the site, then check it in headless Chromium (skips without one: apt-get install chromium)
+	COHERENT_ITR_SITE=$(CURDIR)/results/site $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py
 
 lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, results/), the project's kernel; works as root
 	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh

@@ -1,0 +1,121 @@
+"""The user documentation: README length and ledger markers, links that stay inside the repository
+(or go to public URLs), the README's library example runs, CITATION.cff has the CFF 1.2.0 shape."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+PAPERS = (
+    "Image-Text Retrieval with Binary and Continuous Label Supervision",
+    "Adaptive Ladder Loss for Learning Coherent Visual-Semantic Embedding",
+    "Is An Image Worth Five Sentences?",
+    "Integrating Listwise Ranking into Pairwise-based Image-Text Retrieval",
+    "Unified Loss of Pair Similarity Optimization for Vision-Language Retrieval",
+    "VSE++: Improving Visual-Semantic Embeddings with Hard Negatives",
+    "Framing Image Description as a Ranking Task",
+)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def bad_links(path: Path, root: Path = ROOT) -> list[str]:
+    """Links of a Markdown file that leave the repository, name a missing file or a missing heading."""
+    bad = []
+    for target in LINK.findall(path.read_text(encoding="utf-8")):
+        if re.match(r"https?://", target):
+            if re.match(r"https?://(localhost|127\.|[^/]*\.invalid)", target):
+                bad.append(f"{target} (not public)")
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if root.resolve() not in dest.parents and dest != root.resolve():
+            bad.append(f"{target} (outside the repository)")
+        elif not dest.exists():
+            bad.append(f"{target} (no such file)")
+        elif anchor and dest.suffix == ".md":
+            heads = {_slug(h) for h in re.findall(r"^#+ (.+)$", dest.read_text(encoding="utf-8"), re.M)}
+            if anchor not in heads:
+                bad.append(f"{target} (no heading #{anchor})")
+    return bad
+
+
+def test_readme_is_short_starts_with_the_study_and_keeps_the_ledger_block():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200)"
+    assert lines[0].startswith("# ") and "?" in lines[0]  # the question the study asks
+    first_section = text.split("\n## ", 2)
+    assert first_section[1].startswith("What it finds")
+    assert text.count("<!-- claims-ledger:begin -->") == 1 and text.count("<!-- claims-ledger:end -->") == 1
+    assert "previous protocol" in first_section[1] and "not evidence" in first_section[1]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_links_stay_in_the_repository_or_go_to_public_urls(path: Path):
+    assert bad_links(path) == []
+    text = path.read_text(encoding="utf-8")
+    assert "../shared/" not in text and not re.search(r"\bthe issues?\b", text, re.I)
+
+
+def test_link_checker_catches_planted_bad_links(tmp_path: Path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Title\n\n## On a GPU\n")
+    page = tmp_path / "README.md"
+    page.write_text(
+        "[ok](docs/a.md#on-a-gpu) [web](https://example.org/x) [up](../shared/notes/claims.md) "
+        "[gone](docs/b.md) [anchor](docs/a.md#nowhere) [local](http://localhost:8888/lab) ![img](x.png)"
+    )
+    assert bad_links(page, tmp_path) == [
+        "../shared/notes/claims.md (outside the repository)",
+        "docs/b.md (no such file)",
+        "docs/a.md#nowhere (no heading #nowhere)",
+        "http://localhost:8888/lab (not public)",
+    ]
+
+
+def test_readme_library_example_runs(capsys):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "README.md has no python example"
+    import torch
+
+    state = torch.random.get_rng_state()  # the example seeds torch; leave other tests' RNG as it was
+    try:
+        exec(compile(blocks[0], "README.md example", "exec"), {"__name__": "readme_example"})
+    finally:
+        torch.random.set_rng_state(state)
+    out = capsys.readouterr().out.splitlines()
+    assert "'bcls'" in out[0] and len(out) == 3
+    rsum, ndcg = map(float, out[2].split())
+    assert 0 <= rsum <= 600 and 0 <= ndcg <= 1
+
+
+def test_citation_cff_and_references():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0"
+    assert {"cff-version", "message", "title", "authors"} <= set(cff)
+    assert (
+        cff["license"] == "MIT"
+        and cff["authors"]
+        and all(a.get("name") or a.get("family-names") for a in cff["authors"])
+    )
+    refs = cff["references"]
+    assert all({"type", "title", "authors"} <= set(r) for r in refs)
+    titles = " ".join(r["title"] for r in refs)
+    references = (ROOT / "docs" / "references.md").read_text(encoding="utf-8")
+    for paper in PAPERS:
+        assert paper.lower() in titles.lower(), paper
+        assert paper.lower() in references.lower(), paper
+    assert not re.search(r"doi\.org|\b10\.\d{4,}/", references)  # no DOI: only arXiv ids and venues
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert license_text.startswith("MIT License") and "Flickr8k" in license_text
