@@ -31,8 +31,12 @@ import numpy as np
 
 from . import claims as registry
 from .ledger import (
+    LARGER_THAN_PAPER,
     LEGEND,
+    NOISE_K,
     NOTEBOOK_COLUMNS,
+    POWER,
+    STABLE,
     THRESHOLD_RULE,
     Estimate,
     adjusted_level,
@@ -40,9 +44,11 @@ from .ledger import (
     estimate,
     estimate_from_interval,
     holm,
+    holm_step_alpha,
+    min_detectable_effect,
     pooled_sd,
+    stability,
     threshold,
-    NOISE_K,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +77,11 @@ COLUMNS = [
     "noise_floor",
     "paper_effect",
     "ratio",
+    "mde",
+    "decidable",
+    "stability",
+    "fragile",
+    "larger_than_paper",
     "verdict",
     "reason",
     "notebook",
@@ -83,6 +94,7 @@ COLUMNS = [
     "paper_source",
     "note",
     "health_evaluated",
+    "mde_alpha",
 ]
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
@@ -349,6 +361,7 @@ def build_ledger(
         o["effect"] = est.effect
         o["ci95_low"], o["ci95_high"] = est.interval(0.95)
         o["p_adj"] = math.nan
+    families = {}
     for data in datasets:
         fam = [
             o
@@ -365,6 +378,7 @@ def build_ledger(
         m = len(fam)
         for o in fam:
             o["_level"] = adjusted_level(o["p_unadj"], o["p_adj"], m)
+        families[data] = fam
     for o in out:
         est = o["_est"]
         if o.get("_missing"):
@@ -404,8 +418,13 @@ def build_ledger(
             if not np.isfinite(o["noise_floor"]):
                 why += "; no noise floor for this measure"
         o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+    for fam in families.values():
+        _budget_columns(fam)
     for o in out:
         o["direction"] = _direction(o["kind"])
+        o["larger_than_paper"] = (
+            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
+        )
     df = pd.DataFrame(out)
     order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
     role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
@@ -416,6 +435,36 @@ def build_ledger(
     )
     df = df.sort_values(["_r", "_o", "_d"], kind="stable")
     return df.reindex(columns=COLUMNS).reset_index(drop=True)
+
+
+def _budget_columns(fam: list[dict]) -> None:
+    """MDE, decidable flag and stability of the rows of one Holm family (rule in :mod:`reproduce.ledger`);
+    an ``inconclusive`` row that is not decidable says so in its reason."""
+    alphas = holm_step_alpha([o["p_unadj"] for o in fam])
+    stab = stability(
+        [
+            {
+                "kind": o["kind"],
+                "effects": o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"]),
+                "query_var": o["_est"].query_var,
+                "threshold": o["threshold"],
+                "verdict": o["verdict"],
+            }
+            for o in fam
+        ]
+    )
+    for o, a, s in zip(fam, alphas, stab):
+        est = o["_est"]
+        mde = min_detectable_effect(est.se, est.df, a, o["kind"])
+        pe = o["paper_effect"]
+        use_paper = o["kind"] == "direction" and np.isfinite(pe) and pe != 0
+        ref = abs(pe) if use_paper else (o["threshold"] if o["threshold"] > 0 else math.nan)
+        decidable = bool(mde <= ref) if np.isfinite(mde) and np.isfinite(ref) else None
+        o.update(mde=mde, mde_alpha=float(a), decidable=decidable, stability=float(s), fragile=bool(s < STABLE))
+        if o["verdict"] == "inconclusive" and decidable is False:
+            o["reason"] += f"; not decidable at this budget: MDE {fmt_num(mde)} > " + (
+                f"|paper effect| {fmt_num(ref)}" if use_paper else f"threshold {fmt_num(ref)}"
+            )
 
 
 def _pseudo_effects(est: Estimate) -> list[float]:
@@ -481,6 +530,42 @@ def effect_cell(r) -> str:
     return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
 
 
+def _flag(x) -> bool | None:
+    """A flag column read back from a CSV or freshly built: True / False / None (empty)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, str) and x.strip().lower() in ("true", "false"):
+        return x.strip().lower() == "true"
+    return None
+
+
+def mde_cell(r) -> str:
+    """The minimum detectable effect and whether the row is decidable at this budget."""
+    if not np.isfinite(_f(r.get("mde"))):
+        return "—"
+    d = _flag(r.get("decidable"))
+    return fmt_num(r["mde"]) + {True: " (yes)", False: " (no)", None: ""}[d]
+
+
+def stability_cell(r) -> str:
+    """Share of bootstrap resamples with the same verdict, *fragile* below the ledger's STABLE."""
+    s = _f(r.get("stability"))
+    if not np.isfinite(s):
+        return "—"
+    return f"{100 * s:.0f}%" + (" *fragile*" if _flag(r.get("fragile")) else "")
+
+
+def verdict_cell(r) -> str:
+    """The verdict in bold, with *not decidable at this budget* (inconclusive rows) or *larger than the
+    paper — check the baseline* (reproduced rows more than LARGER_THAN_PAPER × the paper's effect)."""
+    v = f"**{r['verdict']}**"
+    if r["verdict"] == "inconclusive" and _flag(r.get("decidable")) is False:
+        v += " (not decidable at this budget)"
+    if _flag(r.get("larger_than_paper")):
+        v += " (larger than the paper — check the baseline)"
+    return v
+
+
 def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
 
@@ -515,6 +600,15 @@ def legend_markdown() -> str:
         "",
     ]
     lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
+    lines += [
+        "",
+        f"**MDE** — the effect the row's test detects with {POWER:.0%} power at the level Holm's step applies to "
+        "it, at its measured standard error and degrees of freedom; *(yes)*: decidable at this budget "
+        "(MDE ≤ |paper's effect|, or ≤ T without one). **Stability** — share of bootstrap resamples "
+        f"(seeds and test queries together, Holm recomputed) with the same verdict; *fragile* below {STABLE:.0%}. "
+        f"A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is flagged *larger than the paper — "
+        "check the baseline*. Formulas in `reproduce/ledger.py`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -536,8 +630,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "## Primary rows",
         "",
         "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
-        "ratio | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "ratio | MDE (decidable?) | stability | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
@@ -548,7 +642,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         out.append(
             f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
             f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
-            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | **{r['verdict']}** |"
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {mde_cell(r)} | "
+            f"{stability_cell(r)} | {verdict_cell(r)} |"
         )
     for role in ("secondary", "exploratory"):
         sub = df[df["role"] == role]
