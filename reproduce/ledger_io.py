@@ -675,6 +675,8 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
             r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
             line[d] = r["verdict"].iloc[0] if len(r) else "not tested"
             line[f"{d}_effect"] = effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
+            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r else math.nan
+            line[f"{d}_cell"] = verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
         rows.append(line)
     return pd.DataFrame(rows)
 
@@ -682,15 +684,21 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
 def summary_markdown(df: pd.DataFrame) -> str:
     """The README table: primary rows only, one line per claim, with the tally per data set."""
     t = primary_table(df)
-    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and not c.endswith("_effect")]
+    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and "_" not in c]
     head = (
-        "| id | paper | primary contrast | " + " | ".join(f"{d}: effect [interval] → verdict" for d in datasets) + " |"
+        "| id | paper | primary contrast | "
+        + " | ".join(f"{d}: effect [interval] → verdict | {d}: ratio to paper" for d in datasets)
+        + " |"
     )
-    rows = [head, "|" + "---|" * (3 + len(datasets))]
+    rows = [head, "|" + "---|" * (3 + 2 * len(datasets))]
     for r in t.to_dict("records"):
         rows.append(
             f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
-            + " | ".join(f"{_cell(r[d + '_effect'])} → **{r[d]}**" for d in datasets)
+            + " | ".join(
+                f"{_cell(r[d + '_effect'])} → {r[d + '_cell']} | "
+                + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
+                for d in datasets
+            )
             + " |"
         )
     tallies = []
@@ -698,6 +706,86 @@ def summary_markdown(df: pd.DataFrame) -> str:
         n = t[d].value_counts()
         tallies.append(f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in LEGEND))
     return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
+
+
+SUMMARY_CATEGORIES = (
+    "reproduced",
+    "not reproduced",
+    "no effect",
+    "not decidable at this budget",
+    "inconclusive",
+    "not testable",
+)
+
+
+def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Primary rows per data set (rows) and category (columns, :data:`SUMMARY_CATEGORIES`): the verdicts,
+    with ``inconclusive`` split into *not decidable at this budget* (decidable flag False) and the rest."""
+    prim = df[df["role"] == "primary"]
+    not_decidable = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else False
+    cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & not_decidable), SUMMARY_CATEGORIES[3])
+    t = pd.crosstab(prim["dataset"], cat).reindex(columns=list(SUMMARY_CATEGORIES), fill_value=0)
+    return t.reindex(list(dict.fromkeys(prim["dataset"]))).fillna(0).astype(int)
+
+
+def caveat(df: pd.DataFrame) -> str:
+    """The one caveat sentence of the plain summary, chosen by a stated rule: of three shares over the
+    primary rows of all data sets — (a) reproduced rows flagged *larger than the paper*, among reproduced
+    rows; (b) *fragile* rows, among decided rows (reproduced, not reproduced, no effect); (c) rows *not
+    decidable at this budget*, among all primary rows — the largest one (ties in the order a, b, c) is
+    stated. Empty when all three are 0."""
+    prim = df[df["role"] == "primary"]
+    flag = {
+        c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
+        for c in ("larger_than_paper", "fragile")
+    }
+    not_dec = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else pd.Series(False, index=prim.index)
+    rep = prim["verdict"] == "reproduced"
+    decided = prim["verdict"].isin(["reproduced", "not reproduced", "no effect"])
+    cands = [
+        (
+            int((rep & flag["larger_than_paper"]).sum()),
+            int(rep.sum()),
+            f"reproduced effects are more than {LARGER_THAN_PAPER:g}× the paper's (check the baseline "
+            "before reading them as the method's gain)",
+        ),
+        (
+            int((decided & flag["fragile"]).sum()),
+            int(decided.sum()),
+            f"decided verdicts are fragile (the same verdict in fewer than {STABLE:.0%} of bootstrap resamples)",
+        ),
+        (
+            int((prim["verdict"].eq("inconclusive") & not_dec).sum()),
+            len(prim),
+            "primary rows are inconclusive and not decidable at this budget (the seeds cannot detect the "
+            "paper's effect with 80% power)",
+        ),
+    ]
+    k, n, text = max(cands, key=lambda c: c[0] / c[1] if c[1] else 0.0)
+    if not n or not k:
+        return ""
+    return f"Caveat: {k} of {n} {text}."
+
+
+def plain_summary(df: pd.DataFrame) -> str:
+    """The README's plain summary: per data set, how many primary rows are reproduced / not reproduced /
+    no effect / not decidable at this budget (inconclusive and not testable rows when there are any), then
+    the :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
+    if not len(df) or not (df["role"] == "primary").any():
+        return ""
+    counts = summary_counts(df)
+    lines = [
+        f"- **{d}** ({int(row.sum())} claims): "
+        + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 4 or row[c])
+        for d, row in counts.iterrows()
+    ]
+    cav = caveat(df)
+    rule = (
+        " _(The caveat is the largest of three shares: reproduced effects more than "
+        f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, primary rows not decidable at this "
+        "budget — `reproduce.ledger_io.caveat`.)_"
+    )
+    return "**In short.**\n\n" + "\n".join(lines) + ("\n\n" + cav + rule if cav else "") + "\n"
 
 
 def claim_verdict(verdicts) -> str:
@@ -744,11 +832,15 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     datasets = list(dict.fromkeys(df.loc[df["role"] == "primary", "dataset"])) if len(df) else []
     block = (
-        f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
+        f"{BEGIN}\n"
+        + plain_summary(df)
+        + "\n"
+        + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
         f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
-        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}). Secondary rows, the papers' "
-        f"effects, ratios, noise floors and the legend are in [results/claims.md](results/claims.md)._\n\n"
+        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}), and the ratio of our effect to "
+        f"the paper's. Secondary rows, the papers' effects, minimum detectable effects, stability, noise floors and "
+        f"the legend are in [results/claims.md](results/claims.md)._\n\n"
         + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
         + summary_markdown(df)
         + END

@@ -187,3 +187,78 @@ def test_ledger_columns_on_planted_rows(tmp_path):
     # the cells read back from the CSV render the same way
     back = ledger_io.markdown(csv)
     assert "**inconclusive** (not decidable at this budget)" in back and "100%" in back
+
+
+# --- the plain summary ----------------------------------------------------------------------------
+def _planted_ledger():
+    rows = []
+    # synthetic: 3 reproduced (2 larger than the paper, 1 fragile), 1 not reproduced, 1 no effect,
+    # 2 inconclusive of which 1 not decidable, 1 not testable; flickr8k: 1 reproduced, 2 not decidable
+    plan = {
+        "synthetic": [
+            ("reproduced", True, True, False),
+            ("reproduced", True, True, False),
+            ("reproduced", True, False, True),
+            ("not reproduced", True, None, False),
+            ("no effect", True, None, False),
+            ("inconclusive", False, None, True),
+            ("inconclusive", True, None, False),
+            ("not testable", None, None, None),
+        ],
+        "flickr8k": [
+            ("reproduced", True, False, False),
+            ("inconclusive", False, None, False),
+            ("inconclusive", False, None, False),
+        ],
+    }
+    for data, rs in plan.items():
+        for i, (v, dec, big, frag) in enumerate(rs):
+            rows.append(
+                {
+                    "id": f"C{i}",
+                    "role": "primary",
+                    "dataset": data,
+                    "verdict": v,
+                    "decidable": dec,
+                    "larger_than_paper": big,
+                    "fragile": frag,
+                }
+            )
+    rows.append(
+        {"id": "C0", "role": "secondary", "dataset": "synthetic", "verdict": "inconclusive", "decidable": False}
+    )
+    return pd.DataFrame(rows)
+
+
+def test_summary_counts_by_brute_force():
+    df = _planted_ledger()
+    t = ledger_io.summary_counts(df)
+    assert list(t.index) == ["synthetic", "flickr8k"]
+    assert t.loc["synthetic"].to_dict() == {
+        "reproduced": 3,
+        "not reproduced": 1,
+        "no effect": 1,
+        "not decidable at this budget": 1,
+        "inconclusive": 1,
+        "not testable": 1,
+    }
+    assert t.loc["flickr8k", "not decidable at this budget"] == 2 and t.loc["flickr8k", "reproduced"] == 1
+    # read back from a CSV (flags as text / empty) the counts are the same
+    back = pd.read_csv(__import__("io").StringIO(df.to_csv(index=False)))
+    assert ledger_io.summary_counts(back).equals(t)
+
+
+def test_caveat_states_the_largest_share():
+    df = _planted_ledger()
+    # shares: larger than paper 2/4 reproduced = 0.5; fragile 1/6 decided; not decidable 3/11 primary
+    assert ledger_io.caveat(df) == (
+        "Caveat: 2 of 4 reproduced effects are more than 5× the paper's (check the baseline before reading "
+        "them as the method's gain)."
+    )
+    df.loc[df["larger_than_paper"].eq(True), "larger_than_paper"] = False
+    assert ledger_io.caveat(df).startswith("Caveat: 3 of 11 primary rows are inconclusive and not decidable")
+    text = ledger_io.plain_summary(df)
+    assert "- **synthetic** (8 claims): 3 reproduced, 1 not reproduced, 1 no effect, 1 not decidable" in text
+    assert "- **flickr8k** (3 claims): 1 reproduced, 0 not reproduced, 0 no effect, 2 not decidable" in text
+    assert "not testable" not in text.split("\n")[3]  # flickr8k has none: not listed
+    assert ledger_io.caveat(df[df["verdict"] == "no effect"]) == ""
