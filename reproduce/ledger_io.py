@@ -8,7 +8,11 @@ floor, practical threshold, Holm across a data set's primary rows) and writes ``
 (every column) and ``claims.md`` (primary rows first, then secondary, then the legend). Every
 claim id has exactly one primary row per data set: a claim no notebook row tests is listed as
 ``inconclusive`` with the reason, never silently dropped. :func:`update_readme` writes the README
-table from the same rows (primary rows only).
+table from the same rows (primary rows only), opened by :func:`plain_summary`.
+
+Beside its verdict every primary row in a Holm family carries what the budget can decide (rules in
+:mod:`reproduce.ledger`): ``mde`` (at the Holm step level ``mde_alpha``), ``decidable``, ``stability``,
+``fragile``; every primary row with a paper effect its ``ratio`` and ``larger_than_paper``.
 """
 
 from __future__ import annotations
@@ -439,7 +443,8 @@ def build_ledger(
 
 def _budget_columns(fam: list[dict]) -> None:
     """MDE, decidable flag and stability of the rows of one Holm family (rule in :mod:`reproduce.ledger`);
-    an ``inconclusive`` row that is not decidable says so in its reason."""
+    an ``inconclusive`` row that is not decidable says so in its reason. A row stored only as an interval
+    (an older claim file) is resampled from :func:`_pseudo_effects`: n values with its mean and seed sd."""
     alphas = holm_step_alpha([o["p_unadj"] for o in fam])
     stab = stability(
         [

@@ -80,8 +80,8 @@ def main_comparison(
 ) -> pd.DataFrame:
     """Per arm (index, first-seen order, ``base`` first): mean and IQM of ``metric`` over seeds with their
     stratified-bootstrap intervals, and the probability of improvement over ``base`` with its interval
-    (empty for ``base``). ``df``: one row per run with columns ``arm``, ``seed`` and ``metric``
-    (``Study.results("overview")``)."""
+    (empty for ``base``); an arm with one seed gets no interval. ``df``: one row per run with columns
+    ``arm``, ``seed`` and ``metric`` (``Study.results("overview")``)."""
     for col in ("arm", metric):
         if col not in df.columns:
             raise KeyError(f"main comparison: the results have no column {col!r} (columns: {list(df.columns)})")
@@ -106,13 +106,18 @@ def main_comparison(
             "mean": float(s.mean()),
             "iqm": float(iqm(s)),
         }
-        row["mean_low"], row["mean_high"] = percentile_interval(b.mean(axis=1), level)
-        row["iqm_low"], row["iqm_high"] = percentile_interval(iqm(b, axis=1), level)
+        one = s.size < 2  # one seed: a bootstrap interval would be a point, not an interval
+        row["mean_low"], row["mean_high"] = (np.nan, np.nan) if one else percentile_interval(b.mean(axis=1), level)
+        row["iqm_low"], row["iqm_high"] = (np.nan, np.nan) if one else percentile_interval(iqm(b, axis=1), level)
         if a == base:
             row["poi"] = row["poi_low"] = row["poi_high"] = np.nan
         else:
             row["poi"] = float(probability_of_improvement(s, scores[base]))
-            row["poi_low"], row["poi_high"] = percentile_interval(probability_of_improvement(b, boot[base]), level)
+            row["poi_low"], row["poi_high"] = (
+                (np.nan, np.nan)
+                if one or scores[base].size < 2
+                else percentile_interval(probability_of_improvement(b, boot[base]), level)
+            )
         rows.append(row)
     return pd.DataFrame(rows).set_index("arm")[COLUMNS]
 
@@ -120,7 +125,16 @@ def main_comparison(
 def _ci(x, lo, hi, digits: int) -> str:
     if not np.isfinite(x):
         return "—"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{x:.{digits}f} [— one seed]"
     return f"{x:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _whiskers(res: pd.DataFrame, stat: str, rows=slice(None)) -> list:
+    """Error-bar lengths below and above ``stat`` (0 where the row has no interval)."""
+    lo = (res[stat] - res[f"{stat}_low"]).to_numpy(dtype=float)[rows]
+    hi = (res[f"{stat}_high"] - res[stat]).to_numpy(dtype=float)[rows]
+    return [np.nan_to_num(lo), np.nan_to_num(hi)]
 
 
 def comparison_table(res: pd.DataFrame, base_label: str = "VSE++") -> pd.DataFrame:
@@ -157,7 +171,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     ax1.errorbar(
         res["iqm"],
         y + off,
-        xerr=[res["iqm"] - res["iqm_low"], res["iqm_high"] - res["iqm"]],
+        xerr=_whiskers(res, "iqm"),
         fmt="o",
         color="C0",
         capsize=3,
@@ -166,7 +180,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     ax1.errorbar(
         res["mean"],
         y - off,
-        xerr=[res["mean"] - res["mean_low"], res["mean_high"] - res["mean"]],
+        xerr=_whiskers(res, "mean"),
         fmt="o",
         mfc="white",
         color="C1",
@@ -180,7 +194,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     ax2.errorbar(
         res["poi"][has],
         y[has],
-        xerr=[(res["poi"] - res["poi_low"])[has], (res["poi_high"] - res["poi"])[has]],
+        xerr=_whiskers(res, "poi", has),
         fmt="s",
         color="C2",
         capsize=3,

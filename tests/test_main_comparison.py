@@ -115,3 +115,13 @@ def test_forest_plot_labels_do_not_overlap():
     for b in boxes:  # nothing drawn outside the figure
         assert b.x0 >= 0 and b.y0 >= 0 and b.x1 <= width + 1 and b.y1 <= height + 1
     plt.close(fig)
+
+
+def test_one_seed_gets_no_interval():
+    df = _runs({mc.BASE: [400.0, 401.0, 402.0], "One": [405.0]})
+    res = mc.main_comparison(df, n_boot=100)
+    one = res.loc["One"]
+    assert one["mean"] == 405.0 and one["poi"] == 1.0
+    assert np.isnan(one[["mean_low", "mean_high", "iqm_low", "iqm_high", "poi_low", "poi_high"]].astype(float)).all()
+    assert mc.comparison_table(res).loc["One", "mean [95% CI]"] == "405.0 [— one seed]"
+    mc.forest_plot(res, "RSUM").canvas.draw()  # draws without an interval
