@@ -16,6 +16,8 @@ task, so the paper's average over tasks is the single task's value.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -188,7 +190,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
         label="mean",
     )
     ax1.set_yticks(y, [arm_label(a) for a in res.index])
-    ax1.set_xlabel(f"test {metric_label}; whiskers: 95% stratified-bootstrap CI")
+    ax1.set_xlabel(textwrap.fill(f"test {metric_label}", 50) + "\nwhiskers: 95% stratified-bootstrap CI")
     ax1.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, fontsize="small")
     has = np.isfinite(res["poi"].to_numpy(dtype=float))
     ax2.errorbar(
@@ -201,7 +203,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     )
     ax2.axvline(0.5, ls="--", color="grey", lw=1)
     ax2.set_xlim(-0.03, 1.03)
-    ax2.set_xlabel(f"P(arm > {base_label}); whiskers: 95% CI")
+    ax2.set_xlabel(f"P(arm > {base_label})\nwhiskers: 95% CI")
     ax2.tick_params(axis="y", left=False)
     for i in np.flatnonzero(~has):
         ax2.text(

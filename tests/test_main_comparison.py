@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from reproduce import labels  # noqa: E402
 from reproduce import main_comparison as mc  # noqa: E402
 
 
@@ -97,7 +98,7 @@ def test_forest_plot_labels_do_not_overlap():
         "Triplet (all negatives)": [300.0, 310.0, 305.0],
     }
     res = mc.main_comparison(_runs(arms), n_boot=200)
-    fig = mc.forest_plot(res, "RSUM [%] ↑", title="X1 main comparison (synthetic, smoke, 3 seeds)")
+    fig = mc.forest_plot(res, labels.label("rsum"), title="X1 main comparison (synthetic, profile smoke, seeds [0])")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     texts = [t for ax in fig.axes for t in ax.get_yticklabels() + [ax.xaxis.label] if t.get_text()]
