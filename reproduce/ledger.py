@@ -46,6 +46,28 @@ Multiplicity
     use their unadjusted 95% interval — they never decide a claim.
 
 Verdicts — see :data:`LEGEND` (rendered into ``results/claims.md``).
+
+What the budget can decide (primary rows in a Holm family; reported beside the verdict, never changing it)
+    Minimum detectable effect (:func:`min_detectable_effect`), direction claim: MDE = δ · se, the true
+    effect at which the row's t test rejects θ = 0 in the claimed direction with probability POWER = 0.8,
+    i.e. δ solves P(T' > t_{1 − α_j/2, df}) = POWER for T' noncentral t with df degrees of freedom and
+    noncentrality δ (for df = ∞ the closed form δ = z_{1 − α_j/2} + z_POWER). se and df are the row's
+    measured standard error and Welch–Satterthwaite degrees of freedom; α_j = ALPHA / (m − j + 1) is the
+    level Holm's step applies to the row of rank j (by unadjusted p, 1 = smallest) in its family of m
+    rows (:func:`holm_step_alpha`). Equivalence claim (t-approximation): MDE = (t_{1 − α_j, df} +
+    t_{(1 + POWER)/2, df}) · se, the smallest margin ±T that TOST declares equivalent with probability
+    ≈ POWER when θ = 0 (exact for df = ∞).
+    *Decidable at this budget*: MDE ≤ |paper effect| (direction claim with the paper's number), else
+    MDE ≤ T; undefined (empty) without a positive reference.
+    Stability (:func:`stability`): the share of N_STABILITY bootstrap resamples of a data set's family
+    that give a row the same verdict. In one resample every row's seeds are drawn with replacement and
+    its test-query sampling is redrawn as one shift common to all its seeds, q ~ N(0, v_query) (the
+    ledger keeps the query-bootstrap variance, not the per-query values); the row is re-estimated,
+    Holm is recomputed over the resampled family and the rule above decides it with the threshold T
+    held at its measured value. A resample that draws one seed n times has no seed spread (se² =
+    v_query); it is decided as such. Below STABLE = 0.8 the row is *fragile*.
+    Ratio = our effect / the paper's effect; a ``reproduced`` row with ratio > LARGER_THAN_PAPER = 5
+    is flagged *larger than the paper — check the baseline*.
 """
 
 from __future__ import annotations
@@ -60,6 +82,10 @@ FRACTION = 0.5  # practical threshold: this fraction of |paper effect|
 NOISE_K = 2.0  # noise floor: this many single-seed paired-difference sds
 ALPHA = 0.05  # family-wise error rate per data set (Holm)
 N_BOOT = 1000  # bootstrap resamples of the test queries
+POWER = 0.80  # minimum detectable effect: power of the row's test
+STABLE = 0.80  # stability below this share of resamples → fragile
+N_STABILITY = 1000  # bootstrap resamples of a family for the stability column
+LARGER_THAN_PAPER = 5.0  # a reproduced effect more than this many times the paper's → check the baseline
 
 VERDICTS = ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable")
 KINDS = ("direction", "equivalence", "identity")
@@ -325,6 +351,19 @@ def decide(
     return "inconclusive", "interval includes 0 and reaches beyond the threshold", lo, hi
 
 
+def holm_rows(p: np.ndarray) -> np.ndarray:
+    """Holm-adjusted p-values along the last axis, vectorised over the leading axes (equal to
+    ``statsmodels`` ``multipletests(method="holm")`` row by row — tested)."""
+    p = np.asarray(p, dtype=float)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    ps = np.take_along_axis(p, order, axis=-1)
+    adj = np.minimum(1.0, np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1))
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, axis=-1)
+    return out
+
+
 def holm(p_values) -> np.ndarray:
     """Holm-adjusted p-values (``statsmodels``); NaN entries stay NaN and are not counted."""
     from statsmodels.stats.multitest import multipletests
@@ -334,6 +373,118 @@ def holm(p_values) -> np.ndarray:
     ok = np.isfinite(p)
     if ok.any():
         out[ok] = multipletests(p[ok], alpha=ALPHA, method="holm")[1]
+    return out
+
+
+# --- what the budget can decide: minimum detectable effect and stability --------------------------
+def holm_step_alpha(p_values) -> np.ndarray:
+    """Per row, the level Holm's step applies to it: ALPHA / (m − j + 1) for the row of rank j (by p,
+    ties in the given order, 1 = smallest) among the m finite p-values; NaN where p is NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, math.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")], start=1):
+        out[i] = ALPHA / (m - rank + 1)
+    return out
+
+
+def min_detectable_effect(se: float, df: float, alpha: float, kind: str = "direction", power: float = POWER) -> float:
+    """The minimum detectable effect of the module doc: direction claim — δ·se with δ the noncentrality at
+    which a noncentral t with ``df`` degrees of freedom exceeds t_{1 − α/2, df} with probability ``power``
+    (normal closed form z_{1 − α/2} + z_power for df = ∞); equivalence claim — (t_{1 − α, df} +
+    t_{(1 + power)/2, df})·se. NaN when se, df or α is not usable."""
+    if not (np.isfinite(se) and se >= 0 and df > 0 and 0 < alpha < 1):
+        return math.nan
+    if kind == "direction":
+        if not np.isfinite(df):
+            return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
+        from scipy.optimize import brentq
+
+        crit = float(stats.t.ppf(1 - alpha / 2, df))
+        start = crit + float(stats.norm.ppf(power))
+        hi = 2 * start + 10
+        delta = brentq(lambda d: stats.nct.sf(crit, df, d) - power, 0.0, hi, xtol=1e-10)
+        return float(delta * se)
+    if kind == "equivalence":
+        return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf((1 + power) / 2, df)) * se)
+    raise ValueError(f"a minimum detectable effect needs a direction or equivalence claim, got kind {kind!r}")
+
+
+def decide_codes(kind: str, mean, se, df, thr, p_adj, level) -> np.ndarray:
+    """:func:`decide` vectorised over resamples for a row in a Holm family (``p_adj`` given, no collapse):
+    indices into :data:`VERDICTS` (checked against :func:`decide` in the tests)."""
+    mean, se, df = (np.asarray(x, dtype=float) for x in (mean, se, df))
+    p_adj, level = np.asarray(p_adj, dtype=float), np.asarray(level, dtype=float)
+    code = np.full(mean.shape, VERDICTS.index("inconclusive"))
+    zero = se == 0
+    safe_se = np.where(zero, 1.0, se)
+    if kind == "equivalence":
+        q = stats.t.ppf(0.5 + (1 - 2 * (1 - level)) / 2, df)
+        half = np.where(zero, 0.0, q * safe_se)
+        lo, hi = mean - half, mean + half
+        code[(lo >= thr) | (hi <= -thr)] = VERDICTS.index("not reproduced")
+        code[p_adj < ALPHA] = VERDICTS.index("reproduced")
+        return code
+    if kind != "direction":
+        raise ValueError(f"decide_codes decides direction and equivalence claims, got kind {kind!r}")
+    half = np.where(zero, 0.0, stats.t.ppf(0.5 + level / 2, df) * safe_se)
+    lo, hi = mean - half, mean + half
+    sig = p_adj < ALPHA
+    code[(-thr < lo) & (hi < thr)] = VERDICTS.index("no effect")
+    code[sig & (mean < 0) & (-mean >= thr)] = VERDICTS.index("not reproduced")
+    code[sig & (mean > 0) & (mean >= thr)] = VERDICTS.index("reproduced")
+    return code
+
+
+def _p_values(kind: str, mean, se, df, thr) -> np.ndarray:
+    """:meth:`Estimate.p_zero` (direction) or :meth:`Estimate.p_equivalent` (equivalence), vectorised."""
+    zero = se == 0
+    safe = np.where(zero, 1.0, se)
+    if kind == "direction":
+        return np.where(zero, np.where(mean != 0, 0.0, 1.0), 2 * stats.t.sf(np.abs(mean) / safe, df))
+    lo = stats.t.sf((mean + thr) / safe, df)
+    hi = stats.t.cdf((mean - thr) / safe, df)
+    return np.where(zero, np.where(np.abs(mean) < thr, 0.0, 1.0), np.maximum(lo, hi))
+
+
+def stability(rows: list[dict], n_boot: int = N_STABILITY, seed: int = 0) -> np.ndarray:
+    """Share of bootstrap resamples of a Holm family that give each row its observed verdict (module doc).
+
+    ``rows``: the family, each ``{"kind", "effects" (per-seed, oriented), "query_var", "threshold",
+    "verdict"}``. Seeds are resampled independently per row, the test-query shift q ~ N(0, query_var)
+    per row and resample; Holm is recomputed across the rows of every resample."""
+    if not rows:
+        return np.zeros(0)
+    rng = np.random.default_rng(seed)
+    means, ses, dfs, ps = [], [], [], []
+    for r in rows:
+        if r["kind"] not in ("direction", "equivalence"):
+            raise ValueError(f"stability: row kind {r['kind']!r} is not decided in a Holm family")
+        e = np.asarray(r["effects"], dtype=float)
+        e = e[np.isfinite(e)]
+        n = e.size
+        if n < 2:
+            raise ValueError(f"stability: a row needs at least 2 per-seed effects, got {n}")
+        qv = max(0.0, float(r.get("query_var") or 0.0))
+        res = e[rng.integers(0, n, size=(n_boot, n))] + rng.normal(0.0, math.sqrt(qv), size=(n_boot, 1))
+        mean = res.mean(axis=1)
+        seed_var = res.var(axis=1, ddof=1) / n
+        se2 = seed_var + qv
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
+        se = np.sqrt(se2)
+        means.append(mean), ses.append(se), dfs.append(df)
+        ps.append(_p_values(r["kind"], mean, se, df, float(r["threshold"])))
+    p = np.stack(ps, axis=1)  # (n_boot, m)
+    p_adj = holm_rows(p)
+    m = p.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = np.where(p_adj > 0, 1 - ALPHA * np.minimum(1.0, p / np.where(p_adj > 0, p_adj, 1.0)), 1 - ALPHA / m)
+    out = np.empty(m)
+    for j, r in enumerate(rows):
+        codes = decide_codes(r["kind"], means[j], ses[j], dfs[j], float(r["threshold"]), p_adj[:, j], level[:, j])
+        out[j] = float((codes == VERDICTS.index(r["verdict"])).mean())
     return out
 
 

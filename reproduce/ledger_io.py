@@ -8,7 +8,11 @@ floor, practical threshold, Holm across a data set's primary rows) and writes ``
 (every column) and ``claims.md`` (primary rows first, then secondary, then the legend). Every
 claim id has exactly one primary row per data set: a claim no notebook row tests is listed as
 ``inconclusive`` with the reason, never silently dropped. :func:`update_readme` writes the README
-table from the same rows (primary rows only).
+table from the same rows (primary rows only), opened by :func:`plain_summary`.
+
+Beside its verdict every primary row in a Holm family carries what the budget can decide (rules in
+:mod:`reproduce.ledger`): ``mde`` (at the Holm step level ``mde_alpha``), ``decidable``, ``stability``,
+``fragile``; every primary row with a paper effect its ``ratio`` and ``larger_than_paper``.
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ import numpy as np
 
 from . import claims as registry
 from .ledger import (
+    LARGER_THAN_PAPER,
     LEGEND,
+    NOISE_K,
     NOTEBOOK_COLUMNS,
+    POWER,
+    STABLE,
     THRESHOLD_RULE,
     Estimate,
     adjusted_level,
@@ -40,9 +48,11 @@ from .ledger import (
     estimate,
     estimate_from_interval,
     holm,
+    holm_step_alpha,
+    min_detectable_effect,
     pooled_sd,
+    stability,
     threshold,
-    NOISE_K,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +81,11 @@ COLUMNS = [
     "noise_floor",
     "paper_effect",
     "ratio",
+    "mde",
+    "decidable",
+    "stability",
+    "fragile",
+    "larger_than_paper",
     "verdict",
     "reason",
     "notebook",
@@ -83,6 +98,7 @@ COLUMNS = [
     "paper_source",
     "note",
     "health_evaluated",
+    "mde_alpha",
 ]
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
@@ -351,6 +367,7 @@ def build_ledger(
         o["effect"] = est.effect
         o["ci95_low"], o["ci95_high"] = est.interval(0.95)
         o["p_adj"] = math.nan
+    families = {}
     for data in datasets:
         fam = [
             o
@@ -367,6 +384,7 @@ def build_ledger(
         m = len(fam)
         for o in fam:
             o["_level"] = adjusted_level(o["p_unadj"], o["p_adj"], m)
+        families[data] = fam
     for o in out:
         est = o["_est"]
         if o.get("_missing"):
@@ -406,8 +424,13 @@ def build_ledger(
             if not np.isfinite(o["noise_floor"]):
                 why += "; no noise floor for this measure"
         o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+    for fam in families.values():
+        _budget_columns(fam)
     for o in out:
         o["direction"] = _direction(o["kind"])
+        o["larger_than_paper"] = (
+            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
+        )
     df = pd.DataFrame(out)
     order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
     role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
@@ -418,6 +441,37 @@ def build_ledger(
     )
     df = df.sort_values(["_r", "_o", "_d"], kind="stable")
     return df.reindex(columns=COLUMNS).reset_index(drop=True)
+
+
+def _budget_columns(fam: list[dict]) -> None:
+    """MDE, decidable flag and stability of the rows of one Holm family (rule in :mod:`reproduce.ledger`);
+    an ``inconclusive`` row that is not decidable says so in its reason. A row stored only as an interval
+    (an older claim file) is resampled from :func:`_pseudo_effects`: n values with its mean and seed sd."""
+    alphas = holm_step_alpha([o["p_unadj"] for o in fam])
+    stab = stability(
+        [
+            {
+                "kind": o["kind"],
+                "effects": o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"]),
+                "query_var": o["_est"].query_var,
+                "threshold": o["threshold"],
+                "verdict": o["verdict"],
+            }
+            for o in fam
+        ]
+    )
+    for o, a, s in zip(fam, alphas, stab):
+        est = o["_est"]
+        mde = min_detectable_effect(est.se, est.df, a, o["kind"])
+        pe = o["paper_effect"]
+        use_paper = o["kind"] == "direction" and np.isfinite(pe) and pe != 0
+        ref = abs(pe) if use_paper else (o["threshold"] if o["threshold"] > 0 else math.nan)
+        decidable = bool(mde <= ref) if np.isfinite(mde) and np.isfinite(ref) else None
+        o.update(mde=mde, mde_alpha=float(a), decidable=decidable, stability=float(s), fragile=bool(s < STABLE))
+        if o["verdict"] == "inconclusive" and decidable is False:
+            o["reason"] += f"; not decidable at this budget: MDE {fmt_num(mde)} > " + (
+                f"|paper effect| {fmt_num(ref)}" if use_paper else f"threshold {fmt_num(ref)}"
+            )
 
 
 def _pseudo_effects(est: Estimate) -> list[float]:
@@ -483,6 +537,42 @@ def effect_cell(r) -> str:
     return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
 
 
+def _flag(x) -> bool | None:
+    """A flag column read back from a CSV or freshly built: True / False / None (empty)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, str) and x.strip().lower() in ("true", "false"):
+        return x.strip().lower() == "true"
+    return None
+
+
+def mde_cell(r) -> str:
+    """The minimum detectable effect and whether the row is decidable at this budget."""
+    if not np.isfinite(_f(r.get("mde"))):
+        return "—"
+    d = _flag(r.get("decidable"))
+    return fmt_num(r["mde"]) + {True: " (yes)", False: " (no)", None: ""}[d]
+
+
+def stability_cell(r) -> str:
+    """Share of bootstrap resamples with the same verdict, *fragile* below the ledger's STABLE."""
+    s = _f(r.get("stability"))
+    if not np.isfinite(s):
+        return "—"
+    return f"{100 * s:.0f}%" + (" *fragile*" if _flag(r.get("fragile")) else "")
+
+
+def verdict_cell(r) -> str:
+    """The verdict in bold, with *not decidable at this budget* (inconclusive rows) or *larger than the
+    paper — check the baseline* (reproduced rows more than LARGER_THAN_PAPER × the paper's effect)."""
+    v = f"**{r['verdict']}**"
+    if r["verdict"] == "inconclusive" and _flag(r.get("decidable")) is False:
+        v += " (not decidable at this budget)"
+    if _flag(r.get("larger_than_paper")):
+        v += " (larger than the paper — check the baseline)"
+    return v
+
+
 def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
 
@@ -517,6 +607,15 @@ def legend_markdown() -> str:
         "",
     ]
     lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
+    lines += [
+        "",
+        f"**MDE** — the effect the row's test detects with {POWER:.0%} power at the level Holm's step applies to "
+        "it, at its measured standard error and degrees of freedom; *(yes)*: decidable at this budget "
+        "(MDE ≤ |paper's effect|, or ≤ T without one). **Stability** — share of bootstrap resamples "
+        f"(seeds and test queries together, Holm recomputed) with the same verdict; *fragile* below {STABLE:.0%}. "
+        f"A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is flagged *larger than the paper — "
+        "check the baseline*. Formulas in `reproduce/ledger.py`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -538,8 +637,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "## Primary rows",
         "",
         "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
-        "ratio | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "ratio | MDE (decidable?) | stability | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
@@ -550,7 +649,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         out.append(
             f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
             f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
-            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | **{r['verdict']}** |"
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {mde_cell(r)} | "
+            f"{stability_cell(r)} | {verdict_cell(r)} |"
         )
     for role in ("secondary", "exploratory"):
         sub = df[df["role"] == role]
@@ -582,6 +682,8 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
             r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
             line[d] = r["verdict"].iloc[0] if len(r) else "not tested"
             line[f"{d}_effect"] = effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
+            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r else math.nan
+            line[f"{d}_cell"] = verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
         rows.append(line)
     return pd.DataFrame(rows)
 
@@ -589,15 +691,21 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
 def summary_markdown(df: pd.DataFrame) -> str:
     """The README table: primary rows only, one line per claim, with the tally per data set."""
     t = primary_table(df)
-    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and not c.endswith("_effect")]
+    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and "_" not in c]
     head = (
-        "| id | paper | primary contrast | " + " | ".join(f"{d}: effect [interval] → verdict" for d in datasets) + " |"
+        "| id | paper | primary contrast | "
+        + " | ".join(f"{d}: effect [interval] → verdict | {d}: ratio to paper" for d in datasets)
+        + " |"
     )
-    rows = [head, "|" + "---|" * (3 + len(datasets))]
+    rows = [head, "|" + "---|" * (3 + 2 * len(datasets))]
     for r in t.to_dict("records"):
         rows.append(
             f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
-            + " | ".join(f"{_cell(r[d + '_effect'])} → **{r[d]}**" for d in datasets)
+            + " | ".join(
+                f"{_cell(r[d + '_effect'])} → {r[d + '_cell']} | "
+                + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
+                for d in datasets
+            )
             + " |"
         )
     tallies = []
@@ -605,6 +713,86 @@ def summary_markdown(df: pd.DataFrame) -> str:
         n = t[d].value_counts()
         tallies.append(f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in LEGEND))
     return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
+
+
+SUMMARY_CATEGORIES = (
+    "reproduced",
+    "not reproduced",
+    "no effect",
+    "not decidable at this budget",
+    "inconclusive",
+    "not testable",
+)
+
+
+def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Primary rows per data set (rows) and category (columns, :data:`SUMMARY_CATEGORIES`): the verdicts,
+    with ``inconclusive`` split into *not decidable at this budget* (decidable flag False) and the rest."""
+    prim = df[df["role"] == "primary"]
+    not_decidable = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else False
+    cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & not_decidable), SUMMARY_CATEGORIES[3])
+    t = pd.crosstab(prim["dataset"], cat).reindex(columns=list(SUMMARY_CATEGORIES), fill_value=0)
+    return t.reindex(list(dict.fromkeys(prim["dataset"]))).fillna(0).astype(int)
+
+
+def caveat(df: pd.DataFrame) -> str:
+    """The one caveat sentence of the plain summary, chosen by a stated rule: of three shares over the
+    primary rows of all data sets — (a) reproduced rows flagged *larger than the paper*, among reproduced
+    rows; (b) *fragile* rows, among decided rows (reproduced, not reproduced, no effect); (c) rows *not
+    decidable at this budget*, among all primary rows — the largest one (ties in the order a, b, c) is
+    stated. Empty when all three are 0."""
+    prim = df[df["role"] == "primary"]
+    flag = {
+        c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
+        for c in ("larger_than_paper", "fragile")
+    }
+    not_dec = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else pd.Series(False, index=prim.index)
+    rep = prim["verdict"] == "reproduced"
+    decided = prim["verdict"].isin(["reproduced", "not reproduced", "no effect"])
+    cands = [
+        (
+            int((rep & flag["larger_than_paper"]).sum()),
+            int(rep.sum()),
+            f"reproduced effects are more than {LARGER_THAN_PAPER:g}× the paper's (check the baseline "
+            "before reading them as the method's gain)",
+        ),
+        (
+            int((decided & flag["fragile"]).sum()),
+            int(decided.sum()),
+            f"decided verdicts are fragile (the same verdict in fewer than {STABLE:.0%} of bootstrap resamples)",
+        ),
+        (
+            int((prim["verdict"].eq("inconclusive") & not_dec).sum()),
+            len(prim),
+            "primary rows are inconclusive and not decidable at this budget (the seeds cannot detect the "
+            "paper's effect with 80% power)",
+        ),
+    ]
+    k, n, text = max(cands, key=lambda c: c[0] / c[1] if c[1] else 0.0)
+    if not n or not k:
+        return ""
+    return f"Caveat: {k} of {n} {text}."
+
+
+def plain_summary(df: pd.DataFrame) -> str:
+    """The README's plain summary: per data set, how many primary rows are reproduced / not reproduced /
+    no effect / not decidable at this budget (inconclusive and not testable rows when there are any), then
+    the :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
+    if not len(df) or not (df["role"] == "primary").any():
+        return ""
+    counts = summary_counts(df)
+    lines = [
+        f"- **{d}** ({int(row.sum())} claims): "
+        + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 4 or row[c])
+        for d, row in counts.iterrows()
+    ]
+    cav = caveat(df)
+    rule = (
+        " _(The caveat is the largest of three shares: reproduced effects more than "
+        f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, primary rows not decidable at this "
+        "budget — `reproduce.ledger_io.caveat`.)_"
+    )
+    return "**In short.**\n\n" + "\n".join(lines) + ("\n\n" + cav + rule if cav else "") + "\n"
 
 
 def claim_verdict(verdicts) -> str:
@@ -651,11 +839,15 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
     datasets = list(dict.fromkeys(df.loc[df["role"] == "primary", "dataset"])) if len(df) else []
     block = (
-        f"{BEGIN}\n_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
+        f"{BEGIN}\n"
+        + plain_summary(df)
+        + "\n"
+        + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
         f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
-        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}). Secondary rows, the papers' "
-        f"effects, ratios, noise floors and the legend are in [results/claims.md](results/claims.md)._\n\n"
+        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}), and the ratio of our effect to "
+        f"the paper's. Secondary rows, the papers' effects, minimum detectable effects, stability, noise floors and "
+        f"the legend are in [results/claims.md](results/claims.md)._\n\n"
         + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
         + summary_markdown(df)
         + END

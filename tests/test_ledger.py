@@ -374,8 +374,13 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
     table = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| id")]
     assert len(table) == len(registry.CLAIMS) and text.endswith("rest\n") and "old" not in text
     n_prim = (df["role"] == "primary").sum()
-    counts = re.findall(r"(\d+) (?:reproduced|not reproduced|no effect|inconclusive|not testable)", text)
+    tally = text[text.index("Primary rows — ") :]
+    counts = re.findall(r"(\d+) (?:reproduced|not reproduced|no effect|inconclusive|not testable)", tally)
     assert sum(int(c) for c in counts) == n_prim
+    # the plain summary opens the block, and no verdict goes without its ratio column
+    assert text.index("**In short.**") < text.index("| id |") and "synthetic: ratio to paper" in text
+    b1 = next(ln for ln in table if ln.startswith("| B1 |"))
+    assert f"| {ledger_io.fmt_num(59.0 / 9.7, 2)} |" in b1
 
 
 def test_fmt_num_never_scientific():
