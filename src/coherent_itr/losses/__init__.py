@@ -16,10 +16,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .registry import available, build, parameters, register
+from .registry import LossParameterTypeError, available, build, parameters, register, registered, unregister
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if _info.name not in ("registry", "base"):
         importlib.import_module(f"{__name__}.{_info.name}")
 
-__all__ = ["available", "build", "parameters", "register"]
+__all__ = ["LossParameterTypeError", "available", "build", "parameters", "register", "registered", "unregister"]
