@@ -17,6 +17,9 @@ Sources (:data:`SOURCES`):
 Providers (:data:`PROVIDERS`): ``"sbert"`` (params ``mode="paired"|"max5"``,
 ``scale="cosine"|"unit"``), ``"cider"`` (CIDEr-D; ``include_candidate=True|False``,
 ``tokenizer="simple"|"ptb"``), ``"true"`` (the synthetic world's r*).
+
+Statistics of a relevance model on training batches (ladder θ at the paper's scope of interest, SAM
+margin distributions): :mod:`.relevance_stats`.
 """
 
 from __future__ import annotations
