@@ -1,4 +1,4 @@
-"""Training health: is a run's embedding usable, or did training collapse? (issue "fair protocol", item 1)
+"""Training health: is a run's embedding usable, or did training collapse?
 
 Per validation pass the training loop records (:func:`epoch_health`):
 
@@ -31,7 +31,7 @@ collapsed when either
    at most twice as good as a random one, whatever the geometry (an untrained or diverged model).
 
 Why these numbers (fixed from what collapse means and from planted runs, before looking at any
-study run; 2026-11-23, the planted cases are re-checked by ``tests/test_health.py``):
+study run; the planted cases are re-checked by ``tests/test_health.py``):
 
 * chance RSUM: 31.57 for N = 100 validation images with 5 captions each, 3.20 for N = 1000
   (R@1 of a random ranking is 0.1% there), 102.0 for the 30-image toy validation split;
