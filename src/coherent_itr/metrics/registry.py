@@ -1,15 +1,19 @@
-"""Name → metric registry: every metric :func:`coherent_itr.metrics.evaluate` computes is registered here.
+"""Name → metric registry: every metric :func:`coherent_itr.metrics.evaluate` computes is registered here
+(a :class:`coherent_itr.registry.Registry`).
 
 A metric is one function and a few declarations, registered with :func:`register` (a decorator).
 It declares its **kind** — where it plugs into the evaluation — and its **options** (the keyword
 arguments of ``evaluate`` it reads, with their defaults)::
 
-    from coherent_itr import metrics
-
-    @metrics.register("mean_diag", kind="matrix")
-    def mean_diag(problem):                     # problem: sim, image_of_caption, rels, humans, positives
-        sim, img = problem.sim, problem.image_of_caption
-        return {"mean_diag": float(sim[img, range(len(img))].mean())}
+    >>> import numpy as np
+    >>> from coherent_itr import metrics
+    >>> @metrics.register("mean_diag", kind="matrix")
+    ... def mean_diag(problem):                 # problem: sim, image_of_caption, rels, humans, positives
+    ...     sim, img = problem.sim, problem.image_of_caption
+    ...     return {"mean_diag": float(sim[img, range(len(img))].mean())}
+    >>> metrics.evaluate(np.eye(2), [0, 1], include=["mean_diag"])
+    {'mean_diag': 1.0}
+    >>> metrics.unregister("mean_diag")          # or register for one block: ``with metrics.registered(…)``
 
 Kinds and the function each one registers:
 

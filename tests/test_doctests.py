@@ -1,0 +1,43 @@
+"""The usage examples in the library's docstrings run (``doctest`` over every module of
+``src/coherent_itr``), and the modules whose docstrings carry the README-level examples keep them."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import coherent_itr
+from coherent_itr import losses, metrics
+
+MODULES = sorted(
+    m.name for m in pkgutil.walk_packages(coherent_itr.__path__, prefix="coherent_itr.") if not m.ispkg
+) + ["coherent_itr", "coherent_itr.data", "coherent_itr.losses", "coherent_itr.metrics"]
+
+WITH_EXAMPLES = {  # module -> the least number of example lines it runs
+    "coherent_itr.registry": 5,
+    "coherent_itr.config": 3,
+    "coherent_itr.data": 2,
+    "coherent_itr.data.relevance_stats": 3,
+    "coherent_itr.losses": 4,
+    "coherent_itr.losses.registry": 4,
+    "coherent_itr.metrics.evaluate": 3,
+    "coherent_itr.metrics.queries": 5,
+    "coherent_itr.metrics.registry": 4,
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    before = (losses.available(), metrics.available())
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, report=True)
+    assert result.failed == 0, f"{name}: {result.failed} of {result.attempted} examples failed (see the output)"
+    assert result.attempted >= WITH_EXAMPLES.get(name, 0), f"{name} lost its examples"
+    assert (losses.available(), metrics.available()) == before  # an example leaves the registries as it found them
+
+
+def test_the_example_list_names_real_modules():
+    assert set(WITH_EXAMPLES) <= set(MODULES)
