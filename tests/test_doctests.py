@@ -41,3 +41,36 @@ def test_docstring_examples_run(name):
 
 def test_the_example_list_names_real_modules():
     assert set(WITH_EXAMPLES) <= set(MODULES)
+
+
+def _public_api():
+    import inspect
+
+    from coherent_itr import data, evaluation, train
+    from coherent_itr.config import Config
+
+    out = {"coherent_itr.train.train": train.train, "coherent_itr.config.Config": Config}
+    out.update(
+        {f"coherent_itr.evaluation.{n}": getattr(evaluation, n) for n in ("evaluate_run", "evaluate_embeddings")}
+    )
+    for mod in (metrics, losses, data):
+        for n in mod.__all__:
+            obj = getattr(mod, n)
+            if callable(obj) and not inspect.isclass(obj):
+                out[f"{mod.__name__}.{n}"] = obj
+    return out
+
+
+def test_the_public_api_documents_its_arguments_and_results():
+    import inspect
+
+    api = _public_api()
+    assert len(api) > 30 and "coherent_itr.metrics.per_query" in api and "coherent_itr.losses.build" in api
+    missing = {}
+    for name, obj in api.items():
+        doc = inspect.getdoc(obj) or ""
+        sections = ("Args:", "Raises:") if inspect.isclass(obj) else ("Args:", "Returns:")
+        lacking = [s for s in sections if s not in doc]
+        if lacking:
+            missing[name] = lacking
+    assert missing == {}

@@ -65,6 +65,9 @@ def register(name: str) -> Callable[[type], type]:
 def unregister(name: str) -> type[torch.nn.Module]:
     """Remove loss ``name`` from the registry.
 
+    Args:
+        name: a registered loss name.
+
     Returns:
         The class that was registered.
 
@@ -76,14 +79,29 @@ def unregister(name: str) -> type[torch.nn.Module]:
 
 @contextlib.contextmanager
 def registered(name: str, cls: type) -> Iterator[type]:
-    """Context manager: ``cls`` registered as loss ``name`` inside the block, removed after it."""
+    """Context manager: ``cls`` registered as loss ``name`` inside the block, removed after it.
+
+    Args:
+        name: the registry name.
+        cls: a loss class (a ``torch.nn.Module`` called as ``loss(sim, rel=None)``).
+
+    Returns:
+        A context manager yielding ``cls``.
+    """
     with REGISTRY.registered(name, cls):
         cls.registry_name = name
         yield cls
 
 
 def available() -> list[str]:
-    """Returns: the sorted names of every registered loss."""
+    """The registered losses.
+
+    Args:
+        (none)
+
+    Returns:
+        The sorted names of every registered loss.
+    """
     return sorted(REGISTRY.available())
 
 

@@ -172,7 +172,14 @@ def _same(a, b) -> bool:
 
 
 def unregister(name: str) -> None:
-    """Remove metric ``name`` (a no-op for an unknown name)."""
+    """Remove metric ``name``.
+
+    Args:
+        name: a metric name; an unknown name is a no-op.
+
+    Returns:
+        None.
+    """
     REGISTRY.unregister(name, missing_ok=True)
 
 
@@ -195,7 +202,14 @@ def registered(name: str, kind: str, fn: Callable, **declarations):
 
 
 def available(kind: str | None = None) -> list[str]:
-    """Names of the registered metrics (of ``kind``), in registration (= evaluation) order."""
+    """The registered metrics.
+
+    Args:
+        kind: only metrics of this kind (None: all).
+
+    Returns:
+        Their names in registration (= evaluation) order.
+    """
     return [n for n, m in REGISTRY.items() if kind is None or m.kind == kind]
 
 
