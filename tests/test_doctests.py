@@ -17,6 +17,7 @@ MODULES = sorted(
 ) + ["coherent_itr", "coherent_itr.data", "coherent_itr.losses", "coherent_itr.metrics"]
 
 WITH_EXAMPLES = {  # module -> the least number of example lines it runs
+    "coherent_itr": 4,
     "coherent_itr.registry": 5,
     "coherent_itr.config": 3,
     "coherent_itr.data": 2,
