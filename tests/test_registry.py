@@ -82,6 +82,7 @@ def test_losses_register_unregister_and_registered():
         ("bcls", {"kendall_params": [1]}, r"parameter kendall_params expects dict or None, got \[1\]"),
         ("ladder", {"thresholds": "0.4"}, r"parameter thresholds expects a sequence of float"),
         ("ladder", {"thresholds": (0.4, "x")}, r"parameter thresholds expects a sequence of float"),
+        ("ladder", {"thresholds": [[0.4], [0.3, 0.2]]}, r"parameter thresholds expects a sequence of float"),
         ("adaptive_ladder", {"l_min": 2.5}, r"parameter l_min expects int, got 2.5 \(float\)"),
     ],
 )
@@ -95,6 +96,7 @@ def test_build_accepts_the_types_configs_hold():
     assert losses.build("triplet", margin=1).margin == 1.0  # an int is a number
     assert losses.build("triplet", margin=np.float32(0.1)).margin == pytest.approx(0.1)
     assert isinstance(losses.build("ladder", thresholds=[0.4, 0.3]), torch.nn.Module)
+    assert isinstance(losses.build("ladder", thresholds=np.array([0.4, 0.3])), torch.nn.Module)
     assert losses.build("bcls", kendall_params=None) is not None
     assert losses.build("triplet", max_violation=np.bool_(False)).max_violation is False
 

@@ -154,7 +154,9 @@ def _matches(value, hint) -> bool | None:
     if hint is list:
         return isinstance(value, (list, tuple))
     if origin is Sequence and args == (float,):
-        return isinstance(value, (list, tuple, np.ndarray)) and all(_is_number(v) for v in np.ravel(value))
+        if isinstance(value, np.ndarray):
+            return value.ndim == 1 and np.issubdtype(value.dtype, np.number)
+        return isinstance(value, (list, tuple)) and all(_is_number(v) for v in value)
     return None
 
 
