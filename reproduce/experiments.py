@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 
 from coherent_itr import losses
 from coherent_itr.config import Config
+from coherent_itr.registry import Registry
 
 from . import profiles as profile_mod
 from .claim_data import primary_arm_names
@@ -375,7 +376,8 @@ PAPERS = {
 
 
 # --- arms from user code -------------------------------------------------------------------------
-_EXTRA: dict[str, list[tuple[Arm, bool]]] = {}  # paper -> (arm, main) registered by register_arm, in order
+# (paper, arm name) -> (arm, main), in registration order: the arms register_arm added
+ARMS: Registry[tuple[Arm, bool]] = Registry("arm", same=lambda old, new: False, describe=lambda am: am[0].name)
 _NEW_PAPERS: set[str] = set()  # paper keys created by register_arm
 _ADDED_MAIN: dict[tuple[str, str], int] = {}  # (paper, group) made main by register_arm -> its arms
 
@@ -390,6 +392,11 @@ def make_arm(paper: str, group: str, name: str, loss: str, params: dict | None =
     return _arm(paper, group, name, loss, params, family=family, **extra)
 
 
+def registered_arms(paper: str) -> list[Arm]:
+    """The arms user code registered for ``paper`` (:func:`register_arm`), in registration order."""
+    return [arm for (p, _), (arm, _) in ARMS.items() if p == paper]
+
+
 def register_arm(arm: Arm, main: bool = False) -> Arm:
     """Add ``arm`` to the arms of ``arm.paper`` from user code — a paper of :data:`PAPERS`, or a new key,
     which then joins :data:`PAPERS` (the plan, tuning and ``Study`` see it like the five papers).
@@ -398,7 +405,7 @@ def register_arm(arm: Arm, main: bool = False) -> Arm:
     of its paper with the same loss). Undo with :func:`unregister_arm`, or use :func:`extra_arms`."""
     if "loss" not in arm.overrides:
         raise ValueError(f"arm {arm.paper}/{arm.name!r} sets no loss (overrides {arm.overrides})")
-    if any(a.name == arm.name for a, _ in _EXTRA.get(arm.paper, ())):
+    if (arm.paper, arm.name) in ARMS:
         raise ValueError(f"an arm named {arm.name!r} is already registered for paper {arm.paper!r}")
     if arm.paper not in PAPERS:
         PAPERS[arm.paper] = _no_arms
@@ -408,17 +415,15 @@ def register_arm(arm: Arm, main: bool = False) -> Arm:
     if main:  # (a group the package already tunes needs nothing)
         _ADDED_MAIN[key] = _ADDED_MAIN.get(key, 0) + 1
         MAIN_GROUPS[arm.paper] = tuple(dict.fromkeys((*MAIN_GROUPS.get(arm.paper, ()), arm.group)))
-    _EXTRA.setdefault(arm.paper, []).append((arm, main))
+    ARMS.register((arm.paper, arm.name), (arm, main))
     return arm
 
 
 def unregister_arm(arm: Arm) -> None:
     """Remove an arm added by :func:`register_arm` (and the paper key / main group it created)."""
-    extra = _EXTRA.get(arm.paper, [])
-    hit = [i for i, (a, _) in enumerate(extra) if a.name == arm.name]
-    if not hit:
+    if (arm.paper, arm.name) not in ARMS:
         raise ValueError(f"arm {arm.paper}/{arm.name!r} was not registered with register_arm")
-    _, main = extra.pop(hit[0])
+    _, main = ARMS.unregister((arm.paper, arm.name))
     key = (arm.paper, arm.group)
     if main:
         _ADDED_MAIN[key] -= 1
@@ -427,11 +432,9 @@ def unregister_arm(arm: Arm) -> None:
             MAIN_GROUPS[arm.paper] = tuple(g for g in MAIN_GROUPS[arm.paper] if g != arm.group)
             if not MAIN_GROUPS[arm.paper]:
                 del MAIN_GROUPS[arm.paper]
-    if not extra:
-        del _EXTRA[arm.paper]
-        if arm.paper in _NEW_PAPERS:
-            _NEW_PAPERS.discard(arm.paper)
-            del PAPERS[arm.paper]
+    if not registered_arms(arm.paper) and arm.paper in _NEW_PAPERS:
+        _NEW_PAPERS.discard(arm.paper)
+        del PAPERS[arm.paper]
 
 
 @contextlib.contextmanager
@@ -454,7 +457,7 @@ def arms(paper: str, profile: Profile) -> list[Arm]:
         raise ValueError(f"unknown paper {paper!r}; choose one of {sorted(PAPERS)}")
     out = list(PAPERS[paper](profile))
     names = {a.name for a in out}
-    for a, _ in _EXTRA.get(paper, ()):
+    for a in registered_arms(paper):
         if a.name in names:
             raise ValueError(f"registered arm {paper}/{a.name!r} has the name of an arm of the package")
         out.append(a)

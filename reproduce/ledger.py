@@ -78,6 +78,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
+from coherent_itr import metrics
+
 FRACTION = 0.5  # practical threshold: this fraction of |paper effect|
 NOISE_K = 2.0  # noise floor: this many single-seed paired-difference sds
 ALPHA = 0.05  # family-wise error rate per data set (Holm)
@@ -192,7 +194,8 @@ def estimate_from_interval(effect: float, ci_low: float, ci_high: float, n: int,
 def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[str, np.ndarray]:
     """Per-query hits ×100 for R@K: ``{"i2t": (n_images, len(ks)), "t2i": (n_captions, len(ks))}``.
 
-    Same ranks as :mod:`coherent_itr.metrics.retrieval` (cosine = dot product of the stored,
+    The columns are :func:`coherent_itr.metrics.per_query` ``(sim, image_of_caption, "retrieval")``'s
+    ``{d}_r{K}`` (cosine = dot product of the stored,
     L2-normalised embeddings; pessimistic ties): the column means are ``i2t_r1 …`` and their sum
     over both directions is RSUM (checked in the tests against ``retrieval_metrics``). The similarity
     is computed in float32, as :func:`coherent_itr.evaluation.evaluate_embeddings` computes the test
@@ -203,14 +206,12 @@ def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[
     Triplet (mean) seed 2 (RSUM 236.06 vs the record's 235.96)."""
     from threadpoolctl import threadpool_limits
 
-    from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
     from coherent_itr.runs import default_threads
 
     with threadpool_limits(limits=default_threads(), user_api="blas"):
         sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
-    ks = np.asarray(ks)
-    ri, rt = i2t_ranks(sim, image_of_caption), t2i_ranks(sim, image_of_caption)
-    return {"i2t": 100.0 * (ri[:, None] < ks[None, :]), "t2i": 100.0 * (rt[:, None] < ks[None, :])}
+    hits = metrics.per_query(sim, image_of_caption, "retrieval", ks=tuple(ks))
+    return {d: np.stack([hits[f"{d}_r{k}"] for k in ks], axis=1) for d in ("i2t", "t2i")}
 
 
 def rsum_of(per_query: dict[str, np.ndarray]) -> float:

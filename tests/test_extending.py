@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from coherent_itr import losses, metrics, runs
-from coherent_itr.losses import registry as loss_registry
 from coherent_itr.losses.triplet_sn import TripletSNLoss
 from coherent_itr.runs import RunCache
 from reproduce import experiments
@@ -42,9 +41,9 @@ def mean_gt_similarity(problem) -> dict[str, float]:
 
 @pytest.fixture
 def toy_loss():
-    losses.register(TOY_LOSS)(ScaledTripletSN)
-    yield TOY_LOSS
-    loss_registry._REGISTRY.pop(TOY_LOSS)  # the loss registry has no public unregister (it is training code)
+    with losses.registered(TOY_LOSS, ScaledTripletSN):
+        yield TOY_LOSS
+    assert TOY_LOSS not in losses.available()
 
 
 def tiny_smoke():
@@ -105,4 +104,4 @@ def test_registered_arms_join_an_existing_paper_and_leave_it():
     clash = experiments.make_arm("unified", "table1", "Unified", "triplet")
     with experiments.extra_arms(clash), pytest.raises(ValueError, match="name of an arm of the package"):
         experiments.arms("unified", profile)
-    assert experiments.MAIN_GROUPS == main_before and "unified" not in experiments._EXTRA
+    assert experiments.MAIN_GROUPS == main_before and experiments.registered_arms("unified") == []

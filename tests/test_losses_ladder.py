@@ -284,7 +284,7 @@ def test_ladder_rejects_bad_parameters(params, msg):
         ({"l_min": 3, "l_max": 2}, "l_max=2 out of range"),
         ({"backend": "faiss"}, "backend='faiss'"),
         ({"alpha": (0.2, 0.01)}, "alpha has 2 entries"),
-        ({"l_min": 2.5}, "must be an integer"),
+        ({"l_min": 2.5}, "parameter l_min expects int"),
     ],
 )
 def test_adaptive_rejects_bad_parameters(params, msg):

@@ -14,6 +14,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from coherent_itr import metrics
+
 from .. import calibration, report
 from .. import claims as registry
 from ..study import paired_effect
@@ -370,16 +372,20 @@ def agreement_table(wide: pd.DataFrame, blocks: dict, ours_label: str) -> tuple[
 
 # --- Table 1, model-based variant: per query ----------------------------------------------------------------
 def ncs_per_query(sim, image_of_caption, rel, k: int = 5, direction: str = "i2t") -> np.ndarray:
-    """NCS@k of every query (SAM Eq. 5 with the ground truth kept, percent; NaN where the ideal sum is 0),
-    computed by the library's own per-query engine — the values whose mean is
-    :func:`coherent_itr.metrics.ncs` / the ``ncs{k}_{d}_…`` record key (same ranking and tie rule)."""
-    from coherent_itr.metrics import registry
-    from coherent_itr.metrics._engine import Plan, run
-
-    opts = {"ncs_ks": (int(k),), "ncs_remove_gt": (False,), "ncs_restrict_to_ideal": False}
-    plan = Plan(rels={"r": rel}, metrics=((registry.get("ncs"), opts),), directions=(direction,))
-    values, ok = run(np.asarray(sim), np.asarray(image_of_caption, dtype=np.int64), plan)[f"ncs{k}_{direction}_r"]
-    return np.where(ok, values, np.nan)
+    """NCS@k of every query (SAM Eq. 5 with the ground truth kept, percent; NaN where the ideal sum is 0):
+    :func:`coherent_itr.metrics.per_query`, the values whose mean is :func:`coherent_itr.metrics.ncs` / the
+    ``ncs{k}_{d}_…`` record key (same ranking and tie rule)."""
+    values = metrics.per_query(
+        sim,
+        image_of_caption,
+        "ncs",
+        rel,
+        directions=(direction,),
+        ncs_ks=(int(k),),
+        ncs_remove_gt=(False,),
+        ncs_restrict_to_ideal=False,
+    )
+    return values[f"ncs{k}_{direction}"]
 
 
 def per_query_metrics(sim, image_of_caption, phi, quality_rel, captions_per_image: int) -> pd.DataFrame:

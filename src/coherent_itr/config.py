@@ -36,6 +36,36 @@ def _is_real(v) -> bool:
 
 @dataclass(frozen=True)
 class Config:
+    """Every setting of one training run; frozen and validated on construction.
+
+    Args:
+        data, data_scale, data_dir, data_seed, train_fraction: the data source and its size (see
+            :func:`coherent_itr.data.load_splits`), and the random share of training images used.
+        relevance, relevance_params: the pseudo-label provider a relevance-based loss trains on
+            (:func:`coherent_itr.data.relevance_provider`); None for the others.
+        embed_dim, word_dim, text_hidden, vocab_min_count: the VSE++ model.
+        loss, loss_params: the loss, built by :func:`coherent_itr.losses.build`.
+        epochs, batch_size, lr, lr_decay_epoch, lr_decay, grad_clip, sampling, seed, device,
+            warmup_epochs, early_stop_patience, bf16: optimisation and selection (field comments).
+        eval_fold_size, grad_diag_every, max_eval_captions: evaluation and logging.
+
+    Raises:
+        ValueError: a field outside its allowed values, naming the field, its value and what is allowed
+            (a loss parameter of the wrong type also raises, through :func:`coherent_itr.losses.build`).
+
+    Example::
+
+        >>> from coherent_itr.config import Config
+        >>> cfg = Config(data="toy", data_scale="smoke", loss="triplet", loss_params={"margin": 0.2})
+        >>> cfg.key() == cfg.replace(loss_params={}).key()   # parameters at their defaults name the same run
+        True
+        >>> try:
+        ...     Config(lr=2)
+        ... except ValueError as err:
+        ...     print(err)
+        Config.lr=2 is invalid; expected a float in (0, 1)
+    """
+
     # --- data -----------------------------------------------------------------------------
     data: str = "synthetic"  # "synthetic", "flickr8k", "precomp", "toy"
     data_scale: str = "default"  # size of the synthetic world ("smoke", "default", "paper")

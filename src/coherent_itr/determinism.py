@@ -26,8 +26,8 @@ def use_deterministic_kernels() -> None:
 
     Deterministic mode also fills every new ``torch.empty`` with NaN by default (a guard against
     reading uninitialised memory); nothing here reads memory it did not write, so the fill is switched
-    off: it cost 1.1–1.7 ms of a 28–31 ms Flickr8k training step (measured 2026-11-24, interleaved A/B),
-    and the numbers do not change (``tests/test_foundation.py``)."""
+    off: the fill costs time on every training step, and the numbers do not change without it
+    (``tests/test_foundation.py``)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = False

@@ -31,9 +31,15 @@ _CACHE: dict[str, tuple] = {}  # split content key -> yardsticks (a few test spl
 
 
 def yardsticks(split: data_mod.CaptionedImages, cache_dir: str | None = None):
-    """(pseudo-label matrices by name, true relevance or None, human judgements or None) of ``split``.
+    """The yardsticks of ``split``.
 
-    Providers cache their matrices on disk; this keeps the last few splits' in memory too."""
+    Args:
+        split: a test split.
+        cache_dir: where providers cache their matrices on disk (this keeps the last few splits' in memory).
+
+    Returns:
+        (pseudo-label matrices by name, true relevance or None, human judgements by source or None).
+    """
     key = f"{split.name}:{captions_hash(split.captions)}:{split.n_images}:{cache_dir}"
     if key not in _CACHE:
         rel = {
@@ -57,7 +63,18 @@ def evaluate_embeddings(
     fold_size: int = 1000,
     cache_dir: str | None = None,
 ) -> dict[str, float]:
-    """Every metric of the embeddings of ``split`` (images × captions cosine similarity)."""
+    """Every metric of the embeddings of ``split``.
+
+    Args:
+        img: (n_images, d) L2-normalised image embeddings.
+        cap: (n_captions, d) L2-normalised caption embeddings.
+        split: the split they embed (captions, image of each caption, extras such as human judgements).
+        fold_size: COCO-style folds when the split has at least two (see ``metrics.evaluate``).
+        cache_dir: where relevance providers cache their matrices.
+
+    Returns:
+        The flat record of :func:`coherent_itr.metrics.evaluate` of the float32 cosine similarity.
+    """
     rel, true, human = yardsticks(split, cache_dir)
     sim = img.astype(np.float32) @ cap.astype(np.float32).T
     return metrics.evaluate(
@@ -90,11 +107,21 @@ def _test_split(config: dict, cache_dir: str | None) -> data_mod.CaptionedImages
 
 
 def evaluate_run(result, splits: data_mod.DataSplits | None = None, cache_dir: str | None = None) -> dict[str, float]:
-    """Every test metric of a training result (:func:`coherent_itr.train.train` or a cached run).
+    """Every test metric of a training result, from its stored test embeddings (no model needed).
 
-    Uses the stored test embeddings ``arrays["test_img"]`` / ``arrays["test_cap"]`` of the
-    selected checkpoint, so no model is needed; the test split (for yardsticks and the
-    image-of-caption map) is ``splits.test`` or loaded from ``record["config"]``."""
+    Args:
+        result: a :class:`coherent_itr.train.RunResult` or a cached run (``record`` and ``arrays`` with
+            the selected checkpoint's ``test_img`` / ``test_cap``).
+        splits: the splits the run used; None loads the test split from ``record["config"]``.
+        cache_dir: where relevance providers cache their matrices.
+
+    Returns:
+        The flat record of :func:`coherent_itr.metrics.evaluate` against every yardstick of the test
+        split (see the module docstring).
+
+    Raises:
+        ValueError: the result has no stored test embeddings, or their sizes do not match the split.
+    """
     record, arrays = result.record, result.arrays
     name = record.get("run_key", "(not cached)")
     missing = {"test_img", "test_cap"} - set(arrays)

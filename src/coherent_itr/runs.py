@@ -111,6 +111,7 @@ TRAINING_CORE = (
     "losses/__init__.py",
     "losses/base.py",
     "losses/registry.py",
+    "registry.py",
 )
 DATA_SOURCE_FILES = {
     "synthetic": ("data/synthetic.py",),
@@ -125,6 +126,7 @@ RELEVANCE_FILES = {
 }  # + data/base.py (TrueRelevance), in the core
 EVALUATION_CODE = (
     "evaluation.py",
+    "registry.py",
     "metrics/*.py",
     "data/relevance.py",
     "data/sbert.py",

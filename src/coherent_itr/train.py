@@ -266,7 +266,7 @@ class _Selector:
     warm-up (``warmup_epochs`` on all negatives) the run's own objective starts at epoch
     ``warmup_epochs + 1``, so a warm-up checkpoint — a model of another loss — is never the one
     kept, and the switch to max-violation (whose first epoch often dips) is not mistaken for a
-    plateau. Decided before the protocol's results were read (issue 14); the same rule for every
+    plateau. Decided before the protocol's results were read; the same rule for every
     arm, and a no-op for arms without warm-up. A run that ends before ``first_epoch`` (a cap not
     above the warm-up) keeps its last epoch."""
 
@@ -336,8 +336,19 @@ def _record(run: _Run, history: list[dict], sel: _Selector, timing: dict) -> dic
 def train(
     config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True, cache_dir: str | None = None
 ) -> RunResult:
-    """Train a VSE++ model with ``config.loss``; return its best-validation checkpoint's record and
-    test embeddings (test metrics: :func:`coherent_itr.evaluation.evaluate_run`)."""
+    """Train a VSE++ model with ``config.loss`` and keep its best-validation checkpoint.
+
+    Args:
+        config: the run's settings (data, loss and its parameters, model size, optimiser, seed).
+        splits: train/dev/test splits to use instead of loading ``config.data`` (tests pass the toy set).
+        progress: show a progress bar over epochs.
+        cache_dir: where data sources and relevance providers cache features and matrices.
+
+    Returns:
+        A :class:`RunResult`: ``record`` (config, per-epoch history, selected epoch, health, timing) and
+        ``arrays`` (the selected checkpoint's test embeddings ``test_img`` / ``test_cap``); test metrics
+        come from :func:`coherent_itr.evaluation.evaluate_run`.
+    """
     t_start = time.perf_counter()
     run = _setup(config, splits, cache_dir)
     warm = config.warmup_epochs if getattr(run.crit, "honours_warmup", False) else 0

@@ -17,6 +17,9 @@ Sources (:data:`SOURCES`):
 Providers (:data:`PROVIDERS`): ``"sbert"`` (params ``mode="paired"|"max5"``,
 ``scale="cosine"|"unit"``), ``"cider"`` (CIDEr-D; ``include_candidate=True|False``,
 ``tokenizer="simple"|"ptb"``), ``"true"`` (the synthetic world's r*).
+
+Statistics of a relevance model on training batches (ladder θ at the paper's scope of interest, SAM
+margin distributions): :mod:`.relevance_stats`.
 """
 
 from __future__ import annotations
@@ -31,10 +34,29 @@ PROVIDERS = ("sbert", "cider", "true")
 def load_splits(
     source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0, cache_dir: str | None = None
 ) -> DataSplits:
-    """Load the train/dev/test splits of ``source`` (one of :data:`SOURCES`).
+    """Load the train/dev/test splits of ``source``.
 
-    ``scale`` is the size profile for generated sources and the data-set name for ``precomp``;
-    ``seed`` only affects generated sources."""
+    Args:
+        source: one of :data:`SOURCES`.
+        data_dir: the data directory (``flickr8k``: default ``$FLICKR8K_DIR``; ``precomp``: required).
+        scale: the size profile of a generated source (``"smoke"``, ``"default"``, ``"paper"``) or the
+            data-set name for ``precomp``.
+        seed: seed of a generated source (ignored by the others).
+        cache_dir: where features are cached.
+
+    Returns:
+        :class:`DataSplits` with ``train``, ``dev`` and ``test`` :class:`CaptionedImages`.
+
+    Raises:
+        ValueError: an unknown source or scale.
+
+    Example::
+
+        >>> from coherent_itr import data
+        >>> splits = data.load_splits("toy", scale="smoke")
+        >>> splits.test.n_images, splits.test.captions_per_image
+        (30, 5)
+    """
     if source == "synthetic":
         from .synthetic import make_synthetic_splits
 
@@ -61,7 +83,20 @@ def load_splits(
 def relevance_provider(
     name: str, split: CaptionedImages, *, cache_dir: str | None = None, **params
 ) -> RelevanceProvider:
-    """Build the relevance provider ``name`` (one of :data:`PROVIDERS`) over ``split``."""
+    """Build a relevance (pseudo-label) provider over ``split``.
+
+    Args:
+        name: one of :data:`PROVIDERS`.
+        split: the captioned images the provider scores.
+        cache_dir: where the provider caches its matrices.
+        **params: the provider's parameters (module docstring), e.g. ``mode="paired"`` for ``sbert``.
+
+    Returns:
+        A :class:`RelevanceProvider`: ``matrix()`` (images × captions) and ``batch(image_idx, caption_idx)``.
+
+    Raises:
+        ValueError: an unknown provider or parameter.
+    """
     if name == "true":
         if params:
             raise ValueError(f"relevance provider 'true' takes no parameters, got {sorted(params)}")

@@ -46,6 +46,18 @@ def make_toy_splits(
     noise: float = 0.3,
     seed: int = 0,
 ) -> DataSplits:
+    """A tiny learnable data set (module docstring), deterministic from ``seed``.
+
+    Args:
+        n_train, n_dev, n_test: images per split (5 captions each).
+        dim: image feature size.
+        n_concepts: concepts to draw from (each image has 2–3).
+        noise: sd of the Gaussian noise on the features.
+        seed: the generator's seed.
+
+    Returns:
+        :class:`DataSplits` whose :class:`CaptionedImages` carry the true relevance (Jaccard overlap).
+    """
     if n_concepts > len(_WORDS):
         raise ValueError(f"n_concepts must be ≤ {len(_WORDS)}, got {n_concepts}")
     rng = np.random.default_rng(seed)

@@ -17,9 +17,9 @@ a k is only eligible if the row has at least k distinct values and k ≤ n − 1
 a row with no eligible k keeps one level, i.e. the plain triplet term):
 
 * ``backend="sklearn"`` — the design card's reference: per row and k, ``sklearn.cluster.KMeans``
-  (``n_init`` k-means++ restarts, fixed ``random_state``, one BLAS/OpenMP thread — 10–40× faster
-  on ~100 points than the default thread pool) and ``sklearn.metrics.silhouette_score``.
-  A Python loop over rows (~20 ms per row with n_init = 10 here), kept as the reference.
+  (``n_init`` k-means++ restarts, fixed ``random_state``, one BLAS/OpenMP thread — on ~100 points
+  far cheaper than the default thread pool) and ``sklearn.metrics.silhouette_score``.
+  A Python loop over rows, kept as the reference.
 * ``backend="torch"`` — all rows at once: *exact* 1-D k-means (the globally optimal partition,
   which in 1-D is contiguous in sorted order) by dynamic programming over sorted values with
   prefix-sum segment costs (Bellman; Wang & Song's Ckmeans.1d.dp), and a vectorised silhouette

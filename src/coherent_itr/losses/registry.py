@@ -1,39 +1,119 @@
 """Name → loss-class registry, so notebooks and configs can pass losses by name.
 
-``build("triplet", margin=0.2)`` constructs a registered loss; an unknown name or an
-unknown/invalid parameter raises ``ValueError`` listing what is allowed.
+``build("triplet", margin=0.2)`` constructs a registered loss. An unknown name, an unknown or missing
+parameter, or a value the loss rejects raises ``ValueError`` listing what is allowed; a value of the
+wrong type raises :class:`LossParameterTypeError` (a ``TypeError`` and a ``ValueError``) naming the
+parameter and the type its constructor declares::
+
+    >>> from coherent_itr import losses
+    >>> losses.build("triplet", margin="a")
+    Traceback (most recent call last):
+    ...
+    coherent_itr.losses.registry.LossParameterTypeError: loss 'triplet': parameter margin expects float, got 'a' (str)
+    >>> losses.build("weighted_sum")
+    Traceback (most recent call last):
+    ...
+    ValueError: loss 'weighted_sum': missing required parameter(s) ['terms']; parameters: terms
+
+The registry is a :class:`coherent_itr.registry.Registry`: ``register`` (a class decorator),
+``unregister``, ``registered`` (a context manager) and ``available``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Callable
+import numbers
+import types
+import typing
+from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
-_REGISTRY: dict[str, type[torch.nn.Module]] = {}
+from ..registry import Registry
+
+REGISTRY: Registry[type[torch.nn.Module]] = Registry("loss", describe=lambda cls: cls.__name__)
+
+
+class LossParameterTypeError(TypeError, ValueError):
+    """A loss parameter of the wrong type. A ``ValueError`` too, so callers that catch the
+    registry's ``ValueError`` (``Config`` validation, combined losses) report it the same way."""
 
 
 def register(name: str) -> Callable[[type], type]:
-    """Class decorator: make ``cls`` buildable as ``build(name, **params)``."""
+    """Class decorator: make ``cls`` buildable as ``build(name, **params)``.
+
+    Args:
+        name: the registry name (e.g. ``"triplet"``).
+
+    Returns:
+        The decorator; it returns the class unchanged apart from ``cls.registry_name = name``.
+
+    Raises:
+        ValueError: ``name`` is already taken by another class.
+    """
 
     def deco(cls: type) -> type:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"loss name {name!r} registered twice ({_REGISTRY[name].__name__}, {cls.__name__})")
-        _REGISTRY[name] = cls
+        REGISTRY.register(name, cls)
         cls.registry_name = name
         return cls
 
     return deco
 
 
+def unregister(name: str) -> type[torch.nn.Module]:
+    """Remove loss ``name`` from the registry.
+
+    Args:
+        name: a registered loss name.
+
+    Returns:
+        The class that was registered.
+
+    Raises:
+        ValueError: ``name`` is not registered.
+    """
+    return REGISTRY.unregister(name)
+
+
+@contextlib.contextmanager
+def registered(name: str, cls: type) -> Iterator[type]:
+    """Context manager: ``cls`` registered as loss ``name`` inside the block, removed after it.
+
+    Args:
+        name: the registry name.
+        cls: a loss class (a ``torch.nn.Module`` called as ``loss(sim, rel=None)``).
+
+    Returns:
+        A context manager yielding ``cls``.
+    """
+    with REGISTRY.registered(name, cls):
+        cls.registry_name = name
+        yield cls
+
+
 def available() -> list[str]:
-    """Sorted names of every registered loss."""
-    return sorted(_REGISTRY)
+    """The registered losses.
+
+    Args:
+        (none)
+
+    Returns:
+        The sorted names of every registered loss.
+    """
+    return sorted(REGISTRY.available())
 
 
 def parameters(name: str) -> dict[str, object]:
-    """The constructor parameters of loss ``name`` with their defaults (``inspect.Parameter.empty`` if required)."""
+    """The constructor parameters of loss ``name``.
+
+    Args:
+        name: a registered loss name.
+
+    Returns:
+        ``{parameter: default}`` in signature order (``inspect.Parameter.empty`` for a required one).
+    """
     cls = _get(name)
     sig = inspect.signature(cls.__init__)
     return {
@@ -44,26 +124,99 @@ def parameters(name: str) -> dict[str, object]:
 
 
 def _get(name: str) -> type[torch.nn.Module]:
-    if name not in _REGISTRY:
+    if name not in REGISTRY:
         raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(available())}")
-    return _REGISTRY[name]
+    return REGISTRY.get(name)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _matches(value, hint) -> bool | None:
+    """Whether ``value`` fits the annotation ``hint``; None when the hint is not one this checks."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        answers = [_matches(value, a) for a in args]
+        return None if None in answers else any(answers)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if hint is float:
+        return _is_number(value)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is dict:
+        return isinstance(value, dict)
+    if hint is list:
+        return isinstance(value, (list, tuple))
+    if origin is Sequence and args == (float,):
+        if isinstance(value, np.ndarray):
+            return value.ndim == 1 and np.issubdtype(value.dtype, np.number)
+        return isinstance(value, (list, tuple)) and all(_is_number(v) for v in value)
+    return None
+
+
+def _type_name(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    if typing.get_origin(hint) is Sequence:
+        return "a sequence of float"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _check_types(name: str, cls: type, params: dict) -> None:
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - an annotation this module cannot resolve: no type check
+        return
+    for key, value in params.items():
+        if key in hints and _matches(value, hints[key]) is False:
+            raise LossParameterTypeError(
+                f"loss {name!r}: parameter {key} expects {_type_name(hints[key])}, "
+                f"got {value!r} ({type(value).__name__})"
+            )
 
 
 def build(name: str, **params) -> torch.nn.Module:
-    """Construct the loss registered as ``name`` with keyword ``params``.
+    """Construct the loss registered as ``name``.
 
-    Raises ``ValueError`` for an unknown name, an unknown parameter (listing the valid ones),
-    or a value the loss rejects.
+    Args:
+        name: a registered loss name (see :func:`available`).
+        **params: keyword parameters of the loss's constructor (see :func:`parameters`).
+
+    Returns:
+        The loss module, called as ``loss(sim, rel=None)``.
+
+    Raises:
+        ValueError: unknown name, unknown or missing parameter (listing the valid ones), or a value
+            the loss rejects.
+        LossParameterTypeError: a parameter whose type does not match the constructor's annotation.
+
+    Example::
+
+        >>> import torch
+        >>> from coherent_itr import losses
+        >>> crit = losses.build("triplet", margin=0.2)
+        >>> float(crit(torch.eye(3, dtype=torch.float64)))
+        0.0
     """
     cls = _get(name)
     allowed = parameters(name)
+    listed = ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else k for k, v in allowed.items())
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(
-            f"loss {name!r} got unknown parameter(s) {unknown}; valid parameters: "
-            + ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else k for k, v in allowed.items())
-        )
+        raise ValueError(f"loss {name!r} got unknown parameter(s) {unknown}; valid parameters: {listed}")
+    missing = [k for k, v in allowed.items() if v is inspect.Parameter.empty and k not in params]
+    if missing:
+        raise ValueError(f"loss {name!r}: missing required parameter(s) {missing}; parameters: {listed}")
+    _check_types(name, cls, params)
     try:
         return cls(**params)
-    except TypeError as exc:  # e.g. a missing required argument
-        raise ValueError(f"loss {name!r}: {exc}") from exc
+    except TypeError as exc:  # a check this module does not make (e.g. an element of a nested parameter)
+        raise LossParameterTypeError(f"loss {name!r}: {exc}") from exc

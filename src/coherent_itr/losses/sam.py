@@ -37,7 +37,7 @@ with ψ = ``sim``. Choices, each a named option (paper first):
 
 Per-anchor hinges of both directions are reduced over anchors by ``sum`` (code) or ``mean``.
 
-Two named variants (issue 14 item 5): ``sam`` (:class:`SAMLoss`) is SAM *as written* — SN the furthest
+Two named variants: ``sam`` (:class:`SAMLoss`) is SAM *as written* — SN the furthest
 negative, no clamp, weight 1, each hinge with its own negative's margin; ``sam_authors``
 (:class:`SAMAuthorsLoss`) is SAM *as coded* — the code's "soft" near-hardest negative, margins crossed
 and clamped at 1, weight 5, its text→image hinge indexed by the negative image.

@@ -7,7 +7,8 @@ record; the modules hold the single metrics:
 * :mod:`.coherence` — CS@K (ladder Eq. 13), Kendall τ (BCLS Eq. 2 / Table VI);
 * :mod:`.semantic` — NDCG@K, NCS@K and Semantic Recall@K (SAM Eqs. 3–5), mAP@R / R-P / R@1;
 * :mod:`.human` — agreement with human judgements, human-judged positives;
-* :mod:`.eccv` — adapter to the ``eccv-caption`` package.
+* :mod:`.eccv` — adapter to the ``eccv-caption`` package;
+* :mod:`.queries` — ``per_query``: the per-query values whose means are the record's numbers.
 
 All ranking metrics share one tie rule and one rule for undefined queries (see :mod:`._blocks`).
 
@@ -34,6 +35,7 @@ from .human import (
     positive_matrix,
     provider_agreement,
 )
+from .queries import per_query
 from .retrieval import (
     fold_averaged_retrieval_metrics,
     i2t_map,
@@ -66,6 +68,7 @@ __all__ = [
     "ncs",
     "ndcg",
     "one_caption_per_image",
+    "per_query",
     "positive_matrix",
     "positive_set_metrics",
     "provider_agreement",

@@ -45,7 +45,7 @@ class RelevanceOrder:
 
 
 ORDER_CACHE_SIZE = 4  # relevance matrices kept (synthetic: sbert, cider, true; ≈ 80 MB each at 1K × 5K)
-# larger matrices (5K × 25K: ≈ 3 GB of orders) are sorted block by block as before, nothing kept
+# larger matrices (5K × 25K: ≈ 3 GB of orders) are sorted block by block, nothing kept
 ORDER_CACHE_MAX_ELEMENTS = 10_000_000
 _ORDERS: dict[str, RelevanceOrder] = {}
 

@@ -43,7 +43,14 @@ TAU_VARIANTS = ("a", "b", None)
 
 
 def one_caption_per_image(image_of_caption) -> np.ndarray:
-    """Column indices of the first caption of every image that has one (ladder code's candidates)."""
+    """The ladder code's candidates: one caption per image.
+
+    Args:
+        image_of_caption: (n_captions,) image index of every caption.
+
+    Returns:
+        Sorted column indices of the first caption of every image that has one.
+    """
     img = np.asarray(image_of_caption)
     _, first = np.unique(img, return_index=True)
     return np.sort(first)
@@ -122,7 +129,21 @@ def coherent_score(
     chunk: int | None = None,
     backend: str = "fast",
 ) -> dict[str, float]:
-    """CS@K for each K and direction: ``{"cs100_i2t": …, "cs100_i2t_nq": …, …}`` (values in [−1, 1])."""
+    """Coherent Score: Kendall τ-b between similarity and relevance over the model's top K (ladder Eq. 13).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: (n_images, n_captions) relevance.
+        ks: the cut-offs K.
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        candidates: ``"all"`` or ``"one_per_image"`` (the ladder code's candidates).
+        chunk: queries per block.
+        backend: ``"fast"`` or ``"scipy"`` (:mod:`.kendall`).
+
+    Returns:
+        ``{"cs100_i2t": …, "cs100_i2t_nq": …, …}``: the mean over defined queries, in [−1, 1], and their number.
+    """
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
     rel = check_matrix(rel, sim.shape, "rel")
@@ -141,7 +162,20 @@ def kendall_tau(
     chunk: int | None = None,
     backend: str = "fast",
 ) -> dict[str, float]:
-    """Per-query Kendall τ over all candidates, averaged: ``{"tau_i2t": …, "tau_i2t_nq": …, …}``."""
+    """Kendall τ between similarity and relevance over all candidates of each query (BCLS Eq. 2, Table VI).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: (n_images, n_captions) relevance.
+        variant: ``"a"`` (BCLS Eq. 2) or ``"b"`` (τ-b).
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        chunk: queries per block.
+        backend: ``"fast"`` or ``"scipy"`` (:mod:`.kendall`).
+
+    Returns:
+        ``{"tau_i2t": …, "tau_i2t_nq": …, …}``: the mean over defined queries and their number.
+    """
     if variant not in ("a", "b"):
         raise ValueError(f"variant must be 'a' (BCLS Eq. 2) or 'b' (τ-b), got {variant!r}")
     sim = check_sim(sim)

@@ -66,9 +66,18 @@ def _ids(x, n: int, name: str) -> np.ndarray:
 
 
 def ranked_ids(sim, image_ids, caption_ids, max_len: int | None = 100, chunk: int | None = None):
-    """``(i2t, t2i)``: ``{image id: [caption ids, best first]}`` and ``{caption id: [image ids]}``,
-    truncated to ``max_len`` (None = full lists; the package's COCO-1K recalls need full lists,
-    ECCV mAP@R needs at least R ≤ 48 items)."""
+    """The rankings in the ``eccv-caption`` package's input format.
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_ids, caption_ids: the COCO id of every row / column (unique).
+        max_len: items kept per list (None = full lists; the package's COCO-1K recalls need full
+            lists, ECCV mAP@R needs at least R ≤ 48 items).
+        chunk: queries per block.
+
+    Returns:
+        ``(i2t, t2i)``: ``{image id: [caption ids, best first]}`` and ``{caption id: [image ids]}``.
+    """
     sim = check_sim(sim)
     iid = _ids(image_ids, sim.shape[0], "image_ids")
     cid = _ids(caption_ids, sim.shape[1], "caption_ids")
@@ -88,11 +97,18 @@ def ranked_ids(sim, image_ids, caption_ids, max_len: int | None = 100, chunk: in
 
 
 def positive_matrices(image_ids, caption_ids, source: str = "eccv") -> tuple[np.ndarray, np.ndarray]:
-    """Boolean (n_images, n_captions) positives for image→text and for text→image queries.
+    """The package's positive sets as boolean matrices aligned with ``sim``.
 
-    ``P_i2t[i, c]``: caption c is a positive of image query i; ``P_t2i[i, c]``: image i is a
-    positive of caption query c. The two differ: the package's i2t and t2i sets cover different
-    queries. Queries without an entry have no positive (and are skipped by the metrics)."""
+    Args:
+        image_ids, caption_ids: the COCO id of every row / column of ``sim``.
+        source: one of :data:`SOURCES` (default: the ECCV Caption positives).
+
+    Returns:
+        ``(P_i2t, P_t2i)``, boolean (n_images, n_captions): ``P_i2t[i, c]`` — caption c is a positive
+        of image query i; ``P_t2i[i, c]`` — image i is a positive of caption query c. The two differ
+        (the package's i2t and t2i sets cover different queries); queries without an entry have no
+        positive and are skipped by the metrics.
+    """
     sets = load_positive_sets(source)
     iid = to_numpy(image_ids, "image_ids").astype(np.int64)
     cid = to_numpy(caption_ids, "caption_ids").astype(np.int64)
@@ -120,12 +136,24 @@ def run_eccv_caption(
     max_len: int | None = 100,
     restrict_to_queries=False,
 ) -> dict[str, float]:
-    """Run ``eccv_caption.Metrics`` on ``sim``; returns ``{f"{metric}_{i2t|t2i}": value}`` (fractions).
+    """Run ``eccv_caption.Metrics`` on ``sim``.
 
     The package evaluates every query of its positive sets, so ``sim`` must cover the whole 5K
-    test split — unless ``restrict_to_queries`` is True (keep only the package's queries that are
-    rows / columns of ``sim``) or an ``(image ids, caption ids)`` pair of query ids to keep.
-    Restricted numbers are not comparable to published ones (they exist for tests)."""
+    test split unless the queries are restricted; restricted numbers are not comparable to
+    published ones (they exist for tests).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_ids, caption_ids: the COCO id of every row / column.
+        target_metrics: the package's metric names.
+        ks: the recall cut-offs.
+        max_len: items kept per ranked list (:func:`ranked_ids`).
+        restrict_to_queries: False (all of the package's queries), True (those that are rows /
+            columns of ``sim``) or an ``(image ids, caption ids)`` pair of query ids to keep.
+
+    Returns:
+        ``{f"{metric}_{i2t|t2i}": value}`` as the package reports them (fractions).
+    """
     from eccv_caption import Metrics
 
     i2t, t2i = ranked_ids(sim, image_ids, caption_ids, max_len=max_len)

@@ -43,7 +43,7 @@ import numpy as np
 from . import registry
 from ._blocks import SparsePositives, check_image_of_caption, check_matrix, check_sim
 from ._engine import GT, Plan, reduce, run
-from .coherence import CS_KS  # noqa: F401 - the defaults, importable from here as before
+from .coherence import CS_KS  # noqa: F401 - the defaults, importable from here
 from .human import EXPERT_POSITIVE_THRESHOLD, HumanJudgements, as_judgements, positive_pairs
 from .registry import Problem
 from .retrieval import KS  # noqa: F401
@@ -89,32 +89,54 @@ def evaluate(
     exclude=(),
     **options,
 ) -> dict[str, float]:
-    """All metrics of ``sim`` (n_images × n_captions) as one flat dict (see the module docstring).
+    """All metrics of ``sim`` as one flat record (keys: the module docstring).
 
-    * ``rel``: pseudo-label relevance (rows images, columns captions) — one matrix (named
-      ``pseudo``) or a mapping name → matrix (e.g. ``{"sbert": …, "cider": …}``).
-    * ``true_rel``: the synthetic world's true relevance (named ``true``).
-      NDCG and NCS need relevance ≥ 0: pass cosine pseudo labels as (1 + s)/2.
-    * ``human``: judged pairs — a :class:`HumanJudgements`, an (image_idx, caption_idx, score)
-      tuple or DataFrame (taken as expert scores), or a mapping name → any of these, e.g.
-      ``{"expert": split.extras["expert"], "crowd": split.extras["crowd"]}`` for Flickr8k.
-      Sources with a positive threshold (expert: ``EXPERT_POSITIVE_THRESHOLD``) also give
-      mAP@R / R-P / R@1 against their judged positives.
-    * ``positives``: extra positive sets, name → boolean matrix or (i2t matrix, t2i matrix),
-      e.g. ECCV Caption positives from :func:`.eccv.positive_matrices`.
-    * ``true_positive_threshold``: if set, ``true_rel ≥`` it is a positive set named ``true``.
-    * ``fold_size``: COCO-1K style — with ≥ 2 folds, every metric is the mean over consecutive
-      folds of ``fold_size`` images and their captions (``_nq`` and pair counts are summed;
-      images after the last full fold are left out, as in ``fold_averaged_retrieval_metrics``);
-      ``n_folds`` says how many. With fewer than 2 folds the whole set is one fold.
-    * ``chunk``: queries per block (default: about one million matrix entries per block).
-    * ``include`` / ``exclude``: names of registered metrics to compute (default: all of them).
-    * ``options``: the options of the registered metrics (``metrics.registry.options()``):
-      ``ks`` (binary R@K); ``cs_ks``, ``cs_candidates`` (``"all"`` or ``"one_per_image"``, the
-      ladder code, see :mod:`.coherence`), ``tau_variant`` (``"a"`` BCLS Eq. 2, ``"b"``, or None to
-      skip τ over all candidates), ``kendall_backend`` (``"fast"`` / ``"scipy"``, :mod:`.kendall`);
-      ``ndcg_ks``; ``ncs_ks``, ``ncs_remove_gt``, ``ncs_restrict_to_ideal``; ``sr_ks``, ``sr_ms``,
-      ``sr_remove_gt``. An empty K list switches that metric off.
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: pseudo-label relevance (rows images, columns captions) — one matrix (named ``pseudo``)
+            or a mapping name → matrix (e.g. ``{"sbert": …, "cider": …}``). NDCG and NCS need
+            relevance ≥ 0: pass cosine pseudo labels as (1 + s)/2.
+        true_rel: the synthetic world's true relevance (named ``true``).
+        human: judged pairs — a :class:`HumanJudgements`, an (image_idx, caption_idx, score) tuple or
+            DataFrame (taken as expert scores), or a mapping name → any of these, e.g.
+            ``{"expert": split.extras["expert"], "crowd": split.extras["crowd"]}`` for Flickr8k.
+            Sources with a positive threshold (expert: ``EXPERT_POSITIVE_THRESHOLD``) also give
+            mAP@R / R-P / R@1 against their judged positives.
+        positives: extra positive sets, name → boolean matrix or (i2t matrix, t2i matrix), e.g. ECCV
+            Caption positives from :func:`.eccv.positive_matrices`.
+        true_positive_threshold: if set, ``true_rel ≥`` it is a positive set named ``true``.
+        human_positives_include_gt: count the ground-truth pairs as positives of every human source.
+        fold_size: COCO-1K style — with ≥ 2 folds, every metric is the mean over consecutive folds of
+            ``fold_size`` images and their captions (``_nq`` and pair counts are summed; images after
+            the last full fold are left out, as in ``fold_averaged_retrieval_metrics``); ``n_folds``
+            says how many. With fewer than 2 folds the whole set is one fold.
+        chunk: queries per block (default: about one million matrix entries per block).
+        include, exclude: names of registered metrics to compute (default: all of them).
+        **options: the options of the registered metrics (``metrics.registry.options()``): ``ks``
+            (binary R@K); ``cs_ks``, ``cs_candidates`` (``"all"`` or ``"one_per_image"``, the ladder
+            code, see :mod:`.coherence`), ``tau_variant`` (``"a"`` BCLS Eq. 2, ``"b"``, or None to skip
+            τ over all candidates), ``kendall_backend`` (``"fast"`` / ``"scipy"``, :mod:`.kendall`);
+            ``ndcg_ks``; ``ncs_ks``, ``ncs_remove_gt``, ``ncs_restrict_to_ideal``; ``sr_ks``, ``sr_ms``,
+            ``sr_remove_gt``. An empty K list switches that metric off.
+
+    Returns:
+        ``{key: float}`` in registry order; every undefined per-query value is skipped and counted in
+        the key's ``_nq``, and a key with no defined query is 0.0. Per-query values behind a key:
+        :func:`coherent_itr.metrics.per_query`.
+
+    Raises:
+        ValueError: inputs of the wrong shape or values, an unknown metric name, clashing names.
+        TypeError: an option no registered metric has.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from coherent_itr import metrics
+        >>> sim = np.array([[0.9, 0.1, 0.3, 0.2], [0.2, 0.8, 0.7, 0.1]])   # 2 images × 4 captions
+        >>> rec = metrics.evaluate(sim, [0, 0, 1, 1], include=["retrieval"], ks=(1,))
+        >>> rec["i2t_r1"], rec["t2i_r1"], rec["rsum"]
+        (50.0, 50.0, 100.0)
     """
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)

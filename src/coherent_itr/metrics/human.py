@@ -144,8 +144,17 @@ def _kendall(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def agreement_at_pairs(x, judgements: HumanJudgements, image_of_caption) -> dict[str, float]:
-    """Pearson and Kendall τ-b between values ``x[k]`` of the judged pairs and the human scores:
-    keys ``pearson_all``, ``kendall_all``, ``n_all``, ``pearson_nongt``, ``kendall_nongt``, ``n_nongt``."""
+    """Agreement of values at the judged pairs with the human scores.
+
+    Args:
+        x: one value per judged pair (same order as ``judgements``).
+        judgements: one human source.
+        image_of_caption: (n_captions,) image index of every caption (to tell ground-truth pairs apart).
+
+    Returns:
+        ``pearson_all``, ``kendall_all`` (τ-b), ``n_all`` over every judged pair and the same ``…_nongt``
+        over the pairs that are not ground truth (a correlation of a constant side is 0.0).
+    """
     x = to_numpy(x, "x").astype(np.float64)
     if x.shape != judgements.score.shape:
         raise ValueError(f"x must hold one value per judged pair ({len(judgements)}), got shape {x.shape}")
@@ -166,8 +175,16 @@ def agreement_at_pairs(x, judgements: HumanJudgements, image_of_caption) -> dict
 
 
 def agreement(values, judgements: HumanJudgements, image_of_caption) -> dict[str, float]:
-    """:func:`agreement_at_pairs` of ``values[image, caption]`` — any (n_images, n_captions) matrix:
-    the model's similarity or a pseudo-label provider's relevance."""
+    """:func:`agreement_at_pairs` of a matrix read at the judged pairs.
+
+    Args:
+        values: any (n_images, n_captions) matrix: the model's similarity or a provider's relevance.
+        judgements: one human source.
+        image_of_caption: (n_captions,) image index of every caption.
+
+    Returns:
+        The record of :func:`agreement_at_pairs`.
+    """
     v = to_numpy(values, "values")
     if v.ndim != 2:
         raise ValueError(f"values must be a 2-D (images × captions) matrix, got shape {v.shape}")
@@ -184,9 +201,18 @@ def binary_at_pairs(judgements: HumanJudgements, image_of_caption) -> np.ndarray
 def provider_agreement(
     providers: dict, judgements: HumanJudgements, image_of_caption, include_binary: bool = True
 ) -> dict[str, float]:
-    """Agreement of several relevance providers (name → matrix) with one human source, as one flat
-    record ``{f"{source}_{provider}_{stat}"}``; ``include_binary`` adds the ground-truth indicator
-    as provider ``binary`` (SAM Table 1's "Binary relevance (GT)")."""
+    """Agreement of several relevance providers with one human source.
+
+    Args:
+        providers: provider name → (n_images, n_captions) relevance.
+        judgements: one human source.
+        image_of_caption: (n_captions,) image index of every caption.
+        include_binary: add the ground-truth indicator as provider ``binary`` (SAM Table 1's "Binary
+            relevance (GT)").
+
+    Returns:
+        One flat record ``{f"{source}_{provider}_{stat}"}`` of :func:`agreement` statistics.
+    """
     out = {
         f"{judgements.name}_{p}_{k}": v
         for p, m in providers.items()
@@ -225,8 +251,19 @@ def positive_matrix(
     include_gt: bool = False,
     threshold: float | None = None,
 ) -> np.ndarray:
-    """Boolean (n_images, n_captions): judged pairs with mean score ≥ threshold (default: the
-    source's ``positive_threshold``), plus every ground-truth pair if ``include_gt``."""
+    """The judged positives of a human source as a matrix.
+
+    Args:
+        judgements: one human source.
+        shape: (n_images, n_captions).
+        image_of_caption: (n_captions,) image index of every caption; needed with ``include_gt``.
+        include_gt: also mark every ground-truth pair.
+        threshold: a pair is positive when its mean score is ≥ it (default: the source's
+            ``positive_threshold``).
+
+    Returns:
+        A boolean (n_images, n_captions) matrix.
+    """
     rows, cols = positive_pairs(judgements, shape, threshold)
     pos = np.zeros(shape, dtype=bool)
     pos[rows, cols] = True

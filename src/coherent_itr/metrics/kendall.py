@@ -15,11 +15,10 @@ ranked lists at once: tie counts are vectorised over the block (from the sparse 
 and Q is counted by a compiled O(n log n) discordant-pair counter (``backend="fast"``): with
 numba installed (requirements pin it), :func:`_discordant_prefixes_numba` — one Fenwick-tree pass
 per list that yields Q of *every* prefix at once; without numba, scipy's counter
-``scipy.stats._stats._kendall_dis`` (the very routine the public ``kendalltau`` calls, ≈ 30 µs per
-call at n = 1,000 here, one call per list and prefix). Or Q comes from the public
-``scipy.stats.kendalltau`` on every prefix (``backend="scipy"``: ≈ 200–300 µs per call, mostly
-its argument-checking wrapper; CS@{100, 200, 1000} + τ of a 1K × 5K evaluation took 10.8 s
-against 2.1 s, see ``benchmarks/bench_metrics.py``). ``"scipy"`` is also the automatic fallback
+``scipy.stats._stats._kendall_dis`` (the very routine the public ``kendalltau`` calls; one call per
+list and prefix). Or Q comes from the public ``scipy.stats.kendalltau`` on every prefix
+(``backend="scipy"``: several times slower, mostly its argument-checking wrapper; timings in
+``benchmarks/bench_metrics.py``). ``"scipy"`` is also the automatic fallback
 if a future scipy drops the private counter (requirements pin scipy).
 
 Undefined values: τ-b is undefined when all x or all y in the list are equal (a zero

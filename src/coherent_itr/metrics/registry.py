@@ -1,15 +1,19 @@
-"""Name → metric registry: every metric :func:`coherent_itr.metrics.evaluate` computes is registered here.
+"""Name → metric registry: every metric :func:`coherent_itr.metrics.evaluate` computes is registered here
+(a :class:`coherent_itr.registry.Registry`).
 
 A metric is one function and a few declarations, registered with :func:`register` (a decorator).
 It declares its **kind** — where it plugs into the evaluation — and its **options** (the keyword
 arguments of ``evaluate`` it reads, with their defaults)::
 
-    from coherent_itr import metrics
-
-    @metrics.register("mean_diag", kind="matrix")
-    def mean_diag(problem):                     # problem: sim, image_of_caption, rels, humans, positives
-        sim, img = problem.sim, problem.image_of_caption
-        return {"mean_diag": float(sim[img, range(len(img))].mean())}
+    >>> import numpy as np
+    >>> from coherent_itr import metrics
+    >>> @metrics.register("mean_diag", kind="matrix")
+    ... def mean_diag(problem):                 # problem: sim, image_of_caption, rels, humans, positives
+    ...     sim, img = problem.sim, problem.image_of_caption
+    ...     return {"mean_diag": float(sim[img, range(len(img))].mean())}
+    >>> metrics.evaluate(np.eye(2), [0, 1], include=["mean_diag"])
+    {'mean_diag': 1.0}
+    >>> metrics.unregister("mean_diag")          # or register for one block: ``with metrics.registered(…)``
 
 Kinds and the function each one registers:
 
@@ -51,6 +55,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from ..registry import Registry
 
 KINDS = ("matrix", "relevance", "positives", "derived")
 PER_QUERY = ("relevance", "positives")
@@ -101,7 +107,9 @@ class Metric:
         return dict(self.check(**opts)) if self.check else opts
 
 
-_REGISTRY: dict[str, Metric] = {}
+REGISTRY: Registry[Metric] = Registry(
+    "metric", same=lambda old, new: old.fn is new.fn, describe=lambda m: m.fn.__qualname__
+)
 
 
 def register(
@@ -118,25 +126,38 @@ def register(
 ) -> Callable:
     """Decorator: register ``fn`` as metric ``name`` of ``kind`` (see the module docstring).
 
-    An option name two metrics share (e.g. ``ncs_ks``: NCS and its sum Nsum) must have the same
-    default in both. Registering a name twice raises unless it is the same function."""
+    Args:
+        name: the metric's name (``include`` / ``exclude`` of ``evaluate`` use it).
+        kind: ``"matrix"``, ``"relevance"``, ``"positives"`` or ``"derived"``.
+        options: option name → default (keyword arguments of ``evaluate`` the metric reads). An
+            option name two metrics share (e.g. ``ncs_ks``: NCS and its sum Nsum) must have the same
+            default in both.
+        check, validate, targets, key, count, passes: see :class:`Metric`.
+
+    Returns:
+        The decorator (it returns ``fn`` unchanged).
+
+    Raises:
+        ValueError: an unknown kind, a name registered to another function, or a shared option with
+            another default.
+    """
 
     def deco(fn: Callable) -> Callable:
         if kind not in KINDS:
             raise ValueError(f"metric {name!r}: kind must be one of {list(KINDS)}, got {kind!r}")
-        old = _REGISTRY.get(name)
-        if old is not None and old.fn is not fn:
-            raise ValueError(f"metric name {name!r} registered twice ({old.fn.__qualname__}, {fn.__qualname__})")
+        if name in REGISTRY and REGISTRY.get(name).fn is not fn:
+            old = REGISTRY.get(name).fn
+            raise ValueError(f"metric name {name!r} registered twice ({old.__qualname__}, {fn.__qualname__})")
         opts = dict(options or {})
-        for m in _REGISTRY.values():
+        for m in REGISTRY.values():
             for o in set(opts) & set(m.options):
                 if m.name != name and not _same(m.options[o], opts[o]):
                     raise ValueError(
                         f"metric {name!r}: option {o!r} has default {opts[o]!r}, but metric {m.name!r} "
                         f"declares it with {m.options[o]!r}"
                     )
-        _REGISTRY[name] = Metric(
-            name, kind, fn, opts, check, validate, targets, key or _default_key, bool(count), passes
+        REGISTRY.register(
+            name, Metric(name, kind, fn, opts, check, validate, targets, key or _default_key, bool(count), passes)
         )
         return fn
 
@@ -151,13 +172,28 @@ def _same(a, b) -> bool:
 
 
 def unregister(name: str) -> None:
-    """Remove metric ``name`` (a no-op for an unknown name)."""
-    _REGISTRY.pop(name, None)
+    """Remove metric ``name``.
+
+    Args:
+        name: a metric name; an unknown name is a no-op.
+
+    Returns:
+        None.
+    """
+    REGISTRY.unregister(name, missing_ok=True)
 
 
 @contextlib.contextmanager
 def registered(name: str, kind: str, fn: Callable, **declarations):
-    """Context manager: ``fn`` registered as metric ``name`` inside the block, removed after it."""
+    """Context manager: ``fn`` registered as metric ``name`` inside the block, removed after it.
+
+    Args:
+        name, kind, declarations: as for :func:`register`.
+        fn: the metric function.
+
+    Returns:
+        A context manager yielding the registered :class:`Metric`.
+    """
     register(name, kind, **declarations)(fn)
     try:
         yield get(name)
@@ -166,20 +202,26 @@ def registered(name: str, kind: str, fn: Callable, **declarations):
 
 
 def available(kind: str | None = None) -> list[str]:
-    """Names of the registered metrics (of ``kind``), in registration (= evaluation) order."""
-    return [n for n, m in _REGISTRY.items() if kind is None or m.kind == kind]
+    """The registered metrics.
+
+    Args:
+        kind: only metrics of this kind (None: all).
+
+    Returns:
+        Their names in registration (= evaluation) order.
+    """
+    return [n for n, m in REGISTRY.items() if kind is None or m.kind == kind]
 
 
 def get(name: str) -> Metric:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown metric {name!r}; registered: {', '.join(available())}")
-    return _REGISTRY[name]
+    """The registered :class:`Metric` ``name``; raises ``ValueError`` listing the names for an unknown one."""
+    return REGISTRY.get(name)
 
 
 def options() -> dict[str, object]:
     """Every option of every registered metric with its default."""
     out: dict[str, object] = {}
-    for m in _REGISTRY.values():
+    for m in REGISTRY.values():
         for k, v in m.options.items():
             out.setdefault(k, v)
     return out
@@ -189,8 +231,8 @@ def select(include=None, exclude=()) -> list[Metric]:
     """The registered metrics to compute, in order: all, or the names in ``include``, minus ``exclude``."""
     for n in list(include or ()) + list(exclude or ()):
         get(n)  # unknown names raise
-    keep = set(include) if include is not None else set(_REGISTRY)
-    return [m for n, m in _REGISTRY.items() if n in keep and n not in set(exclude or ())]
+    keep = set(include) if include is not None else set(REGISTRY)
+    return [m for n, m in REGISTRY.items() if n in keep and n not in set(exclude or ())]
 
 
 def fingerprint() -> str:
@@ -199,7 +241,7 @@ def fingerprint() -> str:
     since the package's own metrics enter it through their files."""
     h = hashlib.sha256()
     outside = False
-    for m in _REGISTRY.values():
+    for m in REGISTRY.values():
         module = getattr(m.fn, "__module__", "") or ""
         if module.startswith(__package__ + "."):
             continue

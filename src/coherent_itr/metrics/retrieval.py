@@ -31,7 +31,19 @@ def _as_arrays(sim, image_of_caption):
 
 
 def i2t_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
-    """0-based rank of the best-ranked ground-truth caption for every image query."""
+    """Rank of the best-ranked ground-truth caption of every image query (pessimistic ties).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        chunk: image queries per block (default: about one million matrix entries per block).
+
+    Returns:
+        (n_images,) int64 0-based ranks.
+
+    Raises:
+        ValueError: an image without a caption (an image query needs a positive).
+    """
     sim, img = _as_arrays(sim, image_of_caption)
     n_img = sim.shape[0]
     counts = np.bincount(img, minlength=n_img)
@@ -50,7 +62,16 @@ def i2t_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
 
 
 def t2i_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
-    """0-based rank of the ground-truth image for every caption query."""
+    """Rank of the ground-truth image of every caption query (pessimistic ties).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        chunk: caption queries per block (default: about one million matrix entries per block).
+
+    Returns:
+        (n_captions,) int64 0-based ranks.
+    """
     sim, img = _as_arrays(sim, image_of_caption)
     n_cap = sim.shape[1]
     ranks = np.empty(n_cap, dtype=np.int64)
@@ -64,13 +85,29 @@ def t2i_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
 
 
 def recall_from_ranks(ranks: np.ndarray, ks=KS) -> dict[str, float]:
+    """R@K from 0-based ranks.
+
+    Args:
+        ranks: 0-based ranks of the queries (:func:`i2t_ranks`, :func:`t2i_ranks`).
+        ks: the cut-offs K.
+
+    Returns:
+        ``{"r{K}": 100 · share of queries with rank < K}``.
+    """
     return {f"r{k}": 100.0 * float(np.mean(ranks < k)) for k in ks}
 
 
 def retrieval_metrics(sim, image_of_caption, ks=KS) -> dict[str, float]:
-    """R@K for both directions, RSUM, median and mean rank (1-based), as a flat dict.
+    """R@K for both directions, RSUM, median and mean rank.
 
-    Keys: ``i2t_r1 … i2t_r10, i2t_medr, i2t_meanr, t2i_r1 …, rsum``. Recalls are percentages.
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        ks: the cut-offs K.
+
+    Returns:
+        ``{"i2t_r1" … "i2t_r10", "i2t_medr", "i2t_meanr", "t2i_r1" …, "rsum"}``: recalls in percent,
+        ranks 1-based, RSUM the sum of the six recalls.
     """
     out: dict[str, float] = {}
     for name, ranks in (("i2t", i2t_ranks(sim, image_of_caption)), ("t2i", t2i_ranks(sim, image_of_caption))):
@@ -83,11 +120,18 @@ def retrieval_metrics(sim, image_of_caption, ks=KS) -> dict[str, float]:
 
 
 def fold_averaged_retrieval_metrics(sim, image_of_caption, fold_size: int = 1000, ks=KS) -> dict[str, float]:
-    """COCO-"1K"-style evaluation: metrics on consecutive folds of ``fold_size`` images, averaged.
+    """COCO-"1K"-style evaluation: :func:`retrieval_metrics` on consecutive folds of ``fold_size``
+    images (captions go with their image's fold), averaged over folds.
 
-    Captions go with their image's fold. With fewer than ``2 * fold_size`` images this is the
-    plain evaluation on the whole set (a single fold). The number of folds is returned as
-    ``n_folds`` so tables can say which protocol they report.
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        fold_size: images per fold; with fewer than ``2 * fold_size`` images the whole set is one fold.
+        ks: the cut-offs K.
+
+    Returns:
+        The keys of :func:`retrieval_metrics` averaged over folds, and ``n_folds`` (so tables can say
+        which protocol they report).
     """
     sim, img = _as_arrays(sim, image_of_caption)
     n_img = sim.shape[0]
@@ -111,7 +155,16 @@ def i2t_map(sim, image_of_caption, chunk: int | None = None) -> float:
     Sec. IV-F, Table XI; a fraction in [0, 1]). Per image, AP = (1/|P|) Σ_{k: item_k ∈ P} P@k over
     the whole caption ranking (ties pessimistic, see :mod:`._blocks`); averaged over images.
     (Table XI's column header reads "Sentence to Image", its text says image-to-sentence, the
-    only direction with several positives; we follow the text.)"""
+    only direction with several positives; we follow the text.)
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        chunk: image queries per block.
+
+    Returns:
+        The mean AP over image queries, a fraction in [0, 1].
+    """
     from ._engine import GT, Plan, reduce, run
 
     sim, img = _as_arrays(sim, image_of_caption)

@@ -351,7 +351,19 @@ def _run_one(sim, img, rel, use, directions, chunk) -> dict[str, float]:
 
 
 def ndcg(sim, image_of_caption, rel, ks=(10, 100, None), directions=("i2t", "t2i"), chunk=None) -> dict[str, float]:
-    """NDCG@K per direction: ``{"ndcg10_i2t": …, "ndcg_i2t" (whole list): …, "…_nq": …}``, in [0, 1]."""
+    """NDCG@K with gains 2^r − 1 (Listwise Eqs. 4–6).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: (n_images, n_captions) relevance ≥ 0.
+        ks: the cut-offs K (None: the whole list).
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        chunk: queries per block.
+
+    Returns:
+        ``{"ndcg10_i2t": …, "ndcg_i2t" (whole list): …, "…_nq": …}``: means over defined queries, in [0, 1].
+    """
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NDCG")
     return _run_one(sim, img, rel, _use("ndcg", ndcg_ks=check_ndcg_ks(ks)), directions, chunk)
 
@@ -366,7 +378,21 @@ def ncs(
     directions=("i2t", "t2i"),
     chunk=None,
 ) -> dict[str, float]:
-    """NCS@K (percent): ``{"ncs5_i2t": …}`` with ground truth kept, ``{"ncs5ngt_i2t": …}`` removed."""
+    """NCS@K (SAM Eqs. 3 and 5; the module docstring).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: (n_images, n_captions) relevance ≥ 0 (SAM's φ).
+        ks: the cut-offs K.
+        remove_gt: remove each query's ground truth from both lists (SAM Tables 4–5, "N").
+        restrict_to_ideal: count only the retrieved items of the ideal top K (Eq. 5 literally).
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        chunk: queries per block.
+
+    Returns:
+        ``{"ncs5_i2t": …, "ncs5_i2t_nq": …}`` with ground truth kept, ``ncs5ngt_…`` removed; percent.
+    """
     sim, img, rel = _prepare(sim, image_of_caption, rel, "NCS")
     use = _use("ncs", ncs_ks=check_ks(ks), ncs_remove_gt=(bool(remove_gt),), ncs_restrict_to_ideal=restrict_to_ideal)
     return _run_one(sim, img, rel, use, directions, chunk)
@@ -375,7 +401,21 @@ def ncs(
 def semantic_recall(
     sim, image_of_caption, rel, ks=(5,), ms=(5,), remove_gt: bool = True, directions=("i2t", "t2i"), chunk=None
 ) -> dict[str, float]:
-    """Semantic Recall@K with |G̃| = m (percent): ``{"sr5m10_i2t": …, "srhit5m10_i2t": …}``."""
+    """Semantic Recall@K with |G̃| = m (SAM Eq. 4) and the hit rate of G̃ in the top K (SAM Fig. 3).
+
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        rel: (n_images, n_captions) relevance.
+        ks: the cut-offs K.
+        ms: the sizes m of G̃, the m most relevant candidates.
+        remove_gt: remove each query's ground truth first (as SAM Fig. 3).
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        chunk: queries per block.
+
+    Returns:
+        ``{"sr5m10_i2t": …, "srhit5m10_i2t": …, "…_nq": …}`` in percent.
+    """
     sim, img, rel = _prepare(sim, image_of_caption, rel, None)
     use = _use("semantic_recall", sr_ks=check_ks(ks), sr_ms=check_ks(ms, "ms"), sr_remove_gt=remove_gt)
     return _run_one(sim, img, rel, use, directions, chunk)
@@ -384,11 +424,21 @@ def semantic_recall(
 def positive_set_metrics(
     sim, image_of_caption, positives, positives_t2i=None, with_ap: bool = False, directions=("i2t", "t2i"), chunk=None
 ) -> dict[str, float]:
-    """mAP@R, R-P, R@1 (percent) against a boolean positive matrix (rows images, columns captions).
+    """mAP@R, R-Precision and R@1 against a set of positives (ECCV Caption; BCLS Table VII).
 
-    ``positives`` is used for both directions unless ``positives_t2i`` is given (ECCV Caption has
-    separate image→text and text→image positive sets). Keys ``mapr_i2t``, ``rprec_i2t``,
-    ``r1_i2t`` (+ ``ap_i2t`` with ``with_ap``) and their ``_nq``; queries with no positive are skipped.
+    Args:
+        sim: (n_images, n_captions) similarities.
+        image_of_caption: (n_captions,) image index of every caption.
+        positives: boolean (n_images, n_captions) positives, for both directions unless
+            ``positives_t2i`` is given (ECCV Caption has separate image→text and text→image sets).
+        positives_t2i: boolean positives of the caption queries.
+        with_ap: also AP over the whole list (``ap_{d}``, a fraction).
+        directions: ``"i2t"`` and / or ``"t2i"``.
+        chunk: queries per block.
+
+    Returns:
+        ``{"mapr_i2t", "rprec_i2t", "r1_i2t", …}`` in percent and their ``_nq``; queries with no
+        positive are skipped.
     """
     sim = check_sim(sim)
     img = check_image_of_caption(image_of_caption, *sim.shape)
