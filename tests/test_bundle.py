@@ -92,7 +92,7 @@ def test_the_bundle_holds_what_training_needs_and_nothing_else(built):
 
 CONFIGS = [
     dict(loss="listwise", relevance="sbert", relevance_params={"mode": "paired", "scale": "unit"}),
-    dict(loss="ladder", relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"}),
+    dict(loss="ladder", relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"}, train_fraction=0.5),
     dict(loss="sam", loss_params={"tau": 3.0, "sampling": "SN", "keep_triplet": True}, relevance="cider",
          relevance_params={"include_candidate": True}),
 ]  # fmt: skip

@@ -171,6 +171,8 @@ def verify_bundle(folder: str | os.PathLike) -> dict:
     rebuild = "the bundle is incomplete or was altered; rebuild it with python -m reproduce.bundle"
     for name, want in files.items():
         f = folder / name
+        if not isinstance(want, dict):
+            raise BundleError(f"{path}: the entry of {name} is {want!r}, expected {{'sha256': ..., 'bytes': ...}}")
         if Path(name).name != name or not f.is_file():
             raise BundleError(f"{f}: listed in {MANIFEST} but missing; {rebuild}")
         if f.stat().st_size != want.get("bytes"):

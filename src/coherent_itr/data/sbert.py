@@ -138,7 +138,7 @@ class SBERTRelevance:
         self.emb = (
             embed_captions(split.captions, cache_dir=cache_dir) if stored is None else stored.rows(split.captions)
         )
-        self.model = model_id() if stored is None else stored.model_id
+        self.model_key = model_id() if stored is None else stored.model_id  # part of the matrix cache key
         self.cpi = split.captions_per_image
 
     def _scaled(self, s: np.ndarray) -> np.ndarray:
@@ -182,7 +182,7 @@ class SBERTRelevance:
         """(n_images, n_captions) over the whole split (cached on disk)."""
         return cached_matrix(
             "sbert",
-            {**self.params, "model": self.model},
+            {**self.params, "model": self.model_key},
             self.split.captions,
             self.cpi,
             self._compute_matrix,
