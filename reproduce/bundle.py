@@ -73,11 +73,11 @@ def build(data: str, out: str | Path, data_dir=None, cache_dir=None, progress: b
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty folder; choose a new or empty folder")
+    if bundle.is_bundle(flickr8k.flickr8k_dir(data_dir)):
+        raise ValueError(f"{flickr8k.flickr8k_dir(data_dir)} is itself a bundle; point --data-dir at the release")
+    root = flickr8k.check_release(data_dir)  # a missing or wrong folder is said before any work
     providers = planned_providers(data)
     check_servable(providers)
-    root = flickr8k.flickr8k_dir(data_dir)
-    if bundle.is_bundle(root):
-        raise ValueError(f"{root} is itself a bundle; point --data-dir / $FLICKR8K_DIR at the release folder")
     splits = flickr8k.load_flickr8k(root, cache_dir=cache_dir, progress=progress)
     parts = [splits.train, splits.dev, splits.test]
     emb = sbert.embed_captions([c for s in parts for c in s.captions], cache_dir=cache_dir, progress=progress)
@@ -98,7 +98,11 @@ def build(data: str, out: str | Path, data_dir=None, cache_dir=None, progress: b
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reproduce.bundle", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m reproduce.bundle",
+        description="Write the data bundle for training on another machine: features, captions, splits, caption "
+        "embeddings and judgements with a sha256 manifest (see the module docstring).",
+    )
     ap.add_argument("--data", required=True, choices=DATA_SETS, help="the data set to bundle")
     ap.add_argument("--out", required=True, help="a new or empty folder for the bundle")
     ap.add_argument("--data-dir", default=None, help="the release folder (default: $FLICKR8K_DIR)")
