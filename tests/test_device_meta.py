@@ -82,12 +82,12 @@ def test_loss_forward_and_backward_create_nothing_off_their_inputs_device(loss, 
     assert sim.grad is not None and sim.grad.device.type == "cpu" and torch.isfinite(sim.grad).all()
 
 
-@pytest.mark.parametrize("sampling", ["captions", "images"])
-def test_a_training_epoch_and_validation_under_the_meta_default_match_the_plain_run(sampling):
+@pytest.mark.parametrize("sampling, bf16", [("captions", False), ("images", True)])
+def test_a_training_epoch_and_validation_under_the_meta_default_match_the_plain_run(sampling, bf16):
     splits = data_mod.load_splits("toy", scale="smoke")
     cfg = Config(
         data="toy", data_scale="smoke", loss="listwise", relevance="true", embed_dim=16, word_dim=8, text_hidden=8,
-        batch_size=32, epochs=1, device="cpu", sampling=sampling, grad_diag_every=1, vocab_min_count=1,
+        batch_size=32, epochs=1, device="cpu", sampling=sampling, bf16=bf16, grad_diag_every=1, vocab_min_count=1,
     )  # fmt: skip
     results = []
     for meta in (False, True):
