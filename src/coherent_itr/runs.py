@@ -115,7 +115,7 @@ TRAINING_CORE = (
 )
 DATA_SOURCE_FILES = {
     "synthetic": ("data/synthetic.py",),
-    "flickr8k": ("data/flickr8k.py", "data/features.py", "data/precomp.py"),
+    "flickr8k": ("data/flickr8k.py", "data/features.py", "data/precomp.py", "data/bundle.py"),
     "precomp": ("data/precomp.py",),
     "toy": ("data/toy.py",),
 }

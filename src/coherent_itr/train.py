@@ -90,16 +90,18 @@ def _batches(n_images: int, cpi: int, config: Config, g: torch.Generator):
     Batches are uniformly random (a fresh permutation per epoch from the run's seeded generator),
     as in VSE++: the in-batch negatives — and so every hardest-negative objective — depend on
     that. Length-bucketed batches would correlate the negatives with caption length and are not
-    used (the packed GRU costs Σ lengths whatever the padding; results/benchmarks/run_profile.md)."""
+    used (the packed GRU costs Σ lengths whatever the padding; results/benchmarks/run_profile.md).
+    The indices live on the CPU, as the generator does, whatever the default device: the relevance
+    providers read them as numpy arrays."""
     if config.sampling == "captions":
-        order = torch.randperm(n_images * cpi, generator=g)
+        order = torch.randperm(n_images * cpi, generator=g, device="cpu")
         for s in range(0, len(order), config.batch_size):
             cap = order[s : s + config.batch_size]
             if len(cap) >= 2:
                 yield cap // cpi, cap
     else:
-        order = torch.randperm(n_images, generator=g)
-        pick = torch.randint(0, cpi, (n_images,), generator=g)
+        order = torch.randperm(n_images, generator=g, device="cpu")
+        pick = torch.randint(0, cpi, (n_images,), generator=g, device="cpu")
         for s in range(0, n_images, config.batch_size):
             img = order[s : s + config.batch_size]
             if len(img) >= 2:

@@ -9,7 +9,9 @@ Sources (:data:`SOURCES`):
   ``"smoke"`` (500/100/100 images), ``"default"`` (3000/500/1000), ``"paper"`` (29000/1000/1000),
   deterministic from ``seed``; true relevance known.
 * ``"flickr8k"`` — the real benchmark from ``data_dir`` or ``$FLICKR8K_DIR`` with
-  EfficientNet-Lite0 features and the expert / crowd judgements in ``split.extras``.
+  EfficientNet-Lite0 features and the expert / crowd judgements in ``split.extras``; a folder
+  holding a bundle (``MANIFEST.json``, written by ``python -m reproduce.bundle``) is loaded from
+  the bundle instead, without photos or models (:mod:`.bundle`).
 * ``"precomp"`` — VSE++/SCAN precomp features under ``data_dir``; ``scale`` names the data set
   (``"f8k"``, ``"f30k"``, ``"coco"``).
 * ``"toy"`` — a tiny generated set for unit tests.
@@ -62,8 +64,12 @@ def load_splits(
 
         return make_synthetic_splits(scale, seed=seed, cache_dir=cache_dir)
     if source == "flickr8k":
+        from ..paths import flickr8k_dir
+        from .bundle import is_bundle, load_bundle
         from .flickr8k import load_flickr8k
 
+        if is_bundle(flickr8k_dir(data_dir)):
+            return load_bundle(flickr8k_dir(data_dir))
         return load_flickr8k(data_dir, cache_dir=cache_dir)
     if source == "precomp":
         from .precomp import NAMES, load_precomp

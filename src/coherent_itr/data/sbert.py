@@ -17,6 +17,9 @@ Relevance of caption j to image i (``s`` = cosine of the L2-normalised embedding
 The diagonal of a batch block is set to exactly 1 (r_ii := 1). ``scale="cosine"`` keeps the raw
 cosine in [−1, 1] (BCLS windows, ladder thresholds θ₁ = 0.40); ``scale="unit"`` maps it to
 (1 + s)/2 in [0, 1] (listwise RSC).
+
+A split loaded from a bundle (:mod:`.bundle`) carries its captions' embeddings in
+``split.extras["sbert_embeddings"]``; the provider then uses those and never loads the model.
 """
 
 from __future__ import annotations
@@ -131,7 +134,11 @@ class SBERTRelevance:
         self.name = f"sbert[{self.mode},{self.scale}]"
         self.split = split
         self.cache_dir = cache_dir
-        self.emb = embed_captions(split.captions, cache_dir=cache_dir)
+        stored = split.extras.get("sbert_embeddings")  # a bundle's (data/bundle.py): no model needed
+        self.emb = (
+            embed_captions(split.captions, cache_dir=cache_dir) if stored is None else stored.rows(split.captions)
+        )
+        self.model_key = model_id() if stored is None else stored.model_id  # part of the matrix cache key
         self.cpi = split.captions_per_image
 
     def _scaled(self, s: np.ndarray) -> np.ndarray:
@@ -175,7 +182,7 @@ class SBERTRelevance:
         """(n_images, n_captions) over the whole split (cached on disk)."""
         return cached_matrix(
             "sbert",
-            {**self.params, "model": model_id()},
+            {**self.params, "model": self.model_key},
             self.split.captions,
             self.cpi,
             self._compute_matrix,

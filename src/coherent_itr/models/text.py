@@ -44,10 +44,11 @@ class Vocabulary:
         return [self.stoi[START]] + [self.stoi.get(t, unk) for t in tokenize(caption)] + [self.stoi[END]]
 
     def encode_batch(self, captions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Padded (n, max_len) LongTensor of token ids and the (n,) lengths."""
+        """Padded (n, max_len) LongTensor of token ids and the (n,) lengths, on the CPU (whatever the
+        default device): callers move the ids to the model's device; the lengths index on the host."""
         ids = [self.encode(c) for c in captions]
-        lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
-        out = torch.zeros(len(ids), int(lengths.max()) if ids else 0, dtype=torch.long)
+        lengths = torch.tensor([len(x) for x in ids], dtype=torch.long, device="cpu")
+        out = torch.zeros(len(ids), int(lengths.max()) if ids else 0, dtype=torch.long, device="cpu")
         for i, x in enumerate(ids):
-            out[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+            out[i, : len(x)] = torch.tensor(x, dtype=torch.long, device="cpu")
         return out, lengths

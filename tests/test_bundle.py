@@ -1,0 +1,196 @@
+"""The data bundle (``python -m reproduce.bundle``): on the small fake Flickr8k release, training and evaluating
+from the bundle give exactly the numbers of the release folder whose features and caption embeddings are
+float16-rounded, with no photo, image encoder or sentence model at hand; a changed or missing file is named."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_data_flickr8k import SPLITS, _make_release
+
+from coherent_itr import data as data_mod
+from coherent_itr import evaluation
+from coherent_itr.config import Config
+from coherent_itr.data import bundle as bd
+from coherent_itr.data import features as ft
+from coherent_itr.data import flickr8k as f8
+from coherent_itr.data import sbert
+from coherent_itr.train import train
+from reproduce import bundle as cli
+
+pytestmark = pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float16).astype(np.float32)
+
+
+def _fake_features(paths, **kw) -> np.ndarray:
+    """Deterministic per-photo 'features', already float16-exact (the inputs both routes share)."""
+    rows = [np.random.default_rng(zlib.crc32(p.name.encode())).normal(0.3, 0.5, 1280) for p in paths]
+    return _rounded(np.stack(rows).astype(np.float32))
+
+
+def _fake_embed(captions, cache_dir=None, batch_size=256, progress=None) -> np.ndarray:
+    """Deterministic unit vectors per caption text, float16-exact."""
+    rows = []
+    for c in captions:
+        v = np.random.default_rng(zlib.crc32(c.encode())).normal(size=384)
+        rows.append(v / np.linalg.norm(v))
+    return _rounded(np.stack(rows).astype(np.float32))
+
+
+def _refuse(what):
+    def fail(*a, **k):
+        raise AssertionError(f"{what} was called while training from a bundle")
+
+    return fail
+
+
+@pytest.fixture
+def built(tmp_path, monkeypatch, capsys):
+    release = _make_release(tmp_path / "flickr8k")
+    monkeypatch.setattr(f8, "extract_features", _fake_features)
+    monkeypatch.setattr(sbert, "embed_captions", _fake_embed)
+    out = tmp_path / "bundle"
+    rc = cli.main(["--data", "flickr8k", "--out", str(out), "--data-dir", str(release), "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    assert "bundle " in capsys.readouterr().out
+    return release, out
+
+
+def test_the_bundle_holds_what_training_needs_and_nothing_else(built):
+    release, out = built
+    files = {p.name for p in out.iterdir()}
+    per_split = {f"{s}_{k}" for s in ("train", "dev", "test") for k in ("ims.npy", "caps.txt", "ids.txt", "sbert.npy")}
+    assert files == per_split | {bd.MANIFEST, f8.EXPERT_FILE, f8.CROWD_FILE}
+    manifest = json.loads((out / bd.MANIFEST).read_text())
+    assert set(manifest["files"]) == files - {bd.MANIFEST}
+    for name, f in manifest["files"].items():  # checksums, computed here independently
+        raw = (out / name).read_bytes()
+        assert f == {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw)}
+    assert (out / f8.CROWD_FILE).read_bytes() == (release / f8.CROWD_FILE).read_bytes()
+    ims = np.load(out / "test_ims.npy", allow_pickle=False)
+    assert ims.dtype == np.float16 and ims.shape == (2, 1280)
+    np.testing.assert_array_equal(ims, _fake_features([release / "images" / n for n in SPLITS["test"]]))
+    caps = (out / "test_caps.txt").read_text().splitlines()
+    assert caps[5] == "A caption 0 of 31_e.jpg ." and len(caps) == 10
+    emb = np.load(out / "test_sbert.npy", allow_pickle=False)
+    assert emb.dtype == np.float16 and emb.shape == (10, 384)
+    np.testing.assert_array_equal(emb, _fake_embed(caps))
+    assert (out / "dev_ids.txt").read_text() == "20_c.jpg\n"
+    providers = {(n, json.dumps(p, sort_keys=True)) for n, p in manifest["info"]["providers"]}
+    assert ("sbert", '{"mode": "paired", "scale": "cosine"}') in providers
+    assert ("cider", '{"include_candidate": true}') in providers
+
+
+CONFIGS = [
+    dict(loss="listwise", relevance="sbert", relevance_params={"mode": "paired", "scale": "unit"}),
+    dict(loss="ladder", relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"}, train_fraction=0.5),
+    dict(loss="sam", loss_params={"tau": 3.0, "sampling": "SN", "keep_triplet": True}, relevance="cider",
+         relevance_params={"include_candidate": True}),
+]  # fmt: skip
+TINY = dict(embed_dim=16, word_dim=8, text_hidden=8, vocab_min_count=1, batch_size=4, epochs=2, lr=2e-3,
+            lr_decay_epoch=1, device="cpu", grad_diag_every=1)  # fmt: skip
+
+
+def _without_timing(history):
+    return [{k: v for k, v in row.items() if k != "epoch_time_s"} for row in history]
+
+
+def test_training_from_the_bundle_equals_the_folder_with_float16_inputs(built, tmp_path, monkeypatch):
+    release, out = built
+    folder_runs = {}
+    folder_splits = data_mod.load_splits("flickr8k", data_dir=str(release), cache_dir=str(tmp_path / "c1"))
+    for k, over in enumerate(CONFIGS):
+        cfg = Config(data="flickr8k", data_dir=str(release), **TINY, **over)
+        res = train(cfg, progress=False, cache_dir=str(tmp_path / "c1"))
+        ev = evaluation.evaluate_embeddings(
+            res.arrays["test_img"], res.arrays["test_cap"], folder_splits.test, cache_dir=str(tmp_path / "c1")
+        )
+        folder_runs[k] = (res, ev)
+    # from here on: no photos, no image encoder, no sentence model
+    shutil.rmtree(release)
+    for mod, name in ((f8, "extract_features"), (ft, "load_encoder"), (sbert, "embed_captions"),
+                      (sbert, "load_model"), (sbert, "model_id")):  # fmt: skip
+        monkeypatch.setattr(mod, name, _refuse(f"{mod.__name__}.{name}"))
+    monkeypatch.setenv("FLICKR8K_DIR", str(out))
+    from_env = data_mod.load_splits("flickr8k", cache_dir=str(tmp_path / "c2"))
+    for s in ("train", "dev", "test"):
+        a, b = getattr(folder_splits, s), getattr(from_env, s)
+        assert (a.name, a.captions, a.image_ids) == (b.name, b.captions, b.image_ids)
+        np.testing.assert_array_equal(a.features, b.features)
+        assert b.features.dtype == np.float32
+        for kind in ("expert", "crowd"):
+            assert (kind in a.extras) == (kind in b.extras)
+            if kind in a.extras:
+                pd.testing.assert_frame_equal(a.extras[kind], b.extras[kind])
+    assert "expert" in from_env.test.extras and "crowd" in from_env.test.extras
+    for k, over in enumerate(CONFIGS):
+        cfg = Config(data="flickr8k", data_dir=str(out), **TINY, **over)
+        res = train(cfg, progress=False, cache_dir=str(tmp_path / "c2"))
+        ev = evaluation.evaluate_embeddings(
+            res.arrays["test_img"], res.arrays["test_cap"], from_env.test, cache_dir=str(tmp_path / "c2")
+        )
+        ref, ref_ev = folder_runs[k]
+        assert _without_timing(res.history) == _without_timing(ref.history), over["loss"]
+        for name in ("test_img", "test_cap"):
+            np.testing.assert_array_equal(res.arrays[name], ref.arrays[name])
+        assert set(ev) == set(ref_ev)
+        for key, v in ev.items():
+            assert v == ref_ev[key] or (np.isnan(v) and np.isnan(ref_ev[key])), key
+        assert any(key.startswith("expert") or "expert" in key for key in ev)  # the judgements were used
+
+
+def test_a_changed_or_missing_file_is_named(built):
+    _, out = built
+    data_mod.load_splits("flickr8k", data_dir=str(out))  # intact: loads
+    path = out / "test_sbert.npy"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(bd.BundleError, match=r"test_sbert\.npy: sha256 [0-9a-f]{64} differs from the manifest"):
+        data_mod.load_splits("flickr8k", data_dir=str(out))
+    path.write_bytes(bytes(raw[:-1]))
+    with pytest.raises(bd.BundleError, match=r"test_sbert\.npy: \d+ bytes, the manifest says"):
+        bd.load_bundle(out)
+    path.unlink()
+    with pytest.raises(bd.BundleError, match=r"test_sbert\.npy: listed in MANIFEST\.json but missing"):
+        bd.load_bundle(out)
+    manifest = json.loads((out / bd.MANIFEST).read_text())
+    del manifest["files"]["test_sbert.npy"]
+    (out / bd.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(bd.BundleError, match=r"the manifest lists no test_sbert\.npy"):
+        bd.load_bundle(out)
+    (out / bd.MANIFEST).unlink()
+    with pytest.raises(bd.BundleError, match="has no MANIFEST.json"):
+        bd.load_bundle(out)
+    with pytest.raises(FileNotFoundError, match="images"):  # no manifest: read as a release, which it is not
+        data_mod.load_splits("flickr8k", data_dir=str(out))
+
+
+def test_the_builder_refuses_what_a_bundle_cannot_serve(built, tmp_path, capsys):
+    release, out = built
+    cli.check_servable(cli.planned_providers("flickr8k"))  # every planned arm's relevance is servable
+    with pytest.raises(ValueError, match="tokenizer='ptb' needs Java"):
+        cli.check_servable([("cider", {"include_candidate": True, "tokenizer": "ptb"})])
+    with pytest.raises(ValueError, match="provider 'true'"):
+        cli.check_servable([("true", {})])
+    assert cli.main(["--data", "flickr8k", "--out", str(out), "--data-dir", str(release), "--quiet"]) == 2
+    assert "is not an empty folder" in capsys.readouterr().err
+    assert cli.main(["--data", "flickr8k", "--out", str(tmp_path / "b2"), "--data-dir", str(out), "--quiet"]) == 2
+    assert "is itself a bundle" in capsys.readouterr().err
+
+
+def test_caption_embeddings_follow_a_subset_and_name_a_missing_caption():
+    emb = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ce = bd.CaptionEmbeddings("m", ["a .", "b .", "a ."], emb)
+    np.testing.assert_array_equal(ce.rows(["b .", "a ."]), emb[[1, 2]])  # duplicates: the last row (equal rows)
+    with pytest.raises(KeyError, match="'zzz' has no stored embedding"):
+        ce.rows(["zzz"])
