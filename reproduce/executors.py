@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 from tqdm.auto import tqdm
 
 if TYPE_CHECKING:
@@ -72,21 +73,25 @@ def _splits_for(config, cache_root: str, threads: int):
     """The data splits of ``config``, loaded once per worker process and data source (Flickr8k: 1.6–2.2 s a
     load — parsing the captions and judgements and reading the features — which every run used to repay).
     Training and evaluation only read them (a test trains runs with shared and with fresh splits and compares
-    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``."""
+    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``. Flickr8k's
+    training images come with the features the cache holds (the driver's preparation computed the plan's);
+    a run whose subset lacks some has them computed here (and cached) before it trains."""
     from coherent_itr import data as data_mod
     from coherent_itr.runs import pinned_threads
 
+    from .prepare import train_rows
+
     key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
+    load = dict(data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_root)
     if key not in _SPLITS:
         _SPLITS.clear()  # one data source at a time: a worker never holds two copies of Flickr8k
         with pinned_threads(threads):  # as inside ``train``: a generated world is built with the run's threads
-            _SPLITS[key] = data_mod.load_splits(
-                config.data,
-                data_dir=config.data_dir,
-                scale=config.data_scale,
-                seed=config.data_seed,
-                cache_dir=cache_root,
-            )
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images="cached", **load)
+    train = _SPLITS[key].train
+    rows = train_rows(config, train.n_images)
+    if not np.isfinite(train.features[rows]).all():  # Flickr8k images no earlier run needed
+        with pinned_threads(threads):
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images=[train.image_ids[i] for i in rows], **load)
     return _SPLITS[key]
 
 

@@ -29,12 +29,19 @@ PROVIDERS = ("sbert", "cider", "true")
 
 
 def load_splits(
-    source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0, cache_dir: str | None = None
+    source: str,
+    *,
+    data_dir: str | None = None,
+    scale: str = "default",
+    seed: int = 0,
+    cache_dir: str | None = None,
+    train_images=None,
 ) -> DataSplits:
     """Load the train/dev/test splits of ``source`` (one of :data:`SOURCES`).
 
     ``scale`` is the size profile for generated sources and the data-set name for ``precomp``;
-    ``seed`` only affects generated sources."""
+    ``seed`` only affects generated sources; ``train_images`` only Flickr8k, whose training images are
+    featurised on demand (:func:`~coherent_itr.data.flickr8k.load_flickr8k`; other sources have every feature)."""
     if source == "synthetic":
         from .synthetic import make_synthetic_splits
 
@@ -42,7 +49,7 @@ def load_splits(
     if source == "flickr8k":
         from .flickr8k import load_flickr8k
 
-        return load_flickr8k(data_dir, cache_dir=cache_dir)
+        return load_flickr8k(data_dir, cache_dir=cache_dir, train_images=train_images)
     if source == "precomp":
         from .precomp import NAMES, load_precomp
 
