@@ -113,6 +113,14 @@ def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = 
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
 
+def _advance(bar, config_dict: dict) -> None:
+    """One run finished: a driver's bar that prices runs (``reproduce.progress.RunProgress``) is told which."""
+    if hasattr(bar, "run_done"):
+        bar.run_done(config_dict)
+    else:
+        bar.update(1)
+
+
 def longest_first(configs: list[Config]) -> list[Config]:
     """``configs`` ordered by their expected run time, longest first (:func:`reproduce.profiles.run_seconds`;
     ties keep the given order; a data set without measured costs is priced as the synthetic world). Runs are
@@ -150,7 +158,7 @@ class LocalExecutor:
                 f = _run_one(cd, root, cache.threads, evaluate)
                 if f:
                     failures.append(f)
-                bar.update(1)
+                _advance(bar, cd)
         else:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -159,12 +167,12 @@ class LocalExecutor:
                 self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
             )
             try:
-                futs = [pool.submit(_run_one, cd, root, cache.threads, evaluate) for cd in todo]
+                futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:
                         failures.append(f)
-                    bar.update(1)
+                    _advance(bar, futs[fut])
             except BaseException:
                 # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
                 # workers too, so no orphan keeps training; finished runs are already safe in the cache
@@ -202,7 +210,10 @@ class RayExecutor:
             gpus = ray.cluster_resources().get("GPU", 0)
             task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
             root = str(cache.root.parent)
-            pending = [task.remote(c.to_dict(), root, cache.threads, evaluate) for c in longest_first(configs)]
+            dicts = {}
+            for c in longest_first(configs):
+                dicts[task.remote(c.to_dict(), root, cache.threads, evaluate)] = c.to_dict()
+            pending = list(dicts)
             failures: list[RunFailure] = []
             own_bar = bar is None
             if own_bar:
@@ -212,7 +223,7 @@ class RayExecutor:
                 f = ray.get(done[0])
                 if f:
                     failures.append(f)
-                bar.update(1)
+                _advance(bar, dicts[done[0]])
             if own_bar:
                 bar.close()
             return failures
