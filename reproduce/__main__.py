@@ -311,7 +311,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
         nonlocal prepared
         if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
             est = out.progress.estimates.get(d) if out.progress else None
-            out.timings[f"{d}_prepare_s"] = prepare([*todo, *(est.final_todo if est else [])], progress)
+            out.timings[f"{d}_prepare_s"] = prepare(todo, progress, later=est.final_todo if est else ())
             prepared = True
 
     def train(todo, evaluate: bool = True) -> None:

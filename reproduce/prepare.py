@@ -56,18 +56,29 @@ def load_for(data: str, configs: list[Config], data_dir=None, scale: str = "defa
     )
 
 
-def prepare(configs: Iterable[Config], progress: bool = True) -> float:
+def _source(c: Config) -> tuple:
+    return (c.data, c.data_scale, c.data_seed, c.data_dir)
+
+
+def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Config] = ()) -> float:
     """Prepare the data of ``configs`` (each distinct data set once); returns the seconds it took.
+    ``later``: runs to train after these (a tuned plan's final runs, known only in bound before tuning):
+    the images they train on are featurised now too, for the data sets of ``configs``.
     Raises ``ValueError`` (naming the numbers) if a config's training subset is smaller than a batch."""
     t0 = time.perf_counter()
     configs = list(configs)
     sources: dict[tuple, list[Config]] = {}
     for c in configs:
-        sources.setdefault((c.data, c.data_scale, c.data_seed, c.data_dir), []).append(c)
+        sources.setdefault(_source(c), []).append(c)
+    extra: dict[tuple, list[Config]] = {}
+    for c in later:
+        if _source(c) in sources:
+            extra.setdefault(_source(c), []).append(c)
     for (data, scale, seed, data_dir), group in sorted(sources.items(), key=lambda kv: str(kv[0])):
         label = f"{data}" + (f" ({scale})" if data == "synthetic" else "")
         print(f"prepare [{label}]: loading the splits", flush=True)
-        splits = load_for(data, group, data_dir=data_dir, scale=scale, seed=seed)
+        more = extra.get((data, scale, seed, data_dir), [])
+        splits = load_for(data, [*group, *more], data_dir=data_dir, scale=scale, seed=seed)
         for c in group:
             c.check_train_size(splits.train.n_images, splits.train.captions_per_image)
         captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]

@@ -176,3 +176,39 @@ def test_the_paper_profile_says_its_cost_on_this_device_is_an_estimate():
     assert f"{flop / 1e9:.1f} GFLOP" in lines[0]
     ref_rate = progress.step_flop(128, 128, 64, 64, 1768 / 128) / ((8.8 - 0.7) / 235)
     assert f"≈ {flop / ref_rate:.2f} s a training step" in lines[0]
+
+
+def test_on_cuda_the_paper_step_is_priced_at_the_devices_measured_matmul_rate(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(progress, "matmul_gflops", lambda device, seconds=0.3: 1000.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Planted GPU")
+    prof = get_profile("paper")
+    lines = progress.paper_cost_lines(prof, "flickr8k", ["bcls"], workers=2, device="cuda")
+    m = prof.model
+    flop = progress.step_flop(m["batch_size"], m["embed_dim"], m["word_dim"], m["text_hidden"], 1768 / 128)
+    assert f"≈ {flop / 1e12:.2f} s a training step" in lines[0] and "Planted GPU" in lines[0]
+    assert "1 in parallel" in lines[1] and "ESTIMATE" in lines[1]
+
+
+def test_preparation_featurises_the_later_final_runs_of_its_own_data_sets_only(monkeypatch):
+    """``prepare(todo, later=bound)``: the final runs' subsets (other seeds) are loaded with the tuning runs';
+    a later run of a data set not being prepared now is left to its own preparation."""
+    from reproduce import prepare as prep
+
+    seen = {}
+    real_check = Config.check_train_size
+    monkeypatch.setattr(Config, "check_train_size", lambda self, n, cpi: real_check(self, 6000, cpi))
+
+    def fake_load(data, configs, **kw):
+        seen[data] = [c.seed for c in configs]
+        from coherent_itr.data.toy import make_toy_splits
+
+        return make_toy_splits(20, 5, 5, seed=0)
+
+    monkeypatch.setattr(prep, "load_for", fake_load)
+    monkeypatch.setattr(prep, "embed_captions", lambda captions, progress=True: None)
+    todo = [Config(data="flickr8k", train_fraction=0.1, seed=0)]
+    later = [Config(data="flickr8k", train_fraction=0.1, seed=s) for s in (1, 2)] + [Config(seed=9)]
+    prep.prepare(todo, progress=False, later=later)
+    assert seen == {"flickr8k": [0, 1, 2]}
