@@ -174,7 +174,9 @@ def prepare_estimate_s(data: str, configs: list) -> float:
 
 def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) -> DataSetEstimate:
     """The estimate of one data set's plan (``configs``/``todo`` as the driver planned them: the tuning
-    runs of a tuned profile, else every run)."""
+    runs of a tuned profile, else every run); ``papers == []``: none (the data card only)."""
+    if papers == []:
+        return DataSetEstimate(data, [], [], 0, 0.0, exact=True)
     if profile.tuning is None:
         return DataSetEstimate(data, [], list(todo), len(todo), prepare_estimate_s(data, todo), exact=True)
     final, every = final_run_bounds(profile, papers, cache)
@@ -375,7 +377,7 @@ def paper_cost_lines(profile, data: str, papers, workers: int, device: str | Non
     lines that say it is an estimate and from what."""
     import torch
 
-    if data not in COSTS:
+    if data not in COSTS or papers == []:
         return []
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     ref_step_s = (COSTS[data]["epoch_s"] - COSTS[data]["val_s"]) / COSTS[data]["steps"]

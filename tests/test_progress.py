@@ -212,3 +212,9 @@ def test_preparation_featurises_the_later_final_runs_of_its_own_data_sets_only(m
     later = [Config(data="flickr8k", train_fraction=0.1, seed=s) for s in (1, 2)] + [Config(seed=9)]
     prep.prepare(todo, progress=False, later=later)
     assert seen == {"flickr8k": [0, 1, 2]}
+
+
+def test_the_data_card_alone_plans_no_run():
+    est = progress.plan_data_set(get_profile("smoke"), "synthetic", [], [], [], EvaluatingCache(planted))
+    assert est.runs == 0 and est.prepare_s == 0.0
+    assert progress.paper_cost_lines(get_profile("paper"), "flickr8k", [], workers=2, device="cpu") == []
