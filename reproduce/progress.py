@@ -101,6 +101,9 @@ def eta_seconds(remaining_est_s: float, done_est_s: float, elapsed_s: float, wor
 
 
 def _minutes(s: float) -> str:
+    """Seconds in words: "42 s", "3.5 min", "2.1 h"."""
+    if s < 60:
+        return f"{s:.0f} s"
     return f"{s / 60:.1f} min" if s < 3600 else f"{s / 3600:.1f} h"
 
 
@@ -202,11 +205,13 @@ class RunProgress:
     _bar: object = None
     _opened: float = 0.0
     planned_s: float = 0.0  # the estimate before any work (what the end compares with)
+    planned_runs: int = 0  # the plan's bound of runs before any work
 
     def __post_init__(self) -> None:
         for e in self.estimates.values():
             self._est.update(e.run_s())
         self.planned_s = self.estimated_total_s()
+        self.planned_runs = sum(e.runs for e in self.estimates.values())
 
     @property
     def total(self) -> int:
@@ -282,7 +287,7 @@ class RunProgress:
         if self._bar is None:
             return
         self._bar.total = self.total
-        self._bar.set_postfix_str(f", ETA ≈ {_minutes(self.eta_s())} of runs (estimate)", refresh=True)
+        self._bar.set_postfix_str(f"ETA ≈ {_minutes(self.eta_s())} of runs (estimate)", refresh=True)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -342,7 +347,7 @@ def finish(progress: RunProgress, actual_s: float, runs_done: int) -> dict:
         "estimated_s": round(est, 1),
         "actual_s": round(actual_s, 1),
         "actual_over_estimated": round(actual_s / est, 3) if est > 0 else None,
-        "runs_planned_at_most": sum(e.runs for e in progress.estimates.values()),
+        "runs_planned_at_most": progress.planned_runs,
         "runs_done": runs_done,
         "source": "reproduce.profiles.COSTS scaled by reproduce.progress.run_estimate_s",
     }

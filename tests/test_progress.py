@@ -118,6 +118,8 @@ def test_the_bar_prices_each_finished_run_and_takes_the_exact_plan_after_tuning(
     bar.final_known("synthetic", [_cfg(1), _cfg(3)])  # tuning chose: two final runs, not three
     assert bar.total == 3 and bar.remaining_est_s == 60.0
     assert bar.planned_s == pytest.approx(62.0)  # the estimate the end compares with is the one made first
+    rec = progress.finish(bar, actual_s=31.0, runs_done=bar.done)
+    assert rec["estimated_s"] == 62.0 and rec["actual_over_estimated"] == 0.5 and rec["runs_planned_at_most"] == 4
 
 
 def test_run_estimate_is_run_seconds_for_the_measured_model_and_smaller_for_smoke():
