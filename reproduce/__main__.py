@@ -292,8 +292,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     With a tuning grid, the tuning runs train first (:func:`reproduce.tuning.run_protocol`), then the
     chosen settings with every seed; the tuning summary lands in the data set's results folder.
     Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
-    invocation (done / to do over every data set, rate, ETA), open only while runs train so no other
-    bar nests under it."""
+    invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
+    :mod:`reproduce.progress`), open only while runs train so no other bar nests under it."""
     from tqdm.auto import tqdm
 
     from coherent_itr.config import Config
