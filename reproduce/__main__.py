@@ -238,6 +238,7 @@ class Outcome:
     # data set → {"runs_trained": runs that trained (a training entry written), "runs_evaluated": runs
     # whose test evaluation was computed here (trained here or cached before)}
     by_data: dict = field(default_factory=dict)
+    progress: object = None  # reproduce.progress.RunProgress: the plan's bar and estimate
 
     @property
     def runs_trained(self) -> int:
@@ -282,7 +283,7 @@ def announce(args, plans: list[DataSetPlan]) -> None:
             flush=True,
         )
     total = sum(len(p.todo) for p in plans)
-    print(f"reproduce: {total} run(s) to train in all; cache {paths.cache_dir()}", flush=True)
+    print(f"reproduce: {total} run(s) known before tuning; cache {paths.cache_dir()}", flush=True)
 
 
 def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
@@ -291,8 +292,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     With a tuning grid, the tuning runs train first (:func:`reproduce.tuning.run_protocol`), then the
     chosen settings with every seed; the tuning summary lands in the data set's results folder.
     Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
-    invocation (done / to do over every data set, rate, ETA), open only while runs train so no other
-    bar nests under it."""
+    invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
+    :mod:`reproduce.progress`), open only while runs train so no other bar nests under it."""
     from tqdm.auto import tqdm
 
     from coherent_itr.config import Config
@@ -308,17 +309,18 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
 
     def prepare_once(todo) -> None:
         nonlocal prepared
-        if todo and not prepared:
-            out.timings[f"{d}_prepare_s"] = prepare(todo, progress)
+        if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
+            est = out.progress.estimates.get(d) if out.progress else None
+            out.timings[f"{d}_prepare_s"] = prepare(todo, progress, later=est.final_todo if est else ())
             prepared = True
 
     def train(todo, evaluate: bool = True) -> None:
-        bar = tqdm(
-            total=out.runs_to_do,
-            initial=out.runs_done,
-            desc=f"training runs (now {d})",
-            unit="run",
-            disable=not progress,
+        bar = (
+            out.progress.open(f"training runs (now {d})")
+            if out.progress
+            else tqdm(
+                total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", disable=not progress
+            )
         )
         before = cache.counts(todo)  # a run already trained is only evaluated: not counted as trained
         try:
@@ -348,6 +350,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
         out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
         todo = [c for c in final if not cache.has(c)]
         out.runs_to_do += len(todo)
+        if out.progress:
+            out.progress.final_known(d, todo)
         plan.todo = [*plan.todo, *todo]  # the notebooks re-execute when anything trained
         print(
             f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
@@ -373,6 +377,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
                 flush=True,
             )
             out.runs_to_do += len(more)
+            if out.progress:
+                out.progress.more(d, more)
             plan.todo = [*plan.todo, *more]
             train(more)
     out.timings[f"{d}_train_s"] = time.perf_counter() - t1
@@ -449,6 +455,11 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         ],
         "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()},
     }
+    estimate = None
+    if out.progress:
+        from . import progress as progress_mod
+
+        estimate = progress_mod.finish(out.progress, time.perf_counter() - t0, out.runs_done)
     ledger_io.write_manifest(
         base,
         args.profile,
@@ -460,6 +471,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         runs_evaluated=out.runs_evaluated,
         by_data=out.by_data,
         failures=failures,
+        estimate=estimate,
     )
     print(
         f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
@@ -489,6 +501,9 @@ def run(args, sets: list[str]) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
+    from . import progress as progress_mod
+
+    out.progress = progress_mod.start(args, plans, cache)  # the whole plan, its estimate, the bar
     trained_until = {}
     for plan in plans:
         t = time.perf_counter()

@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 from tqdm.auto import tqdm
 
 if TYPE_CHECKING:
@@ -72,21 +73,25 @@ def _splits_for(config, cache_root: str, threads: int):
     """The data splits of ``config``, loaded once per worker process and data source (Flickr8k: 1.6–2.2 s a
     load — parsing the captions and judgements and reading the features — which every run used to repay).
     Training and evaluation only read them (a test trains runs with shared and with fresh splits and compares
-    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``."""
+    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``. Flickr8k's
+    training images come with the features the cache holds (the driver's preparation computed the plan's);
+    a run whose subset lacks some has them computed here (and cached) before it trains."""
     from coherent_itr import data as data_mod
     from coherent_itr.runs import pinned_threads
 
+    from .prepare import train_rows
+
     key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
+    load = dict(data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_root)
     if key not in _SPLITS:
         _SPLITS.clear()  # one data source at a time: a worker never holds two copies of Flickr8k
         with pinned_threads(threads):  # as inside ``train``: a generated world is built with the run's threads
-            _SPLITS[key] = data_mod.load_splits(
-                config.data,
-                data_dir=config.data_dir,
-                scale=config.data_scale,
-                seed=config.data_seed,
-                cache_dir=cache_root,
-            )
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images="cached", **load)
+    train = _SPLITS[key].train
+    rows = train_rows(config, train.n_images)
+    if not np.isfinite(train.features[rows]).all():  # Flickr8k images no earlier run needed
+        with pinned_threads(threads):
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images=[train.image_ids[i] for i in rows], **load)
     return _SPLITS[key]
 
 
@@ -106,6 +111,14 @@ def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = 
         return None
     except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def _advance(bar, config_dict: dict) -> None:
+    """One run finished: a driver's bar that prices runs (``reproduce.progress.RunProgress``) is told which."""
+    if hasattr(bar, "run_done"):
+        bar.run_done(config_dict)
+    else:
+        bar.update(1)
 
 
 def longest_first(configs: list[Config]) -> list[Config]:
@@ -145,7 +158,7 @@ class LocalExecutor:
                 f = _run_one(cd, root, cache.threads, evaluate)
                 if f:
                     failures.append(f)
-                bar.update(1)
+                _advance(bar, cd)
         else:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -154,12 +167,12 @@ class LocalExecutor:
                 self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
             )
             try:
-                futs = [pool.submit(_run_one, cd, root, cache.threads, evaluate) for cd in todo]
+                futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:
                         failures.append(f)
-                    bar.update(1)
+                    _advance(bar, futs[fut])
             except BaseException:
                 # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
                 # workers too, so no orphan keeps training; finished runs are already safe in the cache
@@ -197,7 +210,10 @@ class RayExecutor:
             gpus = ray.cluster_resources().get("GPU", 0)
             task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
             root = str(cache.root.parent)
-            pending = [task.remote(c.to_dict(), root, cache.threads, evaluate) for c in longest_first(configs)]
+            dicts = {}
+            for c in longest_first(configs):
+                dicts[task.remote(c.to_dict(), root, cache.threads, evaluate)] = c.to_dict()
+            pending = list(dicts)
             failures: list[RunFailure] = []
             own_bar = bar is None
             if own_bar:
@@ -207,7 +223,7 @@ class RayExecutor:
                 f = ray.get(done[0])
                 if f:
                     failures.append(f)
-                bar.update(1)
+                _advance(bar, dicts[done[0]])
             if own_bar:
                 bar.close()
             return failures

@@ -867,6 +867,7 @@ def write_manifest(
     failures: dict | None = None,
     runs_evaluated: int = 0,
     by_data: dict | None = None,
+    estimate: dict | None = None,
 ) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
     how long each phase of this invocation took (seconds; cached runs cost nothing).
@@ -881,7 +882,8 @@ def write_manifest(
     that trained runs of that data set, carried over like ``last_training_invocation``: a study trained one
     data set at a time still shows what each cost.
 
-    ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``)."""
+    ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``).
+    ``estimate``: the plan's estimated against its actual wall time (``reproduce.progress.finish``)."""
     import torch
 
     path = Path(results_dir) / "manifest.json"
@@ -894,6 +896,7 @@ def write_manifest(
         "runs_trained": runs_trained,
         "runs_evaluated": runs_evaluated,
         "failures": failures or {},
+        **({"estimate": estimate} if estimate else {}),
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {

@@ -2,11 +2,13 @@
 repeat it side by side.
 
 For every data set the runs to train use, this loads its splits (Flickr8k: EfficientNet-Lite0
-features of every image, cached by image content; synthetic: the generated world), checks that
-every run's ``train_fraction`` leaves at least one batch of it (:meth:`Config.check_train_size`,
-so a bad fraction stops the driver before any training), and embeds every caption of every split
-with Sentence-BERT in one call (cached by caption set; a run's subset is then read from that
-file). Training runs find both on disk.
+features of the images the runs use — each run's training subset (``train_fraction``, drawn as
+``coherent_itr.train`` draws it), every dev and test image — cached per image by content, so a later,
+larger plan computes only what the cache lacks; synthetic: the generated world), checks that every
+run's ``train_fraction`` leaves at least one batch of it (:meth:`Config.check_train_size`, so a bad
+fraction stops the driver before any training), and embeds every caption of every split with
+Sentence-BERT in one call (cached by caption set; a run's subset is then read from that file).
+Training runs find both on disk.
 """
 
 from __future__ import annotations
@@ -14,23 +16,69 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+import numpy as np
+
 from coherent_itr import data as data_mod
 from coherent_itr.config import Config
 from coherent_itr.data.sbert import embed_captions
 
 
-def prepare(configs: Iterable[Config], progress: bool = True) -> float:
+def train_rows(config: Config, n_images: int) -> np.ndarray:
+    """Indices of the training images a run of ``config`` trains on, out of ``n_images``: all of them, or
+    the seeded subset of ``train_fraction`` that ``coherent_itr.train`` draws (a test checks the two agree)."""
+    if config.train_fraction >= 1.0:
+        return np.arange(n_images)
+    n = max(2, int(round(config.train_fraction * n_images)))
+    return np.sort(np.random.default_rng([config.seed, 0x5AB]).choice(n_images, size=n, replace=False))
+
+
+def train_images_needed(configs: Iterable[Config], train_names: list[str]) -> set[str] | None:
+    """Names of the training images ``configs`` train on (the union of their subsets); None when one
+    of them trains on every image."""
+    rows: set[int] = set()
+    for c in configs:
+        if c.train_fraction >= 1.0:
+            return None
+        rows.update(train_rows(c, len(train_names)).tolist())
+    return {train_names[i] for i in rows}
+
+
+def load_for(data: str, configs: list[Config], data_dir=None, scale: str = "default", seed: int = 0, cache_dir=None):
+    """The splits of ``data`` with features of every image ``configs`` train on (Flickr8k: only those
+    training images, plus any the feature cache holds, plus dev and test)."""
+    train_images = None
+    if data == "flickr8k":
+        from coherent_itr.data.flickr8k import flickr8k_index
+
+        train_images = train_images_needed(configs, flickr8k_index(data_dir)["train"][0])
+    return data_mod.load_splits(
+        data, data_dir=data_dir, scale=scale, seed=seed, cache_dir=cache_dir, train_images=train_images
+    )
+
+
+def _source(c: Config) -> tuple:
+    return (c.data, c.data_scale, c.data_seed, c.data_dir)
+
+
+def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Config] = ()) -> float:
     """Prepare the data of ``configs`` (each distinct data set once); returns the seconds it took.
+    ``later``: runs to train after these (a tuned plan's final runs, known only in bound before tuning):
+    the images they train on are featurised now too, for the data sets of ``configs``.
     Raises ``ValueError`` (naming the numbers) if a config's training subset is smaller than a batch."""
     t0 = time.perf_counter()
     configs = list(configs)
     sources: dict[tuple, list[Config]] = {}
     for c in configs:
-        sources.setdefault((c.data, c.data_scale, c.data_seed, c.data_dir), []).append(c)
+        sources.setdefault(_source(c), []).append(c)
+    extra: dict[tuple, list[Config]] = {}
+    for c in later:
+        if _source(c) in sources:
+            extra.setdefault(_source(c), []).append(c)
     for (data, scale, seed, data_dir), group in sorted(sources.items(), key=lambda kv: str(kv[0])):
         label = f"{data}" + (f" ({scale})" if data == "synthetic" else "")
         print(f"prepare [{label}]: loading the splits", flush=True)
-        splits = data_mod.load_splits(data, data_dir=data_dir, scale=scale, seed=seed)
+        more = extra.get((data, scale, seed, data_dir), [])
+        splits = load_for(data, [*group, *more], data_dir=data_dir, scale=scale, seed=seed)
         for c in group:
             c.check_train_size(splits.train.n_images, splits.train.captions_per_image)
         captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]

@@ -69,11 +69,12 @@ class Study:
         return self.profile.seeds
 
     def splits(self):
-        """The profile's train/dev/test splits (for data cards and batch-level analyses)."""
+        """The profile's train/dev/test splits (for data cards and batch-level analyses; Flickr8k training
+        images without cached features have NaN rows: the analyses read their captions only)."""
         from coherent_itr import data as data_mod
 
         p = self.profile
-        return data_mod.load_splits(p.data, scale=p.data_scale, seed=0)
+        return data_mod.load_splits(p.data, scale=p.data_scale, seed=0, train_images="cached")
 
     def arms(self, paper: str, group: str | None = None) -> list[experiments.Arm]:
         return [a for a in experiments.arms(paper, self.profile) if group is None or a.group == group]

@@ -192,6 +192,121 @@ def test_feature_cache_is_keyed_by_content(release, tmp_path, monkeypatch):
         ft.extract_features([imgs / "missing.jpg"], cache_dir=cache, progress=False)
 
 
+def _counting_encoder(monkeypatch) -> list[int]:
+    """Patch the encoder to record how many images each call encodes; returns the record."""
+    calls: list[int] = []
+    real = ft.encode_images
+    monkeypatch.setattr(ft, "encode_images", lambda b, p="float32": calls.append(len(b)) or real(b, p))
+    return calls
+
+
+def test_a_training_subset_then_the_rest_gives_the_features_of_featurising_everything(release, tmp_path, monkeypatch):
+    """Featurise one training image (plus dev and test), then the whole release into the same cache: the
+    second load encodes only the image the first left out, and every feature equals featurising the whole
+    release at once into a fresh cache."""
+    calls = _counting_encoder(monkeypatch)
+    part_cache, whole_cache = tmp_path / "part", tmp_path / "whole"
+    with pytest.warns(f8.Flickr8kWarning):
+        sub = f8.load_flickr8k(release, cache_dir=part_cache, progress=False, train_images={"11_b.jpg"})
+    assert sum(calls) == 4  # 11_b + the dev image + the two test images; 10_a never read
+    assert f8.missing_feature_rows(sub.train).tolist() == [0]  # 10_a.jpg is a NaN row
+    assert np.isfinite(sub.train.features[1]).all() and f8.missing_feature_rows(sub.test).size == 0
+    assert not list((part_cache / "precomp").glob("flickr8k-*/DONE.json"))  # no precomp folder for a subset
+    calls.clear()
+    with pytest.warns(f8.Flickr8kWarning):
+        cached = f8.load_flickr8k(release, cache_dir=part_cache, progress=False, train_images="cached")
+    assert calls == [] and f8.missing_feature_rows(cached.train).tolist() == [0]
+    with pytest.warns(f8.Flickr8kWarning):
+        rest = f8.load_flickr8k(release, cache_dir=part_cache, progress=False)
+    assert calls == [1]  # only 10_a.jpg
+    calls.clear()
+    with pytest.warns(f8.Flickr8kWarning):
+        whole = f8.load_flickr8k(release, cache_dir=whole_cache, progress=False)
+    assert sum(calls) == 5
+    for s in ("train", "dev", "test"):
+        a, b = getattr(rest, s), getattr(whole, s)
+        np.testing.assert_allclose(a.features, b.features, rtol=0, atol=1e-6)
+        assert a.captions == b.captions and a.image_ids == b.image_ids and a.name == b.name
+    np.testing.assert_array_equal(sub.train.features[1], rest.train.features[1])
+    np.testing.assert_array_equal(sub.test.features, rest.test.features)
+    # every image featurised: the whole set went to a precomp folder, read by the next load without encoding
+    assert len(list((part_cache / "precomp").glob("flickr8k-*/DONE.json"))) == 1
+    calls.clear()
+    with pytest.warns(f8.Flickr8kWarning):
+        again = f8.load_flickr8k(release, cache_dir=part_cache, progress=False, train_images="cached")
+    assert calls == [] and np.array_equal(again.train.features, rest.train.features)
+
+
+@pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
+def test_train_images_must_be_training_images(release, tmp_path):
+    with pytest.raises(ValueError, match=r"not in the training split list .*trainImages\.txt, e\.g\. '20_c\.jpg'"):
+        f8.load_flickr8k(release, cache_dir=tmp_path, progress=False, train_images=["20_c.jpg"])
+    with pytest.raises(ValueError, match=r"train_images='some' is invalid"):
+        f8.load_flickr8k(release, cache_dir=tmp_path, progress=False, train_images="some")
+
+
+def test_a_damaged_feature_part_is_skipped_and_recomputed(release, tmp_path, monkeypatch):
+    imgs = release / "images"
+    paths = [imgs / "10_a.jpg", imgs / "11_b.jpg"]
+    a = ft.extract_features(paths, cache_dir=tmp_path, progress=False, save_every=1, batch_size=1)
+    parts = sorted((tmp_path / "features").glob("*/part-*.npz"))
+    assert len(parts) == 2
+    z = dict(np.load(parts[0], allow_pickle=False))
+    bad = z["features"].copy()
+    bad[0, 3] = np.nan
+    from coherent_itr.io import atomic_save_npz
+
+    atomic_save_npz(parts[0], hashes=z["hashes"], features=bad)
+    parts[1].write_bytes(parts[1].read_bytes()[:100])  # truncated
+    calls = _counting_encoder(monkeypatch)
+    with pytest.warns(ft.FeatureCacheWarning, match=r"part-.*non-finite") as rec:
+        b = ft.extract_features(paths, cache_dir=tmp_path, progress=False)
+    assert any("unreadable" in str(w.message) for w in rec)
+    assert calls == [2]
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_prepare_draws_the_training_subset_that_train_draws():
+    """``reproduce.prepare.train_rows`` (which images preparation featurises) against the subset
+    ``coherent_itr.train`` trains on, for several fractions and seeds."""
+    from coherent_itr.config import Config
+    from coherent_itr.data.base import CaptionedImages
+    from coherent_itr.train import _train_subset
+    from reproduce.prepare import train_images_needed, train_rows
+
+    n = 300
+    split = CaptionedImages(
+        "x/train", np.zeros((n, 1), np.float32), [f"c{i}" for i in range(5 * n)], [f"{i}.jpg" for i in range(n)]
+    )
+    names = split.image_ids
+    for frac, seed in ((0.1, 0), (0.1, 1), (0.25, 2), (1.0, 0), (0.02, 5)):
+        cfg = Config(train_fraction=frac, seed=seed)
+        want = _train_subset(split, frac, seed).image_ids
+        assert [names[i] for i in train_rows(cfg, n)] == want
+    union = train_images_needed([Config(train_fraction=0.1, seed=0), Config(train_fraction=0.1, seed=1)], names)
+    assert union == set(_train_subset(split, 0.1, 0).image_ids) | set(_train_subset(split, 0.1, 1).image_ids)
+    assert train_images_needed([Config(train_fraction=0.1), Config()], names) is None
+
+
+def test_a_worker_featurises_the_images_of_its_run_that_preparation_did_not(release, tmp_path, monkeypatch):
+    """``executors._splits_for``: a run whose training subset lacks features gets them before it trains."""
+    from coherent_itr.config import Config
+    from reproduce import executors
+
+    monkeypatch.setenv("FLICKR8K_DIR", str(release))
+    cache = tmp_path / "cache"
+    with pytest.warns(f8.Flickr8kWarning):
+        f8.load_flickr8k(release, cache_dir=cache, progress=False, train_images=[])  # dev and test only
+    calls = _counting_encoder(monkeypatch)
+    executors._SPLITS.clear()
+    cfg = Config(data="flickr8k", data_dir=str(release), train_fraction=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", f8.Flickr8kWarning)
+        splits = executors._splits_for(cfg, str(cache), 1)
+    executors._SPLITS.clear()
+    assert sum(calls) == 2 and f8.missing_feature_rows(splits.train).size == 0
+
+
 def test_preprocessing_is_imagenet_normalised_224(release):
     from PIL import Image
 

@@ -326,6 +326,8 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     assert driver.main(argv) == 0
     assert seen["runs_trained"] == 1 and seen["runs_evaluated"] == 2
     assert seen["by_data"] == {"synthetic": {"runs_trained": 1, "runs_evaluated": 2}}
+    est = seen["estimate"]  # the plan's estimate against what the invocation took (reproduce.progress)
+    assert est["runs_done"] == 2 and est["actual_s"] > 0 and est["estimated_s"] > 0
     assert all(cache.has(c) for c in cfgs)
 
 

@@ -102,6 +102,7 @@ def _test_split(config: dict, cache_dir: str | None) -> data_mod.CaptionedImages
             scale=config["data_scale"],
             seed=config["data_seed"],
             cache_dir=cache_dir,
+            train_images="cached",  # only the test split is used: no training image is featurised for it
         ).test
     return _SPLITS[key]
 

@@ -34,7 +34,13 @@ PROVIDERS = ("sbert", "cider", "true")
 
 
 def load_splits(
-    source: str, *, data_dir: str | None = None, scale: str = "default", seed: int = 0, cache_dir: str | None = None
+    source: str,
+    *,
+    data_dir: str | None = None,
+    scale: str = "default",
+    seed: int = 0,
+    cache_dir: str | None = None,
+    train_images=None,
 ) -> DataSplits:
     """Load the train/dev/test splits of ``source``.
 
@@ -45,6 +51,9 @@ def load_splits(
             data-set name for ``precomp``.
         seed: seed of a generated source (ignored by the others).
         cache_dir: where features are cached.
+        train_images: Flickr8k only, whose training images are featurised on demand: ``None`` (all),
+            ``"cached"`` (what the feature cache holds) or a list of image names
+            (:func:`~coherent_itr.data.flickr8k.load_flickr8k`; other sources have every feature).
 
     Returns:
         :class:`DataSplits` with ``train``, ``dev`` and ``test`` :class:`CaptionedImages`.
@@ -70,7 +79,7 @@ def load_splits(
 
         if is_bundle(flickr8k_dir(data_dir)):
             return load_bundle(flickr8k_dir(data_dir))
-        return load_flickr8k(data_dir, cache_dir=cache_dir)
+        return load_flickr8k(data_dir, cache_dir=cache_dir, train_images=train_images)
     if source == "precomp":
         from .precomp import NAMES, load_precomp
 

@@ -9,14 +9,20 @@ resized (bilinear) to 224×224 first.
 
 Features are cached on disk per image *content* (sha1 of the file's bytes) and encoder
 (name + weights + precision): ``<cache>/features/<encoder-key>/part-*.npz``. Extraction
-writes a part every ``save_every`` images, so an interrupted run resumes where it stopped.
+writes a part every ``save_every`` images (atomically), so an interrupted run resumes where it
+stopped, and a later call with more images computes only the ones no part holds. Every part is
+checked when read (hashes, shape, finite values); a part that fails is skipped with a warning and
+its images are computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
+import warnings
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
@@ -109,15 +115,48 @@ def encode_images(batch: np.ndarray, precision: str = "float32") -> np.ndarray:
     return model.extract_features(x).mean(dim=(2, 3)).numpy().astype(np.float32)
 
 
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class FeatureCacheWarning(UserWarning):
+    """A part of the feature cache failed its check on read; its images are computed again."""
+
+
+def _part_problem(z: dict) -> str | None:
+    """What is wrong with a loaded feature part (``hashes`` (n,), ``features`` (n, 1280) finite), or None."""
+    if set(z) != {"hashes", "features"}:
+        return f"arrays {sorted(z)}; expected ['features', 'hashes']"
+    h, f = z["hashes"], z["features"]
+    if h.ndim != 1 or f.shape != (len(h), FEATURE_DIM):
+        return f"hashes of shape {h.shape} and features of shape {f.shape}; expected (n,) and (n, {FEATURE_DIM})"
+    if f.dtype != np.float32 or not np.isfinite(f).all():
+        return f"features of dtype {f.dtype} with non-finite values; expected finite float32"
+    bad = [x for x in h.tolist() if not _SHA1.match(str(x))]
+    if bad:
+        return f"hash {bad[0]!r} is not a sha1 hex digest"
+    return None
+
+
 class FeatureStore:
-    """Cached features of one encoder, keyed by image content hash."""
+    """Cached features of one encoder, keyed by image content hash; every part is checked on read."""
 
     def __init__(self, cache_dir=None, precision: str = "float32") -> None:
         self.folder = None if cache_dir is False else _cache_root(cache_dir) / "features" / encoder_key(precision)
         self.rows: dict[str, np.ndarray] = {}
         if self.folder is not None and self.folder.is_dir():
             for p in sorted(self.folder.glob("part-*.npz")):
-                z = load_npz(p)
+                try:
+                    z = load_npz(p)
+                    problem = _part_problem(z)
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                    problem = f"unreadable ({type(exc).__name__}: {exc})"
+                if problem:
+                    warnings.warn(
+                        f"feature cache part {p}: {problem}; skipped (its images are computed again)",
+                        FeatureCacheWarning,
+                        stacklevel=2,
+                    )
+                    continue
                 self.rows.update(zip(z["hashes"].tolist(), z["features"]))
 
     def save(self, hashes: list[str], feats: np.ndarray) -> None:
@@ -141,13 +180,15 @@ def extract_features(
     save_every: int = 512,
     hashes: Sequence[str] | None = None,
     desc: str = "EfficientNet-Lite0 features",
+    store: FeatureStore | None = None,
 ) -> np.ndarray:
     """(len(paths), 1280) float32 EfficientNet-Lite0 features, from the cache when possible.
 
     ``precision="bfloat16"`` (autocast, channels-last) is several times faster on CPUs with
     AMX/AVX-512-BF16 but differs from float32 by ~3% in norm; the cache keeps them apart.
     ``hashes``: the files' :func:`file_hash` when the caller has them already; ``desc`` labels the
-    progress bar."""
+    progress bar; ``store``: an open :class:`FeatureStore` of this precision and cache (read once, then
+    extended with what is computed here)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r} is invalid; expected one of {list(PRECISIONS)}")
     if batch_size < 1:
@@ -160,7 +201,8 @@ def extract_features(
         hashes = [file_hash(p) for p in paths]
     elif len(hashes) != len(paths):
         raise ValueError(f"{len(hashes)} hashes for {len(paths)} image files")
-    store = FeatureStore(cache_dir, precision)
+    if store is None:
+        store = FeatureStore(cache_dir, precision)
     todo: dict[str, Path] = {}
     for h, p in zip(hashes, paths):
         if h not in store.rows and h not in todo:

@@ -12,8 +12,10 @@ Reads the release layout from a configured folder (``data_dir`` or ``$FLICKR8K_D
   captions of images that are neither in a split list nor in ``images/`` are skipped with one
   warning. A missing folder, split list or image, and a malformed caption line, raise an error
   naming the file and line.
-* Image features: EfficientNet-Lite0 (:mod:`.features`), cached by image content, then written
-  in the VSE++ precomp layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there;
+* Image features: EfficientNet-Lite0 (:mod:`.features`), cached by image content. Only the images
+  asked for are featurised (``train_images``: a run on a tenth of the training images needs that
+  tenth, plus dev and test); once every image has features they are written in the VSE++ precomp
+  layout under ``<cache>/precomp/flickr8k-<key>/`` and loaded from there;
   ``<key>`` hashes the encoder, every image's *bytes* (sha1) and the captions, so an image replaced
   by another — even of the same size and modification time — gives new features. The bytes are
   re-read only when a file's inode, size, mtime or ctime changed (a small memo beside the folder).
@@ -43,8 +45,8 @@ import numpy as np
 from ..io import atomic_write_json
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
-from .base import DataSplits
-from .features import encoder_key, extract_features, file_hash
+from .base import CaptionedImages, DataSplits
+from .features import FEATURE_DIM, FeatureStore, encoder_key, extract_features, file_hash
 from .precomp import load_precomp_split, write_precomp_split
 
 TOKEN_FILE = "Flickr8k.token.txt"
@@ -298,18 +300,28 @@ def _stat_fingerprint(images: Path, names: list[str]) -> str:
     return h.hexdigest()
 
 
-def _content_fingerprint(images: Path, names: list[str], cache_root: Path) -> tuple[str, list[str] | None]:
-    """(fingerprint of the images' bytes, their sha1s when they had to be read). The sha1s are read
-    again only when some file's inode, size, mtime or ctime changed since they were last read."""
+def _content_fingerprint(images: Path, names: list[str], cache_root: Path) -> tuple[str, list[str]]:
+    """(fingerprint of the images' bytes, their sha1s in ``names`` order). The sha1s are read again only
+    when some file's inode, size, mtime or ctime changed since they were last read (or the memo of that
+    time is unusable: its sha1s must give its fingerprint back)."""
     memo = cache_root / "precomp" / "file-hashes" / f"flickr8k-{_stat_fingerprint(images, names)[:16]}.json"
     try:
-        return json.loads(memo.read_text())["content"], None
+        m = json.loads(memo.read_text())
+        hashes = [str(h) for h in m["hashes"]]
+        if len(hashes) == len(names) and _images_fingerprint(names, hashes) == m["content"]:
+            return m["content"], hashes
     except (OSError, ValueError, KeyError, TypeError):
         pass
     hashes = [file_hash(images / nm) for nm in names]
     content = _images_fingerprint(names, hashes)
-    atomic_write_json(memo, {"content": content, "images": str(images), "n_images": len(names)})
+    atomic_write_json(memo, {"content": content, "images": str(images), "n_images": len(names), "hashes": hashes})
     return content, hashes
+
+
+def missing_feature_rows(split) -> np.ndarray:
+    """Rows of ``split`` without image features (NaN rows: training images that a
+    ``load_flickr8k(train_images=...)`` call left unfeaturised)."""
+    return np.flatnonzero(~np.isfinite(split.features).all(axis=1))
 
 
 def load_flickr8k(
@@ -320,44 +332,77 @@ def load_flickr8k(
     progress: bool = True,
     judgements: bool = True,
     bad_lines: str = "warn",
+    train_images=None,
 ) -> DataSplits:
-    """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements."""
+    """Train/dev/test of Flickr8k with EfficientNet-Lite0 features and aligned human judgements.
+
+    ``train_images``: the training images that need features — None: all of them (the whole release is
+    featurised once and written as a precomp folder); ``"cached"``: those the feature cache holds; or a
+    collection of image file names: those (computed when missing) and any the cache holds. Dev and test
+    images are always featurised. A training image left out has a NaN feature row
+    (:func:`missing_feature_rows`); a run must train on featurised rows only. Features come from the same
+    per-image cache either way, so a subset then the rest gives the features of featurising everything."""
     root = flickr8k_dir(data_dir)
     index = flickr8k_index(root)
     images = root / "images"
     all_names = [nm for s in ("train", "dev", "test") for nm in index[s][0]]
     content, hashes = _content_fingerprint(images, all_names, _cache_root(cache_dir))
+    if train_images is not None and not isinstance(train_images, str):
+        train_images = set(train_images)
+        unknown = sorted(train_images - set(index["train"][0]))
+        if unknown:
+            raise ValueError(
+                f"train_images: {len(unknown)} name(s) not in the training split list "
+                f"{root / SPLIT_FILES['train']}, e.g. {unknown[0]!r}"
+            )
+    elif train_images not in (None, "cached"):
+        raise ValueError(f"train_images={train_images!r} is invalid; expected None, 'cached' or image file names")
     key_src = "|".join(
         [encoder_key(precision), content] + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")]
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
     done = folder / "DONE.json"
-    if not done.exists():
-        if hashes is None:
-            hashes = [file_hash(images / nm) for nm in all_names]
-        feats = extract_features(
-            [images / nm for nm in all_names],
+    out = {}
+    if done.exists():
+        out = {s: load_precomp_split(folder, s, "flickr8k") for s in ("train", "dev", "test")}
+    else:
+        store = FeatureStore(cache_dir, precision)
+        n_train = len(index["train"][0])
+        if train_images is None:
+            pick = list(range(len(all_names)))
+        else:  # the wanted training images, those the cache holds, and every dev and test image
+            wanted = set() if train_images == "cached" else train_images
+            pick = [
+                i for i, (nm, h) in enumerate(zip(all_names, hashes)) if i >= n_train or nm in wanted or h in store.rows
+            ]
+        feats = np.full((len(all_names), FEATURE_DIM), np.nan, dtype=np.float32)
+        feats[pick] = extract_features(
+            [images / all_names[i] for i in pick],
             cache_dir=cache_dir,
             batch_size=batch_size,
             precision=precision,
             progress=progress,
-            hashes=hashes,
+            hashes=[hashes[i] for i in pick],
             desc="Flickr8k images → EfficientNet-Lite0 features",
+            store=store,
         )
         start = 0
         for s in ("train", "dev", "test"):
             names, caps = index[s]
-            write_precomp_split(folder, s, feats[start : start + len(names)], caps, names)
+            out[s] = CaptionedImages(f"flickr8k/{s}", feats[start : start + len(names)], list(caps), list(names))
             start += len(names)
-        atomic_write_json(
-            done,
-            {"encoder": encoder_key(precision), "source": str(root), "n_images": {s: len(index[s][0]) for s in index}},
-        )
-    out = {}
-    for s in ("train", "dev", "test"):
-        sp = load_precomp_split(folder, s, "flickr8k")
-        out[s] = sp
+        if len(pick) == len(all_names):  # every image featurised: later loads read one precomp folder
+            for s, sp in out.items():
+                write_precomp_split(folder, s, sp.features, sp.captions, sp.image_ids)
+            atomic_write_json(
+                done,
+                {
+                    "encoder": encoder_key(precision),
+                    "source": str(root),
+                    "n_images": {s: len(index[s][0]) for s in index},
+                },
+            )
     if judgements:
         tables = {}
         for kind, fname in (("expert", EXPERT_FILE), ("crowd", CROWD_FILE)):

@@ -1,0 +1,408 @@
+"""The driver's plan, its progress bar and its estimate against what it cost.
+
+* **The plan, before any work** (:func:`plan_data_set`): per data set, the tuning runs to train and an
+  upper bound of the final runs — every arm × its seeds at its family's setting, counted at the grid
+  setting that gives the family the most runs not yet cached (the setting is chosen only after tuning)
+  — and, as a second bound, the final runs if the health check of the other seeds
+  (:mod:`reproduce.tuning`) moved every family through its whole grid.
+* **The estimate** (:func:`run_estimate_s`): :func:`reproduce.profiles.run_seconds` (the per-run costs
+  measured on the study's machine, ``COSTS``), scaled to the run's model and data size — its training
+  and validation by the step's FLOP (:func:`step_flop`, the arithmetic of
+  ``benchmarks/bench_run_profile.py``) relative to the model the costs were measured with, and by the
+  number of training / validation / test images relative to the measured world; unchanged for the
+  ``default`` profile. Wall time = worker-seconds / workers + data preparation + notebooks.
+* **The bar** (:class:`RunProgress`): one tqdm bar over the runs of the whole invocation whose total is
+  the plan's bound (replaced by the exact count once tuning has chosen), with an ETA from the estimated
+  cost of the runs left, corrected by how the finished runs compared with their estimate
+  (:func:`eta_seconds`).
+* **At the end** (:func:`finish`): estimated vs actual wall time, printed and written to ``manifest.json``
+  (``estimate``).
+* **The ``paper`` profile** (:func:`paper_cost_lines`): its expected cost on the current device — the
+  paper model's step FLOP at the rate the default model's measured Flickr8k step achieves on this CPU,
+  or (CUDA) at the rate of a matmul of the GRU's shape timed on the device: an estimate, said so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from . import experiments, tuning
+from .profiles import _GRU64, COSTS, run_seconds
+
+FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
+# what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
+REFERENCE_MODEL = {k: _GRU64[k] for k in ("embed_dim", "word_dim", "text_hidden", "batch_size")}
+REFERENCE_SIZES = {"synthetic": (3000, 500, 1000), "flickr8k": (6000, 1000, 1000)}  # train, dev, test images
+# mean tokens per caption (Σ tokens per batch of 128 / 128: results/benchmarks/run_profile*.md)
+TOKENS_PER_CAPTION = {"synthetic": 1603 / 128, "flickr8k": 1768 / 128}
+# Flickr8k preparation (``COSTS["flickr8k"]["prepare_s"]``): ≈ 560 s of it featurised all 7,999 photos
+FEATURE_S_PER_IMAGE = 560.0 / 7999
+
+
+def step_flop(
+    batch_size: int, embed_dim: int, word_dim: int, text_hidden: int, tokens_per_caption: float, feat_dim=FEATURE_DIM
+) -> float:
+    """FLOP of one training step (``benchmarks/bench_run_profile.py``): multiply-add = 2 FLOP; GRU forward
+    6·H·(W + H) per token, image projection 2·F·D per image, similarities 2·B²·D, text projection 2·H·D
+    per caption when H ≠ D; a step ≈ 3 × its forward."""
+    b, d, w, h = batch_size, embed_dim, word_dim, text_hidden
+    fwd = (
+        6 * h * (w + h) * tokens_per_caption * b
+        + 2 * feat_dim * d * b
+        + 2 * b * b * d
+        + (2 * h * d * b if h != d else 0)
+    )
+    return 3.0 * fwd
+
+
+def _flop_per_caption(model: dict, data: str) -> float:
+    keys = ("batch_size", "embed_dim", "word_dim", "text_hidden")
+    return step_flop(*(model[k] for k in keys), TOKENS_PER_CAPTION[data]) / model["batch_size"]
+
+
+def _sizes(config, data: str) -> tuple[int, int, int]:
+    if data == "synthetic":
+        from coherent_itr.data.synthetic import SCALES
+
+        return SCALES.get(config.data_scale, REFERENCE_SIZES["synthetic"])
+    return REFERENCE_SIZES[data]
+
+
+def run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = False) -> float:
+    """Expected seconds of one run on one worker: :func:`reproduce.profiles.run_seconds` with its training
+    and validation scaled by the FLOP per caption relative to :data:`REFERENCE_MODEL` and by the data
+    size relative to the measured world, its test evaluation by (test images)² (a images × captions
+    matrix). Equals ``run_seconds`` for the default profile's model and data. ``trained``: the run is
+    trained already (a chosen tuning run): its fixed part and evaluation only."""
+    c = COSTS[data]
+    model = {k: getattr(config, k) for k in REFERENCE_MODEL}
+    flop = _flop_per_caption(model, data) / _flop_per_caption(REFERENCE_MODEL, data)
+    (n_tr, n_dev, n_te), (r_tr, r_dev, r_te) = _sizes(config, data), REFERENCE_SIZES[data]
+    base = run_seconds(config, data, evaluated=False) - c["fixed_s"]  # epochs × (validation + training)
+    per_epoch = base / config.epochs
+    val = c["val_s"]
+    train = per_epoch - val
+    epoch_s = val * flop * n_dev / r_dev + train * flop * n_tr / r_tr
+    eval_s = c["eval_s"] * (n_te / r_te) ** 2 if evaluated else 0.0
+    return c["fixed_s"] + eval_s + (0.0 if trained else config.epochs * epoch_s)
+
+
+def eta_seconds(remaining_est_s: float, done_est_s: float, elapsed_s: float, workers: int) -> float:
+    """Seconds left: the estimated worker-seconds of the runs left, at the wall-seconds per estimated
+    worker-second the finished runs took (``elapsed_s / done_est_s``); before any run finished, at the
+    estimate itself spread over ``workers``."""
+    if remaining_est_s <= 0:
+        return 0.0
+    if done_est_s > 0 and elapsed_s > 0:
+        return remaining_est_s * elapsed_s / done_est_s
+    return remaining_est_s / max(1, workers)
+
+
+def _minutes(s: float) -> str:
+    """Seconds in words: "42 s", "3.5 min", "2.1 h"."""
+    if s < 60:
+        return f"{s:.0f} s"
+    return f"{s / 60:.1f} min" if s < 3600 else f"{s / 3600:.1f} h"
+
+
+# --- the plan -----------------------------------------------------------------------------------------
+def final_run_bounds(profile, papers, cache) -> tuple[list, int]:
+    """(final configs not yet cached, at each family's grid setting with the most of them: an upper bound
+    of the final runs to train; how many if every family went through its whole grid). Without tuning:
+    the plan's configs not cached, both times."""
+    if profile.tuning is None:
+        todo = [c for c in experiments.plan(profile, papers) if not cache.has(c)]
+        return todo, len(todo)
+    per_family: dict[str, dict[tuple, dict]] = {}
+    for paper in papers or experiments.PAPERS:
+        arms = experiments.arms(paper, profile)
+        for arm in arms:
+            fam = tuning.family_of(arm, arms)
+            fk = tuning.tuning_key(fam, profile)
+            for s in tuning.grid(fam, profile):
+                bucket = per_family.setdefault(fk, {}).setdefault(tuple(sorted(s.items())), {})
+                for c in arm.configs(profile, **s):
+                    bucket.setdefault(c.key(), c)
+    bound: list = []
+    every = 0
+    for by_setting in per_family.values():
+        left = [[c for c in b.values() if not cache.has(c)] for b in by_setting.values()]
+        bound += max(left, key=len)
+        every += sum(len(x) for x in left)
+    return bound, every
+
+
+@dataclass
+class DataSetEstimate:
+    data: str
+    tuning_todo: list  # tuning runs to train (training entry only)
+    final_todo: list  # final runs to train or evaluate: the bound before tuning, the exact list after
+    final_every: int  # bound if the health check moved every family through its whole grid
+    prepare_s: float
+    exact: bool = False  # final_todo is the tuned plan (not a bound)
+    tuning_keys: frozenset = frozenset()  # every tuning run's key (a chosen one is only evaluated as a final run)
+
+    @property
+    def runs(self) -> int:
+        return len(self.tuning_todo) + len(self.final_todo)
+
+    def final_s(self, c) -> float:
+        if self.data not in COSTS:
+            return 0.0
+        return run_estimate_s(c, self.data, trained=c.key() in self.tuning_keys)
+
+    def run_s(self) -> dict[tuple, float]:
+        """Estimated worker-seconds of every run to do, by (phase, config key); tuning runs are not evaluated."""
+        out = {("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_todo}
+        out.update({("final", c.key()): self.final_s(c) for c in self.final_todo})
+        return out
+
+
+def prepare_estimate_s(data: str, configs: list) -> float:
+    """Seconds of data preparation: the measured ``prepare_s`` with Flickr8k's feature part priced per image
+    the runs use (every training image if one run uses them all, else their subsets), dev and test included."""
+    c = COSTS[data]
+    if data != "flickr8k" or not configs:
+        return c["prepare_s"] if configs else 0.0
+    n_tr, n_dev, n_te = REFERENCE_SIZES["flickr8k"]
+    from .prepare import train_rows
+
+    rows: set[int] = set()
+    for cfg in configs:
+        rows.update(train_rows(cfg, n_tr).tolist())
+    return c["prepare_s"] - FEATURE_S_PER_IMAGE * (n_tr - len(rows))  # the training images left out
+
+
+def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) -> DataSetEstimate:
+    """The estimate of one data set's plan (``configs``/``todo`` as the driver planned them: the tuning
+    runs of a tuned profile, else every run); ``papers == []``: none (the data card only)."""
+    if papers == []:
+        return DataSetEstimate(data, [], [], 0, 0.0, exact=True)
+    if profile.tuning is None:
+        return DataSetEstimate(data, [], list(todo), len(todo), prepare_estimate_s(data, todo), exact=True)
+    final, every = final_run_bounds(profile, papers, cache)
+    prep = prepare_estimate_s(data, [*todo, *final])
+    return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=frozenset(c.key() for c in configs))
+
+
+# --- the bar ------------------------------------------------------------------------------------------
+@dataclass
+class RunProgress:
+    """Progress of every run of the invocation: a tqdm bar (opened per training phase, so the
+    preparation's bars never nest under it) whose total is the plan's bound, with a cost-based ETA."""
+
+    estimates: dict  # data set -> DataSetEstimate
+    workers: int
+    notebooks_s: float
+    enabled: bool = True
+    done: int = 0
+    done_est_s: float = 0.0
+    train_elapsed_s: float = 0.0
+    t0: float = field(default_factory=time.perf_counter)
+    _est: dict = field(default_factory=dict)  # (phase, config key) -> estimated worker-seconds still to do
+    _bar: object = None
+    _opened: float = 0.0
+    planned_s: float = 0.0  # the estimate before any work (what the end compares with)
+    planned_runs: int = 0  # the plan's bound of runs before any work
+
+    def __post_init__(self) -> None:
+        for e in self.estimates.values():
+            self._est.update(e.run_s())
+        self.planned_s = self.estimated_total_s()
+        self.planned_runs = sum(e.runs for e in self.estimates.values())
+
+    @property
+    def total(self) -> int:
+        return self.done + len(self._est)
+
+    @property
+    def remaining_est_s(self) -> float:
+        return sum(self._est.values())
+
+    def estimated_total_s(self) -> float:
+        """The plan's estimated wall seconds: runs over the workers, preparation, notebooks."""
+        runs = sum(sum(e.run_s().values()) for e in self.estimates.values())
+        return runs / max(1, self.workers) + sum(e.prepare_s for e in self.estimates.values()) + self.notebooks_s
+
+    def final_known(self, data: str, todo: list) -> None:
+        """Tuning chose: the data set's final runs are ``todo`` (replacing the bound)."""
+        e = self.estimates.get(data)
+        if e is None:  # a data set without measured costs: counted, not priced
+            e = self.estimates[data] = DataSetEstimate(data, [], [], 0, 0.0)
+        for c in e.final_todo:
+            self._est.pop(("final", c.key()), None)
+        e.final_todo, e.exact = list(todo), True
+        self._est.update({("final", c.key()): e.final_s(c) for c in todo})
+        self._refresh()
+
+    def more(self, data: str, todo: list) -> None:
+        """Runs beyond the plan (the health check moved a family to its next setting)."""
+        e = self.estimates[data]
+        e.final_todo = [*e.final_todo, *todo]
+        self._est.update({("final", c.key()): e.final_s(c) for c in todo})
+        self._refresh()
+
+    def eta_s(self) -> float:
+        elapsed = self.train_elapsed_s + (time.perf_counter() - self._opened if self._bar is not None else 0.0)
+        return eta_seconds(self.remaining_est_s, self.done_est_s, elapsed, self.workers)
+
+    def open(self, desc: str) -> "RunProgress":
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(
+            total=self.total,
+            initial=self.done,
+            desc=desc,
+            unit="run",
+            disable=not self.enabled,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]",
+        )
+        self._opened = time.perf_counter()
+        self._refresh()
+        return self
+
+    def run_done(self, config_dict: dict | None = None) -> None:
+        """One run finished (trained, evaluated or failed): ``config_dict`` prices it."""
+        est = 0.0
+        if config_dict is not None:
+            from coherent_itr.config import Config
+
+            k = Config.from_dict(config_dict).key()
+            est = self._est.pop(("tune", k), None)
+            est = self._est.pop(("final", k), 0.0) if est is None else est
+        self.done += 1
+        self.done_est_s += est
+        if self._bar is not None:
+            self._bar.update(1)
+            self._refresh()
+
+    def update(self, n: int = 1) -> None:
+        """tqdm's ``update``: ``n`` runs finished (unpriced: they leave the ETA's calibration alone)."""
+        for _ in range(n):
+            self.run_done()
+
+    def _refresh(self) -> None:
+        if self._bar is None:
+            return
+        self._bar.total = self.total
+        self._bar.set_postfix_str(f"ETA ≈ {_minutes(self.eta_s())} of runs (estimate)", refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self.train_elapsed_s += time.perf_counter() - self._opened
+            self._bar.close()
+            self._bar = None
+
+
+# --- the driver's lines ---------------------------------------------------------------------------------
+def plan_lines(profile_name: str, progress: RunProgress, skip_notebooks: bool) -> list[str]:
+    """The plan in words: per data set the tuning runs and the bound of final runs, then the estimate."""
+    lines = []
+    for e in progress.estimates.values():
+        runs_s = sum(e.run_s().values())
+        health = (
+            f" (≤ {e.final_every} if the health check of the other seeds moved every family through its grid)"
+            if e.final_every > len(e.final_todo)
+            else ""
+        )
+        final = f"{len(e.final_todo)} final run(s)" if e.exact else f"≤ {len(e.final_todo)} final run(s){health}"
+        lines.append(
+            f"plan [{profile_name}/{e.data}]: {len(e.tuning_todo)} tuning run(s) + {final} to train or evaluate; "
+            f"estimated {_minutes(runs_s / max(1, progress.workers))} of runs on {progress.workers} worker(s)"
+            + (f" + {_minutes(e.prepare_s)} of data preparation" if e.prepare_s else "")
+        )
+    total = sum(e.runs for e in progress.estimates.values())
+    lines.append(
+        f"plan [{profile_name}]: ≤ {total} run(s) in all; estimated wall time ≈ {_minutes(progress.planned_s)}"
+        + ("" if skip_notebooks else f" (notebooks ≈ {_minutes(progress.notebooks_s)} included)")
+        + " — from the per-run costs measured on the study's 2-core machine (reproduce.profiles.COSTS), "
+        "every run at its epoch cap (early stopping shortens it)"
+    )
+    return lines
+
+
+def start(args, plans: list, cache) -> RunProgress:
+    """Estimate the driver's ``plans`` (``reproduce.__main__.DataSetPlan``), print the plan lines (and, for
+    the ``paper`` profile, its cost on this device) and return the invocation's :class:`RunProgress`."""
+    estimates = {
+        p.data: plan_data_set(p.profile, p.data, p.papers, p.configs, p.todo, cache) for p in plans if p.data in COSTS
+    }
+    nb = 0.0 if args.skip_notebooks else sum(COSTS[p.data]["notebooks_s"] for p in plans if p.data in COSTS)
+    prog = RunProgress(estimates, args.workers, nb, enabled=not args.no_progress)
+    for line in plan_lines(args.profile, prog, args.skip_notebooks):
+        print(line, flush=True)
+    if args.profile == "paper":
+        for p in plans:
+            for line in paper_cost_lines(p.profile, p.data, p.papers, args.workers):
+                print(line, flush=True)
+    return prog
+
+
+def finish(progress: RunProgress, actual_s: float, runs_done: int) -> dict:
+    """Print the estimated against the actual wall time; returns it for ``manifest.json`` (``estimate``)."""
+    est = progress.planned_s
+    rec = {
+        "estimated_s": round(est, 1),
+        "actual_s": round(actual_s, 1),
+        "actual_over_estimated": round(actual_s / est, 3) if est > 0 else None,
+        "runs_planned_at_most": progress.planned_runs,
+        "runs_done": runs_done,
+        "source": "reproduce.profiles.COSTS scaled by reproduce.progress.run_estimate_s",
+    }
+    print(
+        f"reproduce: estimated {_minutes(est)}, took {_minutes(actual_s)}"
+        + (f" ({actual_s / est:.2f}× the estimate)" if est > 0 else ""),
+        flush=True,
+    )
+    return rec
+
+
+# --- the paper profile on this device -----------------------------------------------------------------
+def matmul_gflops(device: str, seconds: float = 0.3) -> float:
+    """GFLOP/s of the GRU's recurrent matmul at the paper's size ((128 × 1024) @ (1024 × 3072), float32)
+    timed on ``device`` for about ``seconds``."""
+    import torch
+
+    a = torch.randn(128, 1024, device=device)
+    b = torch.randn(1024, 3072, device=device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    (a @ b).sum().item()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+    sync()
+    return n * 2 * 128 * 1024 * 3072 / (time.perf_counter() - t0) / 1e9
+
+
+def paper_cost_lines(profile, data: str, papers, workers: int, device: str | None = None) -> list[str]:
+    """The paper profile's expected cost on ``device`` (default: CUDA when available, else this CPU), as
+    lines that say it is an estimate and from what."""
+    import torch
+
+    if data not in COSTS or papers == []:
+        return []
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    ref_step_s = (COSTS[data]["epoch_s"] - COSTS[data]["val_s"]) / COSTS[data]["steps"]
+    ref_rate = step_flop(**REFERENCE_MODEL, tokens_per_caption=TOKENS_PER_CAPTION[data]) / ref_step_s
+    m = profile.model
+    flop = step_flop(m["batch_size"], m["embed_dim"], m["word_dim"], m["text_hidden"], TOKENS_PER_CAPTION[data])
+    if device.startswith("cuda"):
+        rate, how = matmul_gflops(device) * 1e9, f"a matmul of the GRU's shape timed on {torch.cuda.get_device_name()}"
+        lanes = 1
+    else:
+        rate, how = ref_rate, "the rate the default model's measured Flickr8k step reaches on the study's CPU"
+        lanes = workers
+    step_s = flop / rate
+    tune = tuning.tuning_configs(profile, papers)
+    final, _ = final_run_bounds(profile, papers, type("NoCache", (), {"has": staticmethod(lambda c: False)})())
+    steps_per_epoch = COSTS[data]["steps"] * 128 / m["batch_size"]
+    steps = sum(c.epochs * math.ceil(steps_per_epoch * c.train_fraction) for c in [*tune, *final])
+    return [
+        f"paper [{data}] on {device}: ESTIMATE ≈ {step_s:.2f} s a training step ({flop / 1e9:.1f} GFLOP, "
+        f"bench_run_profile's arithmetic, at {rate / 1e9:.0f} GFLOP/s: {how})",
+        f"paper [{data}] on {device}: ESTIMATE ≈ {_minutes(steps * step_s / lanes)} for ≤ {len(tune) + len(final)} "
+        f"runs ({steps:,} steps at their epoch caps, {lanes} in parallel; validation and evaluation not included)",
+    ]
