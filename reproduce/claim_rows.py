@@ -255,7 +255,10 @@ def same_config(profile):
     from . import experiments
 
     def equal(paper, a, b):
+        """The two arms run the same config on every seed they share (a sweep arm may run fewer seeds)."""
         arms = {x.name: x for x in experiments.arms(paper, profile)}
-        return [c.key() for c in arms[a].configs(profile)] == [c.key() for c in arms[b].configs(profile)]
+        ka, kb = ({c.seed: c.key() for c in arms[x].configs(profile)} for x in (a, b))
+        shared = ka.keys() & kb.keys()
+        return bool(shared) and all(ka[s] == kb[s] for s in shared)
 
     return equal
