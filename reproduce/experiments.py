@@ -84,6 +84,8 @@ class Arm:
         base = dict(data=profile.data, data_scale=profile.data_scale, **profile.model)
         cfg = {**base, **{k: v for k, v in setting.items() if k not in self.overrides}, **self.overrides, "seed": seed}
         frac = self.overrides.get("train_fraction", 1.0)  # the arm's own fraction (not a profile's subset)
+        if frac < 1.0 and base.get("train_fraction", 1.0) < 1.0:  # a profile's subset (smoke): the arm's
+            cfg["train_fraction"] = frac * base["train_fraction"]  # fraction of that subset, never more images
         if frac < 1.0 and "epochs" not in self.overrides:  # S1: as many updates as the full-data arm
             cfg["epochs"], cfg["early_stop_patience"] = profile_mod.epochs_for_fraction(profile, frac)
             defaults = {f.name: f.default for f in fields(Config)}

@@ -243,3 +243,15 @@ def test_every_planned_config_is_valid_and_main_arms_are_tuned():
         )
         # X1's 10 + Kendall alone, Triplet (mean), S-NDCG alone, SAM (authors' code) [+ calibrated ladder]
         assert len(mains) == 14 + bool(prof.ladder_theta)
+
+
+def test_an_arms_own_fraction_applies_within_a_profiles_subset():
+    """Smoke on Flickr8k trains on 10 % of the images; SAM's 25 % arm must not featurise more than that."""
+    from reproduce.study import profile_for
+
+    smoke = profile_for("smoke", "flickr8k")
+    fracs = {a.name: a.configs(smoke)[0].train_fraction for a in experiments.arms("sam", smoke)}
+    assert max(fracs.values()) == smoke.model["train_fraction"]
+    assert {round(f, 6) for f in fracs.values()} >= {0.1, 0.025, 0.01}
+    default = profile_for("default", "flickr8k")  # no profile subset: the arm's fraction as stated
+    assert {a.configs(default)[0].train_fraction for a in experiments.arms("sam", default)} >= {1.0, 0.25, 0.1}
