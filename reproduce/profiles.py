@@ -248,6 +248,9 @@ def get_profile(name: str) -> Profile:
 #   of 40,000 captions ≈ 185 s); the synthetic notebooks took ≈ 300 s in the cold run, Flickr8k's ≈ 121 s (manifest
 #   of the previous cold run).
 # ``val_s``: the validation part of an epoch (the reduced-data runs of S1 validate ~10× as often).
+#: the model ``COSTS`` were measured with (GRU-64 over 64-d words, 128-d joint space, batch 128);
+#: ``reproduce.progress`` scales them to another model by the step's FLOP
+COSTS_MODEL = dict(embed_dim=128, word_dim=64, text_hidden=64, batch_size=128)
 COSTS = {
     "synthetic": dict(fixed_s=0.94, eval_s=5.1, epoch_s=2.99, val_s=0.14, steps=118, prepare_s=85.0, notebooks_s=300.0),
     "flickr8k": dict(fixed_s=1.5, eval_s=6.0, epoch_s=8.8, val_s=0.7, steps=235, prepare_s=746.0, notebooks_s=121.0),

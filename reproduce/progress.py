@@ -29,11 +29,11 @@ import time
 from dataclasses import dataclass, field
 
 from . import experiments, tuning
-from .profiles import _GRU64, COSTS, run_seconds
+from .profiles import COSTS, COSTS_MODEL, run_seconds
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
 # what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
-REFERENCE_MODEL = {k: _GRU64[k] for k in ("embed_dim", "word_dim", "text_hidden", "batch_size")}
+REFERENCE_MODEL = dict(COSTS_MODEL)
 REFERENCE_SIZES = {"synthetic": (3000, 500, 1000), "flickr8k": (6000, 1000, 1000)}  # train, dev, test images
 # mean tokens per caption (Σ tokens per batch of 128 / 128: results/benchmarks/run_profile*.md)
 TOKENS_PER_CAPTION = {"synthetic": 1603 / 128, "flickr8k": 1768 / 128}

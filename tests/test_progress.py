@@ -10,7 +10,7 @@ import pytest
 
 from coherent_itr.config import Config
 from reproduce import experiments, progress, tuning
-from reproduce.profiles import COSTS, TuningGrid, get_profile, run_seconds
+from reproduce.profiles import COSTS_MODEL, COSTS, TuningGrid, get_profile, run_seconds
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, planted, record
 
 
@@ -127,7 +127,7 @@ def test_run_estimate_is_run_seconds_for_the_measured_model_and_smaller_for_smok
     for data in ("synthetic", "flickr8k"):
         prof = dataclasses.replace(default, data=data) if data == "synthetic" else default
         c = experiments.arms("bcls", prof)[0].config(prof, 0)
-        c = c.replace(data=data)
+        c = c.replace(data=data, **COSTS_MODEL)  # the model the costs were measured with: no scaling
         assert progress.run_estimate_s(c, data) == pytest.approx(run_seconds(c, data))
         assert progress.run_estimate_s(c, data, evaluated=False) == pytest.approx(run_seconds(c, data, evaluated=False))
         assert progress.run_estimate_s(c, data, trained=True) == pytest.approx(
