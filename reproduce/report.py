@@ -165,24 +165,29 @@ def setup_plotting():
 
 
 def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", title: str = "", ncols: int | None = None):
-    """One panel per ``(column, axis label)`` in ``ys``: mean over seeds per epoch with a 95% band."""
+    """One panel per ``(column, axis label)`` in ``ys``: mean over seeds per epoch with a 95% band, each ``hue``
+    value its own colour, marker and dash; one legend
+    right of the panels; labels wrapped to fit (:func:`reproduce.analyses.plotting.fit_text`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from .analyses import plotting
 
     ncols = ncols or len(ys)
     nrows = int(np.ceil(len(ys) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
-        sns.lineplot(data=hist, x="epoch", y=col, hue=hue, errorbar=("ci", 95), marker="o", ax=ax)
+        sns.lineplot(
+            data=hist, x="epoch", y=col, hue=hue, style=hue, markers=True, errorbar=("ci", 95), ax=ax
+        )  # a marker shape and a dash per series: a curve under another still shows
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
-        ax.legend(fontsize=7, title=None)
     for ax in list(axes.flat)[len(ys) :]:
         ax.set_visible(False)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig)
+    return plotting.fit_text(fig)
 
 
 def sweep_plot(
@@ -194,21 +199,24 @@ def sweep_plot(
     title: str = "",
     marks: dict | None = None,
 ):
-    """Metric vs a swept value: mean over seeds with 95% interval bars; optional vertical marks."""
+    """Metric vs a swept value: mean over seeds with 95% interval bars; optional vertical marks ``{label:
+    x}`` (dashed grey lines, named in the legend, not written over the data)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from .analyses import plotting
 
     fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
         sns.pointplot(data=df, x=x, y=col, errorbar=("ci", 95), native_scale=True, ax=ax, capsize=0.1)
         if logx:
             ax.set_xscale("log")
-        for name, val in (marks or {}).items():
-            ax.axvline(val, ls="--", c="grey")
-            ax.text(val, ax.get_ylim()[1], f" {name}", va="top", fontsize=8, color="grey")
+        for k, (name, val) in enumerate((marks or {}).items()):
+            ax.axvline(val, ls=("--", "-.", ":")[k % 3], c="grey", label=f"{name} (grey line)")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    if marks:
+        plotting.legend_outside(fig)
+    return plotting.fit_text(fig)
