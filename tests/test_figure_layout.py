@@ -561,6 +561,56 @@ def test_layout_problems_finds_an_annotation_and_a_legend_over_the_data():
     assert any(p.startswith("legend is drawn over a line") for p in problems)
 
 
+def test_layout_problems_finds_a_legend_entry_listed_twice():
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.axvline(0.5, label="calibrated θ = 0.508")
+    ax.axvline(0.5, label="calibrated θ = 0.508")
+    ax.legend(**plotting.LEGEND_RIGHT)
+    fig.tight_layout()
+    assert plotting.layout_problems(fig) == ["legend lists ['calibrated θ = 0.508'] more than once"]
+
+
+def test_theta_figure_draws_a_shared_value_once():
+    table = pd.DataFrame(
+        {"value": [0.4, 0.35, 0.508, 0.447, 0.508, 0.447]},
+        index=[
+            "paper θ₁",
+            "paper θ₂",
+            "calibrated θ₁ (measured here)",
+            "calibrated θ₂ (measured here)",
+            "calibrated θ₁ (profile: the runs)",
+            "calibrated θ₂ (profile: the runs)",
+        ],
+    )
+    assert ladder.theta_lines(table)[2] == (
+        ["calibrated θ₁ (measured here)", "calibrated θ₁ (profile: the runs)"],
+        0.508,
+    )
+    fig = ladder.theta_figure(np.linspace(-0.2, 0.9, 500), table, "t")
+    names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "calibrated θ₁ (measured here; profile: the runs) = 0.508" in names and len(fig.axes[0].lines) == 4
+
+
+def test_bcls_fig4_puts_the_loss_on_a_log_axis_and_shades_the_warm_up():
+    fig = fig_bcls_fig4()
+    loss_ax = fig.axes[0]
+    assert loss_ax.get_yscale() == "log"
+    spans = [p for ax in fig.axes for p in ax.patches if p.get_label().startswith("warm-up epoch")]
+    assert len(spans) == 2  # epoch 1 in both panels
+    x0, x1 = spans[0].get_x(), spans[0].get_x() + spans[0].get_width()
+    assert (x0, x1) == (0.5, 1.5)
+    styles = {line.get_label(): (line.get_marker(), line.get_linestyle()) for line in loss_ax.lines if line.get_label()}
+    shown = [styles[a] for a in (bcls.HN, bcls.SN, bcls.BC) if a in styles]
+    assert len(set(shown)) == len(shown) == 3  # a marker and a dash per arm: a curve under another still shows
+
+
+def test_sweep_marks_are_named_in_the_legend_not_written_on_the_data():
+    fig = fig_bcls_fig5ab()
+    assert not any(ax.texts for ax in fig.axes)
+    names = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert "measured std = 0.167 (grey line)" in names
+
+
 def test_layout_problems_is_empty_for_a_clean_figure():
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1, 2], [0, 1, 2], label="data")

@@ -6,9 +6,9 @@
   tick labels rotated) until each fits the space it has, then ``tight_layout``; every figure function of
   ``reproduce.analyses``, :mod:`reproduce.report` and :mod:`reproduce.qualitative` ends with it;
 * :func:`layout_problems` — what a reader would see as broken: two text elements (titles, axis labels,
-  tick labels, legends, annotations) overprinting each other, text leaving the canvas, or an annotation
-  or legend drawn over the data. ``tests/test_figure_layout.py`` renders every figure function on
-  planted data and asks it for an empty list.
+  tick labels, legends, annotations) overprinting each other, text leaving the canvas, a legend entry
+  listed twice, or an annotation or legend drawn over the data. ``tests/test_figure_layout.py`` renders
+  every figure function on planted data and asks it for an empty list.
 
 Bounding boxes come from matplotlib's renderer (``artist.get_window_extent(renderer)``, display pixels).
 """
@@ -252,8 +252,8 @@ def _data_paths(ax):
 def layout_problems(fig, tol: float = 1.0) -> list[str]:
     """What is broken in ``fig`` once drawn, one sentence each (empty: nothing): two text elements of
     :func:`text_boxes` overlapping by more than ``tol`` pixels both ways (a legend's own entries and the
-    legend itself are one element), a text element reaching outside the canvas, or an annotation or a legend
-    drawn over a line or bar of an axis it sits on."""
+    legend itself are one element), a text element reaching outside the canvas, a legend naming an entry twice,
+    or an annotation or a legend drawn over a line or bar of an axis it sits on."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     boxes = text_boxes(fig, renderer)
@@ -265,6 +265,11 @@ def layout_problems(fig, tol: float = 1.0) -> list[str]:
     for name, _, box in boxes:
         if box.x0 < canvas.x0 - tol or box.y0 < canvas.y0 - tol or box.x1 > canvas.x1 + tol or box.y1 > canvas.y1 + tol:
             problems.append(f"{name} leaves the canvas ({box.x0:.0f}, {box.y0:.0f}, {box.x1:.0f}, {box.y1:.0f})")
+    for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_visible())]:
+        names = [t.get_text() for t in leg.get_texts()] if leg is not None else []
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"legend lists {twice} more than once")
     from matplotlib.transforms import Bbox
 
     for ax in fig.axes:
