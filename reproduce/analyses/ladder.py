@@ -89,8 +89,9 @@ def pretty(summ: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
 
 
 def markdown(df: pd.DataFrame) -> str:
-    """``df`` as Markdown with readable headers (:func:`reproduce.labels.readable`; MultiIndex rows flattened)."""
-    return labels.markdown(report.flat(df))
+    """``df`` as Markdown with readable headers (:func:`reproduce.labels.readable`; MultiIndex rows flattened;
+    :func:`reproduce.report.markdown_table`: cells escaped, at most 9 columns per table, short headers)."""
+    return report.markdown_table(labels.readable(report.flat(df)))
 
 
 def publish(pg, name: str, numbers: pd.DataFrame, shown: pd.DataFrame | None = None, caption: str = ""):

@@ -113,7 +113,7 @@ def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: 
 
     view = headers(table).astype(object)  # object cells: an integer column stays integer in the Markdown
     report.save_table(numbers, pg.out, pg.paper, name, caption, view)
-    return Markdown(caption + "\n\n" + view.to_markdown(disable_numparse=True))
+    return Markdown(caption + "\n\n" + report.markdown_table(view))
 
 
 def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):

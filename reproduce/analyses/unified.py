@@ -207,7 +207,7 @@ def show(pg, name: str, caption: str, numbers: pd.DataFrame, view: pd.DataFrame 
 
     view = labels.readable(numbers if view is None else view)
     report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, view)
-    display(Markdown(caption + "\n\n" + view.to_markdown(disable_numparse=True)))
+    display(Markdown(caption + "\n\n" + report.markdown_table(view)))
 
 
 # --------------------------------------------------------------------------------------------------
