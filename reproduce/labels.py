@@ -483,9 +483,11 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
 
 
 def markdown(df: pd.DataFrame, arms: bool = True) -> str:
-    """:func:`readable` as a Markdown table, the formatted text kept as is (tabulate would otherwise
-    re-parse "2.0" as a number and print "2")."""
-    return readable(df, arms).to_markdown(disable_numparse=True)
+    """:func:`readable` as a Markdown table, the formatted text kept as is (:func:`reproduce.report.markdown_table`:
+    cells escaped, at most 9 columns per table, short headers with a legend)."""
+    from .report import markdown_table
+
+    return markdown_table(readable(df, arms))
 
 
 # --------------------------------------------------------------------------------------------------

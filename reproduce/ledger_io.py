@@ -574,7 +574,9 @@ def verdict_cell(r) -> str:
 
 
 def _cell(s) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ") if isinstance(s, str) and s else "—"
+    from .report import md_cell
+
+    return md_cell(s) if isinstance(s, str) and s else "—"
 
 
 def noise_floor_markdown(df: pd.DataFrame) -> str:

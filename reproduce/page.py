@@ -104,7 +104,7 @@ class Page:
         if show:
             from IPython.display import Markdown, display
 
-            display(Markdown(cap + "\n\n" + view.to_markdown(index=False)))
+            display(Markdown(cap + "\n\n" + report.markdown_table(view, index=False)))
         return t
 
     def qualitative(self, arms: list[str], n: int = 3, k: int = 5, show: bool = True):
@@ -186,6 +186,7 @@ class Page:
 def effects_markdown(df: pd.DataFrame) -> str:
     """The claim rows a notebook wrote, effects and 95% intervals only, primary rows first."""
     from .ledger_io import fmt_num
+    from .report import md_cell
 
     d = df.copy()
     d["role"] = d.get("role", pd.Series([""] * len(d))).fillna("").replace("", "secondary")
@@ -198,8 +199,9 @@ def effects_markdown(df: pd.DataFrame) -> str:
 
     for r in d.to_dict("records"):
         metric = in_text(r["metric"]) if isinstance(r["metric"], str) else r["metric"]
+        cells = [r["id"], r["role"], r["arms"], metric]
         lines.append(
-            f"| {r['id']} | {r['role']} | {r['arms']} | {metric} | {fmt_num(r['effect'])} "
+            "| " + " | ".join(md_cell(c) for c in cells) + f" | {fmt_num(r['effect'])} "
             f"[{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}] | {r['n_seeds']} |"
         )
     return (

@@ -467,12 +467,14 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
     )
     fam = family_table(profile, papers)
     sweeps = fam[~fam["main"]].drop(columns=["main"])
-    body = (df.to_markdown(index=False) if len(df) else "") + "\n"
+    from .report import markdown_table
+
+    body = (markdown_table(df, index=False) if len(df) else "") + "\n"
     if g and len(sweeps):
         body += (
             "\n## Families: the main arm whose tuned setting each other arm uses\n\n"
             "(`fixed`: a setting field the arm fixes itself, e.g. the warm-up sensitivity rows)\n\n"
-            + sweeps.to_markdown(index=False)
+            + markdown_table(sweeps, index=False)
             + "\n"
         )
     (out / "tuning_summary.md").write_text(head + body)

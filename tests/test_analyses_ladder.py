@@ -339,11 +339,21 @@ def close_figures():
 
 
 def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
+    def legend_texts(fig):
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        assert len(legends) == 1 and not fig.legends
+        return {t.get_text() for t in legends[0].get_texts()}
+
     fig = L.cs_bars(frames()["table1"], "true", "r*", "t")
-    assert len(fig.axes) == 4 and len(fig.legends) == 1
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"Sentence-BERT (circular)", "r* (independent)"}
-    flickr = L.cs_bars(frames(drop_yard=True)["table1"], "expert", "experts", "t")  # no K-specific yardstick
-    assert {t.get_text() for t in flickr.legends[0].get_texts()} == {"Sentence-BERT (circular)"}
+    assert len(fig.axes) == 4 and legend_texts(fig) == {"Sentence-BERT (circular)", "r* (independent)"}
+    # no K-specific yardstick: one more panel, the expert τ on non-GT pairs, so the figure still compares
+    flickr = L.cs_bars(frames(drop_yard=True)["table1"], "expert", "experts", "t")
+    assert [ax.get_title() for ax in flickr.axes][-1] == "expert τ-b, non-GT pairs"
+    assert legend_texts(flickr) == {"Sentence-BERT (circular)", "expert τ, non-GT pairs (independent)"}
+    heights = sorted(round(p.get_height(), 6) for p in flickr.axes[-1].patches if p.get_height())
+    assert heights == [0.5, 0.5, 0.5]  # the planted expert τ of each arm
+    bare = L.cs_bars(frames(drop_yard=True)["table1"].drop(columns="expert_kendall_nongt"), "expert", "experts", "t")
+    assert len(bare.axes) == 4 and bare._suptitle.get_text().replace("\n", " ").endswith("no experts in these results")
 
 
 def test_sweep_figure_legends_right_of_the_panels(close_figures):

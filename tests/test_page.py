@@ -137,3 +137,77 @@ def test_int_epochs_sets_integer_ticks_on_epoch_axes_only():
     assert isinstance(a.xaxis.get_major_locator(), MaxNLocator) and a.xaxis.get_major_locator()._integer
     assert b.xaxis.get_major_locator() is before  # other axes untouched
     plt.close(fig)
+
+
+# --- Markdown tables a person reads ---------------------------------------------------------------------
+def split_row(line: str) -> list[str]:
+    """The cells of one Markdown table row, split at the pipes that are not escaped (GitHub's rule)."""
+    import re
+
+    assert line.startswith("|") and line.endswith("|"), line
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line[1:-1])]
+
+
+def tables_of(md: str) -> list[list[list[str]]]:
+    """Every Markdown table of ``md`` as rows of cells (header first, the --- line dropped)."""
+    out, cur = [], []
+    for line in md.split("\n"):
+        if line.startswith("|"):
+            if not set(line) <= set("|-: "):
+                cur.append(split_row(line))
+        elif cur:
+            out.append(cur)
+            cur = []
+    return out + ([cur] if cur else [])
+
+
+def test_md_cell_escapes_pipes_and_line_breaks():
+    assert report.md_cell("|gap| ≤ 0.01\nnext") == "\\|gap\\| ≤ 0.01 next"
+    assert report.md_cell("a \\| b") == "a \\| b"  # escaped once, not twice
+    assert report.md_cell(float("nan")) == "–" and report.md_cell(None) == "–" and report.md_cell(3) == "3"
+
+
+def test_markdown_table_keeps_every_row_as_wide_as_its_header_with_pipes_in_cells():
+    df = pd.DataFrame({"arm": ["A|B", "C"], "|gap| (cosine)": ["0.1 | 0.2", "x\ny"]})
+    md = report.markdown_table(df, index=False)
+    (table,) = tables_of(md)
+    assert table[0] == ["arm", "\\|gap\\| (cosine)"]
+    assert table[1] == ["A\\|B", "0.1 \\| 0.2"] and table[2] == ["C", "x y"]
+    assert all(len(row) == 2 for row in table)
+    old = df.to_markdown(index=False)  # what the writers used to emit: the pipes split the cells
+    assert any(len(split_row(line)) != 2 for line in old.split("\n") if not set(line) <= set("|-: "))
+
+
+def test_markdown_table_splits_wide_frames_and_explains_short_headers():
+    cols = [f"R@{k} image→text (Sentence-BERT pseudo labels) [%] ↑" for k in range(1, 21)]
+    idx = pd.MultiIndex.from_tuples([("ours", "VSE++"), ("paper", "Ladder")], names=["source", "arm"])
+    df = pd.DataFrame([[float(k) for k in range(20)], [float(k + 100) for k in range(20)]], index=idx, columns=cols)
+    md = report.markdown_table(df)
+    tables = tables_of(md)
+    assert len(tables) == 3 and all(len(t[0]) <= report.MAX_MD_COLUMNS for t in tables)
+    for t in tables:  # row labels repeated in every part
+        assert t[0][:2] == ["source", "arm"] and [r[:2] for r in t[1:]] == [["ours", "VSE++"], ["paper", "Ladder"]]
+    headers = [h for t in tables for h in t[0][2:]]
+    assert len(headers) == 20 == len(set(headers)) and all(len(h) <= report.SHORT_HEADER + 4 for h in headers)
+    values = {h: (r1, r2) for t in tables for h, r1, r2 in zip(t[0][2:], t[1][2:], t[2][2:])}
+    for k, full in enumerate(cols):  # the legend spells every short header out; the numbers stay in place
+        short = next(h for h in headers if f"* **{h}**: {full}" in md)
+        assert values[short] == (str(float(k)), str(float(k + 100)))
+
+
+def test_save_table_markdown_has_at_most_nine_columns_and_the_csv_all(tmp_path):
+    df = pd.DataFrame([range(17)], columns=[f"metric number {k} with a long name" for k in range(17)], index=["A"])
+    report.save_table(df, tmp_path, "p", "wide", "caption")
+    md = (tmp_path / "p" / "wide.md").read_text()
+    assert md.startswith("caption\n\n") and all(len(t[0]) <= 9 for t in tables_of(md))
+    assert pd.read_csv(tmp_path / "p" / "wide.csv", index_col=0).shape == (1, 17)
+
+
+def test_effects_markdown_escapes_pipes_in_cells():
+    df = pd.DataFrame(
+        [
+            dict(id="S1", role="primary", arms="A | B", metric="rsum", effect=1.0, ci_low=0.5, ci_high=1.5, n_seeds=3),
+        ]
+    )
+    (table,) = tables_of(page.effects_markdown(df))
+    assert all(len(row) == len(table[0]) for row in table) and table[1][2] == "A \\| B"

@@ -292,7 +292,7 @@ def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_
     save_table(df, tmp_path, "p", "t", "caption")
     md = (tmp_path / "p" / "t.md").read_text()
     assert md.startswith("caption\n\n")
-    assert "0.7178" in md and "5.605e-05" in md and "446.9" in md and "200000" in md and "nan" in md
+    assert "0.7178" in md and "5.605e-05" in md and "446.9" in md and "200000" in md and "| – |" in md
     assert "0.717751" not in md and "446.867" not in md
     assert "0.717751" in (tmp_path / "p" / "t.csv").read_text()
 

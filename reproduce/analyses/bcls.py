@@ -149,23 +149,31 @@ def early_val_rsum(hist: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
 
 
 def fig4(hist: pd.DataFrame, arms: list[str], title: str):
-    """Fig. 4 analogue: training loss per batch and validation RSUM per epoch of ``arms`` (mean over seeds
-    with a 95% band, :func:`reproduce.report.curves`), one legend outside the panels, integer epochs."""
+    """Fig. 4 analogue: training loss per batch (log scale: a warm-up epoch on all negatives sums ~100× the
+    loss of the others) and validation RSUM per epoch of ``arms`` (mean over seeds with a 95% band,
+    :func:`reproduce.report.curves`); warm-up epochs (``hist.warmup``) shaded grey and named in the legend; one
+    legend outside the panels, integer epochs."""
+    from . import plotting
+
+    sub = hist[hist["arm"].isin(arms)]
     fig = report.curves(
-        hist[hist["arm"].isin(arms)],
-        [("train_loss", "training loss per batch (unitless)"), ("val_rsum", "validation RSUM (%)")],
+        sub,
+        [("train_loss", "training loss per batch (unitless, log scale)"), ("val_rsum", "validation RSUM (%)")],
         title=title,
     )
-    _legend_outside(fig)
-    return report.int_epochs(fig)
-
-
-def _legend_outside(fig) -> None:
-    handles, names = fig.axes[0].get_legend_handles_labels()
-    for ax in fig.axes:
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-    fig.axes[-1].legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    loss_ax = fig.axes[0]
+    if (sub["train_loss"] > 0).all():
+        loss_ax.set_yscale("log")
+    warm = sub[sub["warmup"].fillna(False).astype(bool)] if "warmup" in sub else sub.iloc[:0]
+    if len(warm):
+        who = ", ".join(dict.fromkeys(warm["arm"]))
+        for ax in fig.axes:
+            for e in sorted(warm["epoch"].unique()):
+                ax.axvspan(
+                    e - 0.5, e + 0.5, color="grey", alpha=0.15, lw=0, label=f"warm-up epoch on all negatives ({who})"
+                )
+    plotting.legend_outside(report.int_epochs(fig))
+    return plotting.fit_text(fig)
 
 
 # --- B4 / B8: Tables VI, VII, IX ---------------------------------------------------------------------
@@ -289,10 +297,13 @@ def arm_at(df: pd.DataFrame, x: str, value: float) -> str:
 
 def sweep_figure(df, ref, x, ys, xlabel, ref_label, sweep_label, title, logx=False, marks=None):
     """Fig. 5 analogue: ``ys`` vs the swept ``x`` (mean over seeds with 95% CI bars,
-    :func:`reproduce.report.sweep_plot`) and, per panel, the reference arm ``ref`` (rows of another arm) as
-    a dotted line at its mean with its 95% Student-t band over seeds; one legend outside the panels."""
+    :func:`reproduce.report.sweep_plot`, ``marks`` as grey vertical lines named in the legend) and, per panel,
+    the reference arm ``ref`` (rows of another arm) as a dotted line at its mean with its 95% Student-t band over
+    seeds; one legend outside the panels."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
+
+    from . import plotting
 
     fig = report.sweep_plot(df, x, ys, xlabel, logx=logx, title=title, marks=marks)
     values = sorted(df[x].unique())
@@ -304,15 +315,16 @@ def sweep_figure(df, ref, x, ys, xlabel, ref_label, sweep_label, title, logx=Fal
         ax.axhline(m, ls=":", c="C3")
         if np.isfinite(lo):
             ax.axhspan(lo, hi, color="C3", alpha=0.12)
-    line = plt.Line2D([], [], ls=":", c="C3")
-    fig.axes[-1].legend(
-        [plt.Line2D([], [], marker="o", c="C0"), line],
-        [sweep_label, ref_label + ", mean ± 95% CI"],
-        fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1),
-    )
-    return fig
+    handles = [plt.Line2D([], [], marker="o", c="C0"), plt.Line2D([], [], ls=":", c="C3")]
+    names = [sweep_label, ref_label + ", mean ± 95% CI"]
+    for h, name in zip(*fig.axes[0].get_legend_handles_labels()):  # the marks of sweep_plot
+        handles.append(h)
+        names.append(name)
+    for ax in fig.axes:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.axes[-1].legend(handles, names, fontsize=8, **plotting.LEGEND_RIGHT)
+    return plotting.fit_text(fig)
 
 
 # --- B7: Sec. III-D micro-benchmark ------------------------------------------------------------------
@@ -388,6 +400,8 @@ def b7_figure(bench: pd.DataFrame, title: str):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from . import plotting
+
     fig, ax = plt.subplots(figsize=(6, 4))
     sns.lineplot(data=bench, x="N", y="ms", hue="loss", errorbar=("ci", 95), marker="o", ax=ax)
     ax.set_xscale("log", base=2)
@@ -395,8 +409,8 @@ def b7_figure(bench: pd.DataFrame, title: str):
     ax.set_xlabel("batch size N (pairs)")
     ax.set_ylabel("forward + backward time (ms, log scale)")
     ax.set_title(title)
-    ax.legend(fontsize=8, title=None, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return fig
+    ax.legend(fontsize=8, title=None, **plotting.LEGEND_RIGHT)
+    return plotting.fit_text(fig)
 
 
 # --- B9: Table II -----------------------------------------------------------------------------------

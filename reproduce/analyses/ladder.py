@@ -89,8 +89,9 @@ def pretty(summ: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
 
 
 def markdown(df: pd.DataFrame) -> str:
-    """``df`` as Markdown with readable headers (:func:`reproduce.labels.readable`; MultiIndex rows flattened)."""
-    return labels.markdown(report.flat(df))
+    """``df`` as Markdown with readable headers (:func:`reproduce.labels.readable`; MultiIndex rows flattened;
+    :func:`reproduce.report.markdown_table`: cells escaped, at most 9 columns per table, short headers)."""
+    return report.markdown_table(labels.readable(report.flat(df)))
 
 
 def publish(pg, name: str, numbers: pd.DataFrame, shown: pd.DataFrame | None = None, caption: str = ""):
@@ -173,9 +174,13 @@ def identity_check(df: pd.DataFrame, arms, reference: str, metric: str = "rsum")
 # --- figures ---------------------------------------------------------------------------------------------
 def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 1000)):
     """Tables I/III as bars: one panel per CS@k and direction, each arm's CS against Sentence-BERT (circular)
-    beside the independent yardstick; bars = mean, whiskers = 95% CI over seeds."""
+    beside the independent yardstick (``cs<k>_<dir>_<yard>``); when the results have no K-specific yardstick
+    but the expert τ on non-GT pairs (``expert_kendall_nongt``, Flickr8k), one more panel shows that; when they
+    have neither, the title says so. Bars = mean, whiskers = 95% CI over seeds; one legend outside."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from . import plotting
 
     order = list(df.arm.unique())
     panels = {
@@ -183,24 +188,26 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
         for d in DIRS
         for k in ks
     }
+    k_specific = any(len(keys) > 1 for keys in panels.values())
+    if not k_specific and "expert_kendall_nongt" in df.columns:
+        panels["expert τ-b, non-GT pairs"] = ["expert_kendall_nongt"]
+    elif not k_specific:
+        title += f" — no {yard_name} in these results"
+    panels = {name: keys for name, keys in panels.items() if keys}
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), sharey=True, squeeze=False)
+    hue_order = list(dict.fromkeys(yardstick_label(k, yard_name) for keys in panels.values() for k in keys))
     for ax, (name, keys) in zip(axes.flat, panels.items()):
         lf = long_form(df, keys)
         lf["yardstick"] = [yardstick_label(k, yard_name) for k in lf.metric]
-        sns.barplot(data=lf, x="arm", y="value", hue="yardstick", order=order, errorbar=("ci", 95), ax=ax)
+        sns.barplot(
+            data=lf, x="arm", y="value", hue="yardstick", hue_order=hue_order, order=order, errorbar=("ci", 95), ax=ax
+        )
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("")
         ax.set_ylabel("coherent score (Kendall τ-b, −1…1)")
-        ax.tick_params(axis="x", rotation=30)
-        for t in ax.get_xticklabels():
-            t.set_horizontalalignment("right")
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, **LEGEND)
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig, fontsize=7)
+    return plotting.fit_text(fig)
 
 
 def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title: str, yard_name: str, order=None):
@@ -209,6 +216,8 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
     per yardstick (× hue value when there are several). Each panel's legend sits to its right."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    from . import plotting
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6.6 * len(panels), 3.8), squeeze=False)
     for ax, (keys, ylabel, ptitle) in zip(axes.flat, panels):
@@ -236,8 +245,7 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
         ax.set_title(ptitle, fontsize=10)
         ax.legend(**LEGEND)
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return plotting.fit_text(fig)
 
 
 SWEEPS = {  # group → (x column, hue, x label, CS@K of its panels): Tables IV/V, VI/VII, VIII/IX
@@ -267,10 +275,13 @@ def sweep_view(group: str, df: pd.DataFrame, yard: str, yard_name: str, title: s
     order = list(d[x].cat.categories) if group == "lminmax" else None
     fig = sweep_figure(d, x, panels, hue, xlabel, title, yard_name, order=order)
     if group == "lminmax":
+        from . import plotting
+
         split = len(fixed_bounds(order)) - 0.5
         for ax in fig.axes:
             ax.tick_params(axis="x", rotation=45)
             ax.axvline(split, ls=":", c="grey")
+        plotting.fit_text(fig)
     return fig
 
 
@@ -363,6 +374,8 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from . import plotting
+
     theta, batch_size = f6["theta"], f6["batch_size"]
     fig, axes = plt.subplots(1, 3, figsize=(19, 3.8))
     sns.lineplot(
@@ -417,8 +430,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
     for ax in axes:
         ax.legend(**LEGEND)
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return plotting.fit_text(fig)
 
 
 # --- θ calibrated to the relevance model (calibration.py) ------------------------------------------------
@@ -450,6 +462,26 @@ def theta_calibration(provider, train, profile_theta=None, n_batches=50, batch_s
     return {"values": calibration.off_diagonal(mats), "thetas": thetas, "table": tab.set_index("θ")}
 
 
+def theta_lines(table: pd.DataFrame, digits: int = 3) -> list[tuple[list[str], float]]:
+    """The vertical lines of :func:`theta_figure`: the θ of ``table`` (index = name, column ``value``) with the
+    same kind (paper / calibrated) and the same value at ``digits`` decimals merged into one line (e.g. the θ
+    measured here and the profile's, when the runs use that very calibration), in table order."""
+    merged: dict = {}
+    for name, v in table["value"].items():
+        kind = "paper" if str(name).startswith("paper") else "calibrated"
+        merged.setdefault((kind, round(float(v), digits)), ([], float(v)))[0].append(str(name))
+    return list(merged.values())
+
+
+def theta_label(names: list[str]) -> str:
+    """One legend label for θ names that share a line: "calibrated θ₁ (measured here; profile: the runs)"."""
+    if len(names) == 1:
+        return names[0]
+    head = names[0].split(" (")[0]
+    notes = [n[len(head) :].strip().strip("()") for n in names]
+    return f"{head} ({'; '.join(n for n in notes if n)})"
+
+
 def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     """The relevance distribution against θ: left, the density of off-diagonal relevance; right, the share of
     pairs ≥ t (log scale) with the scope-of-interest shares (1.9 % / 3.9 %, Sec. V-B) — a calibrated θ sits
@@ -457,6 +489,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     import matplotlib.pyplot as plt
 
     from .. import calibration
+    from . import plotting
 
     fig, axes = plt.subplots(1, 2, figsize=(16, 3.8))
     axes[0].hist(values, bins=70, density=True, color="C0", alpha=0.6, label="off-diagonal pairs")
@@ -466,16 +499,16 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     for s, ls in zip(calibration.SCOPE_SHARES, (":", "-.")):
         axes[1].axhline(100 * s, c="grey", ls=ls, lw=1, label=f"scope share {100 * s:.1f} %")
     styles = {"paper": ("crimson", "--"), "calibrated": ("black", "-")}
-    for name, v in table["value"].items():
-        c, ls = styles["paper" if name.startswith("paper") else "calibrated"]
+    for names, v in theta_lines(table):
+        c, ls = styles["paper" if names[0].startswith("paper") else "calibrated"]
         for ax in axes:
             ax.axvline(
                 v,
                 c=c,
                 ls=ls,
                 lw=1,
-                alpha=0.5 if "profile" in name else 0.9,
-                label=f"{name} = {v:.3f}" if ax is axes[0] else None,
+                alpha=0.5 if all("profile" in n for n in names) else 0.9,
+                label=f"{theta_label(names)} = {v:.3f}" if ax is axes[0] else None,
             )
     axes[0].set(
         xlabel="Sentence-BERT cosine relevance (unitless)",
@@ -491,8 +524,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     for ax in axes:
         ax.legend(**LEGEND)
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return plotting.fit_text(fig)
 
 
 def literal_of(arm: str) -> str | None:

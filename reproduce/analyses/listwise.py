@@ -159,14 +159,12 @@ def headers(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def legends_outside(fig):
-    """Every axes legend of ``fig`` moved to the right of its panel (outside the data); returns ``fig``."""
-    import seaborn as sns
+    """One legend for ``fig`` right of its panels (every panel's entries, each label once;
+    :func:`reproduce.analyses.plotting.legend_outside`), text fitted; returns ``fig``."""
+    from . import plotting
 
-    for ax in fig.axes:
-        if ax.get_legend() is not None:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=None, fontsize=7)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig, fontsize=7)
+    return plotting.fit_text(fig)
 
 
 # --- Tables V–VII ------------------------------------------------------------------------------------------
@@ -190,28 +188,48 @@ def direction_mean(df: pd.DataFrame, family: str, yard: str) -> pd.Series:
 
 def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
     """Tables V–VII as bars: test RSUM per arm (left) and mAP@R against ``yard`` positives per direction
-    (right); bars are means over seeds, error bars 95% bootstrap intervals over seeds (seaborn)."""
+    (right, one group per direction); bars are means over seeds, error bars 95% bootstrap intervals over seeds
+    (seaborn); one legend outside."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     from reproduce import labels
 
+    from . import plotting
+
     maps = semantic_columns(df5, yard, ("mapr",))
     long = df5.melt(id_vars=["arm", "seed"], value_vars=["rsum", *maps], var_name="metric", value_name="value")
-    long["metric"] = long["metric"].map(labels.label)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
-    rs = long["metric"] == labels.label("rsum")
+    rs = long["metric"] == "rsum"
+    long["direction"] = long["metric"].map(lambda m: labels.DIRECTIONS.get(m.split("_")[1], m) if m != "rsum" else "")
+    arms = list(dict.fromkeys(long["arm"]))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.2, 1.4]})
     sns.barplot(
-        data=long[rs], x="arm", y="value", hue="arm", errorbar=("ci", 95), capsize=0.1, ax=axes[0], legend=False
+        data=long[rs],
+        x="arm",
+        y="value",
+        hue="arm",
+        order=arms,
+        hue_order=arms,
+        errorbar=("ci", 95),
+        capsize=0.1,
+        ax=axes[0],
+        legend=False,
     )
     axes[0].set(ylabel="test RSUM (%, sum of six R@K)", xlabel="")
-    axes[0].tick_params(axis="x", rotation=15)
-    sns.barplot(data=long[~rs], x="metric", y="value", hue="arm", errorbar=("ci", 95), capsize=0.1, ax=axes[1])
-    axes[1].set(ylabel=f"mAP@R against {yard} positives (%)", xlabel="")
-    sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.01, 1), title=None, fontsize=8)
+    sns.barplot(
+        data=long[~rs],
+        x="direction",
+        y="value",
+        hue="arm",
+        hue_order=arms,
+        errorbar=("ci", 95),
+        capsize=0.1,
+        ax=axes[1],
+    )
+    axes[1].set(ylabel=f"mAP@R against {yard} positives (%)", xlabel="retrieval direction")
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig)
+    return plotting.fit_text(fig)
 
 
 # --- Figs. 5–7 -----------------------------------------------------------------------------------------------
@@ -355,61 +373,67 @@ def n3_margins(err_direct: pd.DataFrame, tau: float | None = None) -> list[float
 
 def fig6(nd: pd.DataFrame, title: str):
     """Fig. 6: epoch means of NDCG-hat and NDCG per listwise arm (one panel each), per direction; lines
-    are means over seeds, bands 95% bootstrap intervals over seeds (seaborn); legend outside the panels."""
-    import seaborn as sns
-
-    from reproduce import report
-
-    long = nd.melt(id_vars=["arm", "seed", "epoch", "direction"], var_name="quantity", value_name="value")
-    g = sns.relplot(
-        data=long,
-        x="epoch",
-        y="value",
-        hue="quantity",
-        style="direction",
-        col="arm",
-        kind="line",
-        marker="o",
-        errorbar=("ci", 95),
-        height=3.4,
-        aspect=1.2,
-    )
-    g.set_axis_labels("epoch", "batch NDCG (0–1, epoch mean)")
-    report.int_epochs(g.figure)
-    g.figure.suptitle(title, y=1.03)
-    return g.figure
-
-
-def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, title: str):
-    """Fig. 7: |NDCG-hat − NDCG| (log scale) (a) per epoch of the τ-sweep runs, (b) per τ on test batches
-    of trained and random embeddings; points are means, bars/bands 95% bootstrap intervals (over seeds in
-    (a), over seeds × batches in (b)); dashed line at 0.01 (the paper's bound); legends outside."""
+    are means over seeds, bands 95% bootstrap intervals over seeds (seaborn); one legend outside the panels."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     from reproduce import report
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    from . import plotting
+
+    long = nd.melt(id_vars=["arm", "seed", "epoch", "direction"], var_name="quantity", value_name="value")
+    arms = list(dict.fromkeys(long["arm"]))
+    fig, axes = plt.subplots(1, len(arms), figsize=(4.4 * len(arms), 3.4), sharey=True, squeeze=False)
+    for ax, arm in zip(axes.flat, arms):
+        sns.lineplot(
+            data=long[long["arm"] == arm],
+            x="epoch",
+            y="value",
+            hue="quantity",
+            style="direction",
+            marker="o",
+            errorbar=("ci", 95),
+            ax=ax,
+        )
+        ax.set(title=f"arm = {arm}", xlabel="epoch", ylabel="batch NDCG (0–1, epoch mean)")
+    report.int_epochs(fig)
+    fig.suptitle(title)
+    plotting.legend_outside(fig, fontsize=7)
+    return plotting.fit_text(fig)
+
+
+def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, title: str):
+    """Fig. 7: |NDCG-hat − NDCG| (log scale) (a) per epoch of the τ-sweep runs, (b) per τ on test batches
+    of trained and random embeddings; points are means, bars/bands 95% bootstrap intervals (over seeds in
+    (a), over seeds × batches in (b)); dashed line at 0.01 (the paper's bound); each panel's legend right of it."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from reproduce import report
+
+    from . import plotting
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
     sns.lineplot(data=err_epoch, x="epoch", y="error", hue="τ", marker="o", errorbar=("ci", 95), ax=axes[0])
-    axes[0].set(ylabel="|NDCG-hat − NDCG| (epoch means, log)", title="(a) during training (τ-sweep runs)")
+    axes[0].set(ylabel="|NDCG-hat − NDCG| (epoch means, log scale)", title="(a) during training (τ-sweep runs)")
     sns.pointplot(
         data=err_direct, x="τ", y="error", hue="source", native_scale=True, errorbar=("ci", 95), capsize=0.1, ax=axes[1]
     )
     axes[1].set_xscale("log")
     axes[1].set(
         xlabel="τ (sigmoid temperature, log scale)",
-        ylabel="|NDCG-hat − NDCG| per batch (log)",
+        ylabel="|NDCG-hat − NDCG| per batch (log scale)",
         title=f"(b) 10 batches of {batch_size} per seed model",
     )
-    for ax in axes:
+    for ax, legend_title in zip(axes, ("τ", None)):
         ax.set_yscale("log")
-        ax.axhline(0.01, ls="--", c="grey")
-        if ax.get_legend() is not None:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(0, -0.25), fontsize=7)
+        ax.axhline(0.01, ls="--", c="grey", label="0.01 (the paper's bound)")
+        handles, names = ax.get_legend_handles_labels()
+        names = [plotting.wrap(n, 28) for n in names]
+        ax.legend(handles, names, title=legend_title, fontsize=7, **plotting.LEGEND_RIGHT)
     fig.suptitle(title)
     report.int_epochs(fig)
-    fig.tight_layout()
-    return fig
+    return plotting.fit_text(fig)
 
 
 # --- Figs. 8–9 -----------------------------------------------------------------------------------------------
@@ -418,12 +442,13 @@ def fig_tau(dft: pd.DataFrame, ys: list, baseline: pd.Series, title: str):
     interval bars) with the Triplet (mean) mean as a dashed line (``baseline[column]``); legend outside."""
     from reproduce import report
 
+    from . import plotting
+
     fig = report.sweep_plot(dft, "τ", ys, "τ (sigmoid temperature, log scale)", logx=True, title=title)
     for ax, (col, _) in zip(fig.axes, ys):
         ax.axhline(baseline[col], ls="--", c="grey", label=f"{TRIP} (mean over seeds)")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig, fontsize=7)
+    return plotting.fit_text(fig)
 
 
 def flat_below(dft: pd.DataFrame, ref: float = 1e-2) -> tuple[list[str], float]:

@@ -115,7 +115,7 @@ def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: 
 
     view = headers(table).astype(object)  # object cells: an integer column stays integer in the Markdown
     report.save_table(numbers, pg.out, pg.paper, name, caption, view)
-    return Markdown(caption + "\n\n" + view.to_markdown(disable_numparse=True))
+    return Markdown(caption + "\n\n" + report.markdown_table(view))
 
 
 def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
@@ -124,6 +124,8 @@ def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str)
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from . import plotting
+
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes.flat, panels):
         sns.lineplot(data=df, x="fraction_pct", y=col, hue="method", errorbar=("ci", 95), marker="o", ax=ax)
@@ -131,11 +133,9 @@ def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str)
         ax.set_xticks([10, 25, 100], labels=["10", "25", "100"])
         ax.set_xlabel("training images used (%, log scale)")
         ax.set_ylabel(label)
-        ax.get_legend().remove()
-    axes.flat[-1].legend(*axes.flat[0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig)
+    return plotting.fit_text(fig)
 
 
 # --- Tables 4 and 5: τ × sampling × keep-triplet ------------------------------------------------------------
@@ -197,6 +197,8 @@ def grid_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from . import plotting
+
     rows = list(df.groupby(["variant", "keep"], sort=False).groups)
     fig, axes = plt.subplots(
         len(rows), len(panels), figsize=(4.4 * len(panels), 3.3 * len(rows)), squeeze=False, sharey="col"
@@ -220,13 +222,9 @@ def grid_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
             ax.set_xlabel("temperature τ (margin = Δφ / τ)")
             ax.set_ylabel(label)
             ax.set_title(f"SAM {variant}, " + ("triplet kept (T ✓)" if keep else "SAM only (T ✗)"), fontsize=10)
-            ax.get_legend().remove()
-    axes[0, -1].legend(
-        *axes[0, 0].get_legend_handles_labels(), title="sampling", loc="upper left", bbox_to_anchor=(1.01, 1)
-    )
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig, ax=axes[0, -1], title="sampling")
+    return plotting.fit_text(fig)
 
 
 # --- SAM margins on real batches (Eq. 7) --------------------------------------------------------------------
@@ -261,17 +259,17 @@ def margin_figure(phi_matrices, taus, title: str):
     """Histogram of the SAM Eq. 7 margins on real batches for every τ, with the authors' clamp at α = 1."""
     import matplotlib.pyplot as plt
 
+    from . import plotting
+
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for t in taus:
         ax.hist(margin_values(phi_matrices, t), bins=80, histtype="step", density=True, label=f"τ = {t:g}")
-    ax.axvline(1.0, ls="--", c="grey")
-    ax.text(1.0, ax.get_ylim()[1], " authors' clamp", va="top", fontsize=8, color="grey")
+    ax.axvline(1.0, ls="--", c="grey", label="α = 1: the authors' clamp")
     ax.set_xlabel("margin α = (φ(G_p, c⁺) − φ(G_p, c⁻)) / τ  (cosine units)")
     ax.set_ylabel("density")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(**plotting.LEGEND_RIGHT)
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return plotting.fit_text(fig)
 
 
 # --- Table 1: does the relevance a metric credits agree with the yardstick? ---------------------------------
@@ -496,6 +494,8 @@ def fig3_figure(f3: pd.DataFrame, title: str, ms=MS):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from . import plotting
+
     rels = list(dict.fromkeys(f3["G̃ from"]))
     fig, axes = plt.subplots(len(rels), 2, figsize=(11, 3.8 * len(rels)), squeeze=False)
     for axrow, rname in zip(axes, rels):
@@ -510,11 +510,9 @@ def fig3_figure(f3: pd.DataFrame, title: str, ms=MS):
             ax.set_xlabel("m = |G̃| (relevant non-GT items per query)")
             ax.set_ylabel(label)
             ax.set_title(f"G̃ ranked by {rname}", fontsize=10)
-            ax.get_legend().remove()
-    axes[0, -1].legend(*axes[0, 0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    plotting.legend_outside(fig, ax=axes[0, -1])
+    return plotting.fit_text(fig)
 
 
 # --- claims S1–S5 -------------------------------------------------------------------------------------------

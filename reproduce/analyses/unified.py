@@ -208,7 +208,7 @@ def show(pg, name: str, caption: str, numbers: pd.DataFrame, view: pd.DataFrame 
 
     view = labels.readable(numbers if view is None else view)
     report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, view)
-    display(Markdown(caption + "\n\n" + view.to_markdown(disable_numparse=True)))
+    display(Markdown(caption + "\n\n" + report.markdown_table(view)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -555,18 +555,12 @@ def identity_claim_rows(ident: pd.DataFrame) -> list[dict]:
 # Figures
 # --------------------------------------------------------------------------------------------------
 def legend_outside(fig, ax=None):
-    """One legend for ``fig`` (every axis's entries, first label wins) outside the data, right of ``ax``
-    (default: the last visible axis); the per-axis legends are removed. Returns ``fig``."""
-    entries: dict = {}
-    for a in fig.axes:
-        for h, lab in zip(*a.get_legend_handles_labels()):
-            if not lab.startswith("_"):
-                entries.setdefault(lab, h)
-        if a.get_legend() is not None:
-            a.get_legend().remove()
-    target = ax or [a for a in fig.axes if a.get_visible()][-1]
-    target.legend(list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return fig
+    """One legend for ``fig`` outside the data (:func:`reproduce.analyses.plotting.legend_outside`), text fitted
+    (:func:`reproduce.analyses.plotting.fit_text`). Returns ``fig``."""
+    from . import plotting
+
+    plotting.legend_outside(fig, ax=ax)
+    return plotting.fit_text(fig)
 
 
 def epoch_marks(ax, its: pd.DataFrame) -> None:
@@ -642,7 +636,6 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
     fig.suptitle(
         f"Fig. 4 analogue: positive vs hardest-negative similarity ({setup}); mean over seeds, band = 95% interval"
     )
-    fig.tight_layout()
     return legend_outside(report.int_epochs(fig))
 
 
@@ -667,7 +660,6 @@ def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
         f"Fig. 4 analogue: tangent gradient norms per sampled training step ({setup}); "
         "mean over seeds, band = 95% interval"
     )
-    fig.tight_layout()
     return legend_outside(fig)
 
 
@@ -705,7 +697,5 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     b.set_title("(b) scale sweep at m = 0.2")
     for ax in (a, b):
         ax.set_ylabel("test RSUM (%)")
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
     fig.suptitle(f"Fig. 5 analogue ({setup})")
-    fig.tight_layout()
-    return fig
+    return legend_outside(fig)
