@@ -282,7 +282,8 @@ def announce(args, plans: list[DataSetPlan]) -> None:
             flush=True,
         )
     total = sum(len(p.todo) for p in plans)
-    print(f"reproduce: {total} run(s) to train in all; cache {paths.cache_dir()}", flush=True)
+    none = " (the selected papers train nothing)" if args.papers and all(p.papers == [] for p in plans) else ""
+    print(f"reproduce: {total} run(s) to train in all{none}; cache {paths.cache_dir()}", flush=True)
 
 
 def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
@@ -302,6 +303,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     from .prepare import prepare
 
     d = plan.data
+    if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
+        return time.time()
     progress = not args.no_progress
     executor = make_executor(args.executor, args.workers, progress)
     prepared = False
