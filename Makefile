@@ -5,7 +5,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= default
-export COHERENT_ITR_CACHE ?= $(CURDIR)/.cache
 export PYTHONHASHSEED := 0
 
 .PHONY: help reproduce test lint smoke lab clean venv
@@ -36,8 +35,8 @@ lint: $(STAMP)  ## ruff check + ruff format --check (configured in pyproject.tom
 test: lint  ## lint, then every test (unit, pipeline, notebooks under the smoke profile via nbval)
 	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
 
-lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, results/), the project's kernel; works as root
-	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh
+lab: $(STAMP)  ## JupyterLab at the repository root, the project's kernel; options: ARGS="--port=8899 --no-browser"
+	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh $(ARGS)
 
 clean:  ## remove caches and generated results (keeps .venv)
 	rm -rf .cache .pytest_cache results/smoke

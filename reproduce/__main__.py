@@ -43,7 +43,8 @@ outputs (profile smoke: under results/smoke/ instead of results/):
   README.md                     its claims-ledger table is REWRITTEN by profiles default and paper, only when
                                 nothing failed and nothing is stale
 
-run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}), two kinds of entries:
+run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
+  same for make, {PROG} and notebooks in Lab), two kinds of entries:
   training entries keyed by the run's config, its thread count and only the code it executes (model, data,
   train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
   the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
@@ -200,10 +201,14 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 def validate(args) -> list[str]:
     """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
-    for folder in (paths.cache_dir(create=False), ROOT / PROFILES[args.profile].results_dir):
-        problem = paths.writable_problem(folder)
-        if problem:
-            raise UsageError(problem)
+    problem = paths.writable_problem(paths.cache_dir(create=False))
+    if problem:
+        raise UsageError(
+            f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
+        )
+    problem = paths.writable_problem(ROOT / PROFILES[args.profile].results_dir)
+    if problem:
+        raise UsageError(problem)
     args.data_reasons = why
     return sets
 

@@ -4,7 +4,13 @@ Ctrl-C / SIGTERM end with one line, a bad cache variable is named."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from pathlib import Path
+
+import pytest
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,3 +69,68 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     said = capsys.readouterr().out
     assert "0 run(s) to train in all (the selected papers train nothing)" in said
     assert "tuning done" not in said
+
+
+# ------------------------------------------------------------------------------------------------
+# One default cache; a bad cache variable is named
+# ------------------------------------------------------------------------------------------------
+def _env(drop=(), **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+_PRINT_CACHE = "from coherent_itr import paths; print(paths.cache_dir(create=False))"
+
+
+def test_one_default_cache_for_make_the_driver_and_lab():
+    """With ``$COHERENT_ITR_CACHE`` unset, a process started by ``make`` (as ``make reproduce`` and ``make lab``
+    start theirs) and a plain ``python`` (``python -m reproduce``, a Lab kernel) resolve the same folder: the
+    checkout's ``.cache/``, which ``python -m reproduce --help`` names."""
+    env = _env(drop=("COHERENT_ITR_CACHE",))
+    plain = subprocess.run([sys.executable, "-c", _PRINT_CACHE], env=env, capture_output=True, text=True, check=True)
+    recipe = f"which-cache: ; @'{sys.executable}' -c '{_PRINT_CACHE}'"
+    made = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(ROOT), "--eval", recipe, "which-cache"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert plain.stdout.strip() == made.stdout.strip() == str(ROOT / ".cache")
+    helped = subprocess.run(
+        [sys.executable, "-m", "reproduce", "--help"],
+        cwd=ROOT,
+        env={**env, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+    )
+    assert f"(now {ROOT / '.cache'};" in helped.stdout
+    assert "COHERENT_ITR_CACHE" not in (ROOT / "scripts" / "lab.sh").read_text()  # Lab inherits the same default
+
+
+def test_an_unwritable_cache_variable_is_named_with_its_path():
+    r = subprocess.run(
+        [sys.executable, "-m", "reproduce", "--profile", "smoke"],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",), COHERENT_ITR_CACHE="/proc/x"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "$COHERENT_ITR_CACHE=/proc/x" in line and "/proc/x is not a writable folder" in line
+
+
+def test_the_library_names_the_cache_variable_when_its_folder_cannot_be_made(monkeypatch):
+    from coherent_itr import paths
+
+    monkeypatch.setenv("COHERENT_ITR_CACHE", "/proc/x")
+    with pytest.raises(OSError, match=r"/proc/x \(from \$COHERENT_ITR_CACHE=/proc/x\) cannot be created"):
+        paths.cache_dir()
+    with pytest.raises(OSError, match=r"from cache_dir=/proc/y\)"):
+        paths.cache_dir("/proc/y")
+    monkeypatch.delenv("COHERENT_ITR_CACHE")
+    assert paths.cache_dir(create=False) == ROOT / ".cache" and "unset" in paths.cache_origin()
