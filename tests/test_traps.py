@@ -134,3 +134,56 @@ def test_the_library_names_the_cache_variable_when_its_folder_cannot_be_made(mon
         paths.cache_dir("/proc/y")
     monkeypatch.delenv("COHERENT_ITR_CACHE")
     assert paths.cache_dir(create=False) == ROOT / ".cache" and "unset" in paths.cache_origin()
+
+
+# ------------------------------------------------------------------------------------------------
+# make lab ARGS="--port=... --no-browser"
+# ------------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_lab_passes_args_to_jupyter():
+    """``make lab ARGS="--port=P --no-browser ..."`` serves JupyterLab on port P (the venv is this test's
+    interpreter's, its install stamp not remade). Stopped by its process group."""
+    import json
+    import signal
+    import time
+    import urllib.request
+
+    port = _free_port()
+    venv = Path(sys.executable).parent.parent
+    lab_args = f"--port={port} --no-browser --ServerApp.ip=127.0.0.1 --IdentityProvider.token= --ServerApp.password="
+    proc = subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "-o", f"{venv}/.installed", "lab", f"VENV={venv}", f"ARGS={lab_args}"],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        status, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as r:
+                    status = r.status
+                break
+            except OSError:
+                time.sleep(0.5)
+        err = proc.stderr.read1(4000).decode() if proc.poll() is not None else ""
+        assert status == 200, f"make lab did not serve /lab on port {port} (exit {proc.poll()}): {err}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
+            names = {c["name"] for c in json.loads(r.read())["content"]}
+        assert {"notebooks", "results"} <= names
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
