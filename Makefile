@@ -20,6 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, coherent_itr, sentence_transformers; print('environment ok: torch', torch.__version__)"
 	$(PY) -m ipykernel install --sys-prefix --name coherent-itr --display-name "coherent_itr (.venv)" >/dev/null
+	PYTHON=$(PY) bash scripts/git_filters.sh  # git stores notebooks/*.ipynb without outputs (nbstripout)
 	@touch $(STAMP)
 
 reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study (profile=default) into results/

@@ -187,3 +187,158 @@ def test_make_lab_passes_args_to_jupyter():
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebooks under notebooks/ run in Lab leave git clean
+# ------------------------------------------------------------------------------------------------
+NOTEBOOK = "notebooks/07_explore.ipynb"
+
+
+def _as_lab_saves_it(nb: dict) -> dict:
+    """``nb`` after running every cell in Lab: outputs, execution counts, run timings, scroll state, widget
+    state and the kernel's language details, as Lab's autosave writes them."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    n = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        n += 1
+        cell["execution_count"] = n
+        cell["outputs"] = [
+            {"name": "stdout", "output_type": "stream", "text": [f"cell {n} ran\n"]},
+            {"data": {"text/plain": [str(n)]}, "execution_count": n, "metadata": {}, "output_type": "execute_result"},
+        ]
+        cell["metadata"].update(
+            {
+                "execution": {"iopub.status.idle": "2026-01-01T00:00:00Z"},
+                "ExecuteTime": {"end_time": "x"},
+                "scrolled": True,
+            }
+        )
+    nb["metadata"]["language_info"] = {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": "3.11.7",
+    }
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    return nb
+
+
+def _git(repo: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, env=_env(), **kw)
+
+
+def _repo_with_the_notebook(tmp_path: Path) -> Path:
+    """A git repository holding this checkout's .gitattributes, .gitignore, scripts/ and one notebook source."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    for name in (".gitattributes", ".gitignore"):
+        shutil.copy(ROOT / name, repo / name)
+    shutil.copy(ROOT / NOTEBOOK, repo / NOTEBOOK)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "sources")
+    return repo
+
+
+def test_the_git_filter_stores_notebook_sources_without_outputs(tmp_path):
+    """With the filter of ``make venv`` (scripts/git_filters.sh) configured, a notebook source saved with outputs
+    has no diff and adding it stages nothing; an edit to a cell's source is staged without the outputs."""
+    import json
+
+    pytest.importorskip("nbstripout")
+    repo = _repo_with_the_notebook(tmp_path)
+    subprocess.run(["bash", str(repo / "scripts" / "git_filters.sh")], env=_env(PYTHON=sys.executable), check=True)
+    committed = json.loads((repo / NOTEBOOK).read_text())
+    ran = _as_lab_saves_it(committed)
+    (repo / NOTEBOOK).write_text(json.dumps(ran, indent=1) + "\n")
+    assert _git(repo, "diff", "--stat").stdout == ""
+    _git(repo, "add", "-A")
+    assert _git(repo, "status", "--porcelain").stdout == ""
+    edited = next(c for c in ran["cells"] if c["cell_type"] == "code")
+    edited["source"] = ["# an edit\n", *edited["source"]]
+    (repo / NOTEBOOK).write_text(json.dumps(ran, indent=1) + "\n")
+    _git(repo, "add", "-A")
+    staged = json.loads(_git(repo, "show", f":{NOTEBOOK}").stdout)
+    code = [c for c in staged["cells"] if c["cell_type"] == "code"]
+    assert code[0]["source"][0] == "# an edit\n"
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert staged["metadata"] == committed["metadata"]
+
+
+@pytest.mark.slow
+def test_lab_saves_notebook_sources_without_outputs(tmp_path):
+    """scripts/lab.sh (``make lab``) saves a notebook under ``notebooks/`` through nbstripout: after Lab's
+    autosave of a run notebook the file is byte-identical to the committed one and ``git status`` is clean;
+    a source edit shows; a notebook elsewhere (``results/``) keeps its outputs."""
+    import json
+    import signal
+    import time
+    import urllib.request
+
+    pytest.importorskip("nbstripout")
+    repo = _repo_with_the_notebook(tmp_path)
+    committed = (repo / NOTEBOOK).read_bytes()
+    port, token = _free_port(), "test-token"
+    proc = subprocess.Popen(
+        ["bash", str(repo / "scripts" / "lab.sh"), f"--port={port}", "--no-browser", "--ServerApp.ip=127.0.0.1"]
+        + [f"--IdentityProvider.token={token}"],
+        env=_env(JUPYTER=str(Path(sys.executable).parent / "jupyter")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def api(path: str, body: dict | None = None) -> dict:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/contents/{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "PUT",
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return json.loads(r.read())
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                model = api(NOTEBOOK)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    err = proc.stderr.read1(4000).decode() if proc.poll() is not None else ""
+                    pytest.fail(f"JupyterLab did not start (exit {proc.poll()}): {err}")
+                time.sleep(0.5)
+        ran = _as_lab_saves_it(model["content"])
+        api(NOTEBOOK, {"type": "notebook", "format": "json", "content": ran})
+        assert (repo / NOTEBOOK).read_bytes() == committed
+        assert _git(repo, "status", "--porcelain").stdout == ""
+        (repo / "results" / "notebooks").mkdir(parents=True)
+        api("results/notebooks/07_explore.ipynb", {"type": "notebook", "format": "json", "content": ran})
+        kept = json.loads((repo / "results/notebooks/07_explore.ipynb").read_text())
+        assert any(c.get("outputs") for c in kept["cells"])
+        edited = next(c for c in ran["cells"] if c["cell_type"] == "code")
+        edited["source"] = "# an edit\n" + "".join(edited["source"])
+        api(NOTEBOOK, {"type": "notebook", "format": "json", "content": ran})
+        assert _git(repo, "status", "--porcelain", "notebooks").stdout == f" M {NOTEBOOK}\n"
+        saved = json.loads((repo / NOTEBOOK).read_text())
+        assert all(not c.get("outputs") for c in saved["cells"]) and "# an edit" in json.dumps(saved)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
