@@ -489,7 +489,7 @@ def run(args, sets: list[str]) -> int:
 
     t0, t_start = time.perf_counter(), time.time()
     cache = RunCache()
-    plans = [plan_data_set(args, d, cache) for d in sets]
+    plans = args.plans = [plan_data_set(args, d, cache) for d in sets]  # args.plans: counted if interrupted
     announce(args, plans)
     try:  # room for the runs known now (the final runs of a tuned plan come later)
         check_writable(n_runs=sum(len(p.todo) for p in plans))
@@ -519,21 +519,47 @@ def run(args, sets: list[str]) -> int:
     return finish(args, sets, out, t0)
 
 
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or ``kill`` (SIGTERM) during the work: the worker processes are stopped, and the driver
+    exits with 128 + the signal's number after one line saying how many planned runs are cached."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C does not interrupt stopping the workers
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def runs_cached(plans: list[DataSetPlan]) -> int:
+    """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
+    from coherent_itr.runs import RunCache
+
+    cache = RunCache()
+    configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}
+    return sum(cache.has_training(c) for c in configs.values())
 
 
 def main(argv=None) -> int:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # `kill` stops the worker processes too
     args = parse_args(argv)
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         sets = validate(args)
+        if args.verify_cache:
+            return verify(args)
+        return run(args, sets)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    if args.verify_cache:
-        return verify(args)
-    return run(args, sets)
+    except KeyboardInterrupt as exc:  # finished runs are safe in the cache: a rerun trains only the others
+        print(f"interrupted: {runs_cached(getattr(args, 'plans', []))} runs cached, rerun to continue", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def verify(args) -> int:

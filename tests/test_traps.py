@@ -342,3 +342,85 @@ def test_lab_saves_notebook_sources_without_outputs(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Ctrl-C / SIGTERM: one line, exit 130 / 143, nothing left behind
+# ------------------------------------------------------------------------------------------------
+N_TINY_RUNS, PRE_CACHED = 40, 2
+_TINY_DRIVER = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+
+if __name__ == "__main__":  # the spawned workers import this file too: they only train
+    from coherent_itr.config import Config
+    from reproduce import __main__ as driver, ledger_io, prepare, tuning
+    from tiny_run import TINY
+
+    # a tiny plan through the driver's own path (the smoke profile tunes): {N_TINY_RUNS} one-epoch toy runs
+    cfgs = [Config(**TINY, seed=s) for s in range({N_TINY_RUNS})]
+    tuning.tuning_configs = lambda profile, papers=None: cfgs
+    tuning.run_protocol = lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
+    tuning.tuned_plan = lambda profile, papers, cache, **k: cfgs
+    tuning.write_tuning_summary = lambda *a, **k: None
+    prepare.prepare = lambda todo, progress=True: 0.0
+    ledger_io.collect = lambda *a, **k: None
+    ledger_io.write_manifest = lambda *a, **k: None
+    sys.exit(driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--workers", "2"]))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupt_ends_with_one_line_and_leaves_nothing_behind(tmp_path, sig):
+    """The driver interrupted while two workers train a tiny plan: Ctrl-C (SIGINT to the whole process group, as
+    a terminal sends it) or ``kill`` (SIGTERM to the driver only) ends it with exit status 128 + signal and one
+    line naming the runs cached, without a traceback or a leaked-resource warning; no worker outlives it."""
+    import signal
+    import time
+
+    from coherent_itr.config import Config
+    from coherent_itr.runs import RunCache
+    from tiny_run import TINY
+
+    import psutil
+
+    cache_root = Path(os.environ["COHERENT_ITR_CACHE"])
+    for s in range(PRE_CACHED):  # cached before: counted, so the count is seen to be more than a constant
+        RunCache(cache_root).get_or_train(Config(**TINY, seed=s), progress=False)
+    script = tmp_path / "tiny_driver.py"
+    script.write_text(_TINY_DRIVER)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 40
+        while sum("spawn_main" in " ".join(c.cmdline()) for c in psutil.Process(proc.pid).children()) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "the driver started no workers in time"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        children = psutil.Process(proc.pid).children(recursive=True)  # the workers and multiprocessing's tracker
+        signum = getattr(signal, sig)
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        out, err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    cached = sum(RunCache(cache_root).has_training(Config(**TINY, seed=s)) for s in range(N_TINY_RUNS))
+    assert PRE_CACHED <= cached < N_TINY_RUNS, "the signal came too late to test anything"
+    assert proc.returncode == 128 + signum, (proc.returncode, err)
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip()]
+    bars = [ln for ln in lines if ln.startswith("training runs (now synthetic):")]  # the progress bar as it stood
+    assert [ln for ln in lines if ln not in bars] == [f"interrupted: {cached} runs cached, rerun to continue"], err
+    assert "Traceback" not in out and "leaked" not in out
+    _, alive = psutil.wait_procs(children, timeout=5)  # the workers die with their driver
+    assert [c for c in alive if c.status() != psutil.STATUS_ZOMBIE] == []
