@@ -5,7 +5,9 @@ embeddings) -> train the runs the cache lacks. Then execute every data set's not
 in one pool of ``--workers`` kernels, collect
 the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
 and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
-(the others still finish), 2 a bad argument or setting (reported before any work).
+(the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
+Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
+a running notebook).
 """
 
 from __future__ import annotations
@@ -529,9 +531,14 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _interrupt(signum, frame):
-    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C does not interrupt stopping the workers
-        signal.signal(s, signal.SIG_IGN)
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C while the workers stop: exit without waiting
+        signal.signal(s, _interrupt_again)
     raise Interrupted(signum)
+
+
+def _interrupt_again(signum, frame):
+    print("interrupted again: exiting without waiting for the running work; rerun to continue", file=sys.stderr)
+    os._exit(128 + signum)  # worker processes and notebook kernels end with their parent
 
 
 def runs_cached(plans: list[DataSetPlan]) -> int:

@@ -84,7 +84,7 @@ def _env(drop=(), **extra) -> dict:
 _PRINT_CACHE = "from coherent_itr import paths; print(paths.cache_dir(create=False))"
 
 
-def test_one_default_cache_for_make_the_driver_and_lab():
+def test_one_default_cache_for_make_the_driver_and_lab(tmp_path):
     """With ``$COHERENT_ITR_CACHE`` unset, a process started by ``make`` (as ``make reproduce`` and ``make lab``
     start theirs) and a plain ``python`` (``python -m reproduce``, a Lab kernel) resolve the same folder: the
     checkout's ``.cache/``, which ``python -m reproduce --help`` names."""
@@ -107,7 +107,17 @@ def test_one_default_cache_for_make_the_driver_and_lab():
         text=True,
     )
     assert f"(now {ROOT / '.cache'};" in helped.stdout
-    assert "COHERENT_ITR_CACHE" not in (ROOT / "scripts" / "lab.sh").read_text()  # Lab inherits the same default
+    fake_jupyter = tmp_path / "jupyter"  # lab.sh execs $JUPYTER: here a stand-in asking the library
+    fake_jupyter.write_text(f"#!/bin/sh\nexec '{sys.executable}' -c '{_PRINT_CACHE}'\n")
+    fake_jupyter.chmod(0o755)
+    lab = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "lab.sh")],
+        env={**env, "JUPYTER": str(fake_jupyter)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert lab.stdout.strip() == plain.stdout.strip()
 
 
 def test_an_unwritable_cache_variable_is_named_with_its_path():
