@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= default
 export PYTHONHASHSEED := 0
+# run cache: the checkout's .cache/ unless COHERENT_ITR_CACHE is set (src/coherent_itr/paths.py), as for
+# python -m reproduce and notebooks in Lab
 
 .PHONY: help reproduce test lint smoke lab clean venv
 
