@@ -21,10 +21,19 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coherent_itr import paths
-
 from .notebooks import PAPER_NOTEBOOKS
 from .profiles import PROFILES
+
+NO_ENVIRONMENT = (
+    "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
+    "with `make venv`, then run `.venv/bin/python -m reproduce` (or `make reproduce`)"
+)
+try:
+    from coherent_itr import paths
+except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
+    print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
+    sys.exit(2)
+
 
 PROG = "python -m reproduce"
 ROOT = Path(__file__).resolve().parent.parent
@@ -552,6 +561,11 @@ def runs_cached(plans: list[DataSetPlan]) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # found without importing it (seconds)
+        print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
+        return 2
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         sets = validate(args)

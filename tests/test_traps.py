@@ -434,3 +434,24 @@ def test_interrupt_ends_with_one_line_and_leaves_nothing_behind(tmp_path, sig):
     assert "Traceback" not in out and "leaked" not in out
     _, alive = psutil.wait_procs(children, timeout=5)  # the workers die with their driver
     assert [c for c in alive if c.status() != psutil.STATUS_ZOMBIE] == []
+
+
+# ------------------------------------------------------------------------------------------------
+# A Python without the study's environment
+# ------------------------------------------------------------------------------------------------
+def test_a_python_without_the_environment_is_told_to_use_the_venv():
+    """``python3 -m reproduce`` from the checkout with a Python lacking the environment (here: site-packages off
+    with ``-S``, the library's src/ not on the path) says what to run instead, in one line, exit status 2."""
+    env = _env(drop=("FLICKR8K_DIR",))
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run(
+        [sys.executable, "-S", "-m", "reproduce", "--profile", "smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "coherent_itr is not installed" in line and "make venv" in line and ".venv/bin/python -m reproduce" in line
