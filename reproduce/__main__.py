@@ -16,6 +16,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -566,7 +567,8 @@ def main(argv=None) -> int:
     if importlib.util.find_spec("torch") is None:  # found without importing it (seconds)
         print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
         return 2
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
         sets = validate(args)
         if args.verify_cache:
