@@ -5,8 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= default
-export COHERENT_ITR_CACHE ?= $(CURDIR)/.cache
 export PYTHONHASHSEED := 0
+# run cache: the checkout's .cache/ unless COHERENT_ITR_CACHE is set (src/coherent_itr/paths.py), as for
+# python -m reproduce and notebooks in Lab
 
 .PHONY: help reproduce test lint smoke lab clean venv site test-site
 
@@ -21,6 +22,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, coherent_itr, sentence_transformers; print('environment ok: torch', torch.__version__)"
 	$(PY) -m ipykernel install --sys-prefix --name coherent-itr --display-name "coherent_itr (.venv)" >/dev/null
+	PYTHON=$(PY) bash scripts/git_filters.sh  # git stores notebooks/*.ipynb without outputs (nbstripout)
 	@touch $(STAMP)
 
 reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study (profile=default) into results/
@@ -42,8 +44,8 @@ site: $(STAMP)  ## static HTML site of the committed results (notebooks, ledger,
 test-site: site  ## build the site, then check it in headless Chromium (skips without one: apt-get install chromium)
 	COHERENT_ITR_SITE=$(CURDIR)/results/site $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py
 
-lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, results/), the project's kernel; works as root
-	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh
+lab: $(STAMP)  ## JupyterLab at the repository root, the project's kernel; options: ARGS="--port=8899 --no-browser"
+	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh $(ARGS)
 
 clean:  ## remove caches and generated results (keeps .venv)
 	rm -rf .cache .pytest_cache results/smoke

@@ -5,7 +5,9 @@ embeddings) -> train the runs the cache lacks. Then execute every data set's not
 in one pool of ``--workers`` kernels, collect
 the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
 and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
-(the others still finish), 2 a bad argument or setting (reported before any work).
+(the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
+Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
+a running notebook).
 """
 
 from __future__ import annotations
@@ -14,15 +16,25 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coherent_itr import paths
-
 from .notebooks import PAPER_NOTEBOOKS
 from .profiles import PROFILES
+
+NO_ENVIRONMENT = (
+    "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
+    "with `make venv`, then run `.venv/bin/python -m reproduce` (or `make reproduce`)"
+)
+try:
+    from coherent_itr import paths
+except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
+    print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
+    sys.exit(2)
+
 
 PROG = "python -m reproduce"
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +55,8 @@ outputs (profile smoke: under results/smoke/ instead of results/):
   README.md                     its claims-ledger table is REWRITTEN by profiles default and paper, only when
                                 nothing failed and nothing is stale
 
-run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}), two kinds of entries:
+run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
+  same for make, {PROG} and notebooks in Lab), two kinds of entries:
   training entries keyed by the run's config, its thread count and only the code it executes (model, data,
   train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
   the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
@@ -200,10 +213,14 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 def validate(args) -> list[str]:
     """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
-    for folder in (paths.cache_dir(create=False), ROOT / PROFILES[args.profile].results_dir):
-        problem = paths.writable_problem(folder)
-        if problem:
-            raise UsageError(problem)
+    problem = paths.writable_problem(paths.cache_dir(create=False))
+    if problem:
+        raise UsageError(
+            f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
+        )
+    problem = paths.writable_problem(ROOT / PROFILES[args.profile].results_dir)
+    if problem:
+        raise UsageError(problem)
     args.data_reasons = why
     return sets
 
@@ -283,7 +300,8 @@ def announce(args, plans: list[DataSetPlan]) -> None:
             flush=True,
         )
     total = sum(len(p.todo) for p in plans)
-    print(f"reproduce: {total} run(s) known before tuning; cache {paths.cache_dir()}", flush=True)
+    none = " (the selected papers train nothing)" if args.papers and all(p.papers == [] for p in plans) else ""
+    print(f"reproduce: {total} run(s) known before tuning{none}; cache {paths.cache_dir()}", flush=True)
 
 
 def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
@@ -303,6 +321,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     from .prepare import prepare
 
     d = plan.data
+    if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
+        return time.time()
     progress = not args.no_progress
     executor = make_executor(args.executor, args.workers, progress)
     prepared = False
@@ -493,7 +513,7 @@ def run(args, sets: list[str]) -> int:
 
     t0, t_start = time.perf_counter(), time.time()
     cache = RunCache()
-    plans = [plan_data_set(args, d, cache) for d in sets]
+    plans = args.plans = [plan_data_set(args, d, cache) for d in sets]  # args.plans: counted if interrupted
     announce(args, plans)
     try:  # room for the runs known now (the final runs of a tuned plan come later)
         check_writable(n_runs=sum(len(p.todo) for p in plans))
@@ -526,21 +546,58 @@ def run(args, sets: list[str]) -> int:
     return finish(args, sets, out, t0)
 
 
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or ``kill`` (SIGTERM) during the work: the worker processes are stopped, and the driver
+    exits with 128 + the signal's number after one line saying how many planned runs are cached."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C while the workers stop: exit without waiting
+        signal.signal(s, _interrupt_again)
+    raise Interrupted(signum)
+
+
+def _interrupt_again(signum, frame):
+    print("interrupted again: exiting without waiting for the running work; rerun to continue", file=sys.stderr)
+    os._exit(128 + signum)  # worker processes and notebook kernels end with their parent
+
+
+def runs_cached(plans: list[DataSetPlan]) -> int:
+    """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
+    from coherent_itr.runs import RunCache
+
+    cache = RunCache()
+    configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}
+    return sum(cache.has_training(c) for c in configs.values())
 
 
 def main(argv=None) -> int:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # `kill` stops the worker processes too
     args = parse_args(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # found without importing it (seconds)
+        print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
+        return 2
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
         sets = validate(args)
+        if args.verify_cache:
+            return verify(args)
+        return run(args, sets)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    if args.verify_cache:
-        return verify(args)
-    return run(args, sets)
+    except KeyboardInterrupt as exc:  # finished runs are safe in the cache: a rerun trains only the others
+        print(f"interrupted: {runs_cached(getattr(args, 'plans', []))} runs cached, rerun to continue", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def verify(args) -> int:

@@ -12,6 +12,7 @@ platform, a watcher thread ends the worker once its parent process is gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -64,6 +65,21 @@ def die_with_parent(parent_pid: int) -> None:
         except (OSError, AttributeError):  # pragma: no cover — the polling thread still covers it
             pass
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint():
+    """Processes started inside ignore SIGINT from their first instruction (an ignored signal stays ignored
+    across exec, and Python then installs no KeyboardInterrupt handler): a terminal's Ctrl-C, sent to the whole
+    process group, then prints no traceback per worker. Only the main thread can change signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 _SPLITS: dict[tuple, object] = {}  # this worker's loaded data sets, by what determines them
@@ -167,7 +183,8 @@ class LocalExecutor:
                 self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
             )
             try:
-                futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
+                with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
+                    futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
                 for fut in as_completed(futs):
                     f = fut.result()
                     if f:

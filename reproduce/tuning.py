@@ -351,7 +351,10 @@ def run_protocol(profile: Profile, papers, cache, executor, before_training=None
     ``before_training(todo)`` first, e.g. data preparation), then return the final configs (the chosen seed-0
     runs are already trained; the caller evaluates them and trains the rest).
     Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
-    appended to ``failures`` (a list) when given, so the driver can exit non-zero."""
+    appended to ``failures`` (a list) when given, so the driver can exit non-zero.
+    ``papers=None`` selects every paper; an empty list selects none (nothing trains, no final config)."""
+    if papers is not None and not papers:
+        return []
     tune = tuning_configs(profile, papers)
     todo = [c for c in tune if not cache.has_training(c)]
     failed: set[str] = set()

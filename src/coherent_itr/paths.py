@@ -1,6 +1,9 @@
 """Where things live on disk: configured by environment variables, never hard-coded.
 
-* ``COHERENT_ITR_CACHE`` — run cache, features, pseudo labels (default ``~/.cache/coherent_itr``).
+* ``COHERENT_ITR_CACHE`` — run cache, features, pseudo labels. Default: ``.cache/`` in the checkout this
+  package is imported from (``make``, ``python -m reproduce``, notebooks in Lab and their kernels all import
+  it from ``src/``, so they share one cache); ``~/.cache/coherent_itr`` for a copy installed outside a
+  checkout. :func:`cache_origin` says which applies.
 * ``FLICKR8K_DIR`` — the Flickr8k release folder (images/, Flickr8k.token.txt, splits, annotations).
 
 This module imports nothing heavy: the command line checks its inputs with it before any work.
@@ -14,13 +17,44 @@ from pathlib import Path
 
 FLICKR8K_ENV = "FLICKR8K_DIR"
 CACHE_ENV = "COHERENT_ITR_CACHE"
+# src/coherent_itr/paths.py → the checkout (a folder with pyproject.toml and src/coherent_itr/) when run from one
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def default_cache_dir() -> Path:
+    """The cache root when ``$COHERENT_ITR_CACHE`` is unset: ``<checkout>/.cache`` (git-ignored; ``make clean``
+    removes it) when this package is imported from a checkout's ``src/`` (editable install or
+    ``PYTHONPATH=src``), else ``~/.cache/coherent_itr``."""
+    if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "src" / "coherent_itr").is_dir():
+        return _CHECKOUT / ".cache"
+    return Path.home() / ".cache" / "coherent_itr"
+
+
+def cache_origin(override: str | os.PathLike | None = None) -> str:
+    """Where the cache root comes from, for messages: ``cache_dir=...``, ``$COHERENT_ITR_CACHE=...`` or the default."""
+    if override:
+        return f"cache_dir={override}"
+    if os.environ.get(CACHE_ENV):
+        return f"${CACHE_ENV}={os.environ[CACHE_ENV]}"
+    return f"the default {default_cache_dir()} (${CACHE_ENV} unset)"
 
 
 def cache_dir(override: str | os.PathLike | None = None, create: bool = True) -> Path:
-    """The cache root: ``override`` if given, else ``$COHERENT_ITR_CACHE``, else ``~/.cache/coherent_itr``."""
-    p = Path(override) if override else Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "coherent_itr")
+    """The cache root: ``override`` if given, else ``$COHERENT_ITR_CACHE``, else :func:`default_cache_dir`.
+
+    With ``create``, a folder that cannot be made raises ``OSError`` naming the folder and where it came from
+    (the variable, the argument or the default)."""
+    raw = override or os.environ.get(CACHE_ENV)
+    p = Path(raw).expanduser() if raw else default_cache_dir()
     if create:
-        p.mkdir(parents=True, exist_ok=True)
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"cache folder {p} (from {cache_origin(override)}) cannot be created: {exc.strerror or exc}; "
+                f"set {CACHE_ENV} to a writable folder",
+            ) from exc
     return p
 
 

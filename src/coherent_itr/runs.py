@@ -663,7 +663,7 @@ def check_writable(root: str | os.PathLike | None = None, n_runs: int = 0, bytes
     a write succeeds — and compares the free space with ``n_runs`` × the mean size of the
     entries already stored (else :data:`DEFAULT_BYTES_PER_RUN`), with a factor 2 for temporary
     copies. Raises ``OSError`` naming the folder and what to do; returns the runs folder."""
-    runs = Path(root or os.environ.get(paths.CACHE_ENV) or "~/.cache/coherent_itr").expanduser() / "runs"
+    runs = paths.cache_dir(root, create=False) / "runs"
     try:
         runs = paths.cache_dir(root) / "runs"
         for sub in ("train", "eval", "locks"):
