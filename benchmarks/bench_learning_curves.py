@@ -155,6 +155,7 @@ def report(data: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import pandas as pd
+    from matplotlib.ticker import MaxNLocator
 
     folder = OUT / data
     files = sorted(folder.glob("*.csv"))
@@ -191,6 +192,7 @@ def report(data: str) -> None:
     for arm, h in curves.groupby("arm", sort=False):
         ax.plot(h.epoch, h.val_rsum, marker="o", ms=3, label=arm)
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("validation RSUM")
     ax.set_title(f"Learning curves, {data} (seed 0)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
