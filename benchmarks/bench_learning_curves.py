@@ -207,7 +207,7 @@ def main(argv=None) -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--size", default="128/128/128", help="words/GRU/joint dimensions")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--arms", default="", help="comma-separated arm names (default: every main arm)")
+    ap.add_argument("--arm", action="append", default=[], help="an arm name, repeatable (default: every main arm)")
     ap.add_argument("--report", action="store_true", help="only re-draw the table and figure")
     a = ap.parse_args(argv)
     if not a.report:
@@ -224,11 +224,14 @@ def main(argv=None) -> None:
                 }
             )
         )
-        wanted = {s.strip() for s in a.arms.split(",") if s.strip()}
+        arms = arm_configs(a.data, a.epochs, size)
+        unknown = sorted(set(a.arm) - {name for name, _ in arms})
+        if unknown:  # arm names contain commas and spaces: each is named whole, and a typo stops here
+            raise SystemExit(f"--arm: no main arm named {unknown}; main arms: {[n for n, _ in arms]}")
         todo = [
             (name, cfg.to_dict(), folder / f"{slug(name)}.csv")
-            for name, cfg in arm_configs(a.data, a.epochs, size)
-            if (not wanted or name in wanted) and not (folder / f"{slug(name)}.csv").exists()
+            for name, cfg in arms
+            if (not a.arm or name in a.arm) and not (folder / f"{slug(name)}.csv").exists()
         ]
         print(f"{len(todo)} arm(s) to train on {a.data}, {a.workers} worker(s)", flush=True)
         if todo:  # features and Sentence-BERT embeddings once, in this process, not in every worker
