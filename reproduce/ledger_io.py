@@ -846,7 +846,7 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
         + "\n"
         + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
-        f"data set (declared in `reproduce/claims.py`), our effect with its Holm-adjusted interval and the "
+        f"data set (declared in `reproduce/data/claims.toml`), our effect with its Holm-adjusted interval and the "
         f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}), and the ratio of our effect to "
         f"the paper's. Secondary rows, the papers' effects, minimum detectable effects, stability, noise floors and "
         f"the legend are in [results/claims.md](results/claims.md)._\n\n"

@@ -1,6 +1,7 @@
 """The cross-paper questions of ``00_overview`` (X1–X3, ``claims.md`` "Across papers").
 
-* X1 — one fair table: every loss family on the same backbone, data, budget and seeds, every metric;
+* X1 — the main comparison (its primary row: the VSE++ premise, hardest negatives beat all
+  negatives): every loss family on the same backbone, data, budget and seeds, every metric;
 * X2 — do continuous-label losses (arms whose loss trains on relevance) raise coherence against
   relevance they were *not* trained on (the synthetic world's r*, Flickr8k's expert judgements),
   beside the circular score against their own pseudo label (BCLS Sec. IV-D's caveat);
