@@ -189,8 +189,11 @@ def report(data: str) -> None:
     (OUT / f"{data}.md").write_text("\n".join(lines), encoding="utf-8")
     table.to_csv(OUT / f"{data}_plateau.csv", index=False)
     fig, ax = plt.subplots(figsize=(9, 5.5), constrained_layout=True)
-    for arm, h in curves.groupby("arm", sort=False):
-        ax.plot(h.epoch, h.val_rsum, marker="o", ms=3, label=arm)
+    colours = plt.get_cmap("tab20").colors  # one colour per arm (up to 20), line style alternating too
+    for i, (arm, h) in enumerate(curves.groupby("arm", sort=False)):
+        ax.plot(
+            h.epoch, h.val_rsum, marker="os^D"[i % 4], ms=3, ls=("-", "--")[i % 2], color=colours[i % 20], label=arm
+        )
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("validation RSUM")
