@@ -7,6 +7,7 @@ never a fragment.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -91,3 +92,19 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except ValueError as exc:
         raise ValueError(f"{path}: cannot load without pickles (object array or pickle file?): {exc}") from exc
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks (the checksums of run-cache entries and bundles).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The hexadecimal digest.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from . import paths
 from .config import Config
-from .io import atomic_save_npz, atomic_write_json, load_npz
+from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 THREADS_ENV = "COHERENT_ITR_THREADS"
@@ -283,14 +283,6 @@ def eval_key(train_key: str) -> str:
 
 
 # ----------------------------------------------------------------------------- entries on disk
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _embeddings_sha256(train_entry: Path) -> str | None:
     """The recorded sha256 of a training entry's ``arrays.npz`` (what an evaluation was computed from)."""
     try:
@@ -311,7 +303,7 @@ def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
     try:
         for name, writer in writers.items():
             writer(tmp / name)
-        files = {name: {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
+        files = {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
         atomic_write_json(tmp / CHECKSUM_FILE, {"key": final.name, "files": files})
         if final.exists():
             if not replace and verify_entry(final) is None:  # another writer was first: keep theirs
@@ -362,7 +354,7 @@ def verify_entry(path: Path, expected: tuple[str, ...] = ()) -> str | None:
         size = f.stat().st_size
         if size != want.get("bytes"):
             return f"{name} has {size} bytes, {want.get('bytes')} were written (truncated or altered)"
-        if _sha256(f) != want.get("sha256"):
+        if sha256_file(f) != want.get("sha256"):
             return f"{name} altered (sha256 differs from {CHECKSUM_FILE})"
     return None
 

@@ -30,7 +30,6 @@ embeddings were rounded to float16 (the rounding is the only difference; ``tests
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -40,7 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..io import atomic_write_bytes, atomic_write_text, load_npy
+from ..io import atomic_write_bytes, atomic_write_text, load_npy, sha256_file
 from .base import CaptionedImages, DataSplits
 
 FORMAT = "coherent_itr-bundle"
@@ -81,14 +80,6 @@ class CaptionEmbeddings:
 def is_bundle(folder: str | os.PathLike | None) -> bool:
     """Whether ``folder`` holds a bundle (a ``MANIFEST.json``) rather than a release layout."""
     return folder is not None and (Path(folder) / MANIFEST).is_file()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
