@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lab_server import stop_group, wait_for_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,8 +151,6 @@ def _free_port() -> int:
 def test_make_lab_command_serves_the_repository_root_as_this_user():
     """scripts/lab.sh (what `make lab` runs) starts JupyterLab — as root too — rooted at the repository:
     /lab answers 200 and results/ and notebooks/ are listed by the contents API. Stopped by its process group."""
-    import signal
-    import time
     import urllib.request
 
     port = _free_port()
@@ -172,26 +171,14 @@ def test_make_lab_command_serves_the_repository_root_as_this_user():
         start_new_session=True,
     )
     try:
-        status, deadline = None, time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as r:
-                    status = r.status
-                break
-            except OSError:
-                time.sleep(0.5)
+        status = wait_for_lab(proc, port, 90)
         err = proc.stderr.read1(4000) if proc.poll() is not None else ""
         assert status == 200, f"JupyterLab did not serve /lab (exit {proc.poll()}): {err}"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
             names = {c["name"] for c in json.loads(r.read())["content"]}
         assert {"notebooks", "results", "README.md"} <= names
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_group(proc)
 
 
 def test_progress_bars_in_executed_notebooks_are_widgets_not_warnings(tmp_path):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lab_server import stop_group, wait_for_lab
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,8 +163,6 @@ def test_make_lab_passes_args_to_jupyter():
     """``make lab ARGS="--port=P --no-browser ..."`` serves JupyterLab on port P (the venv is this test's
     interpreter's, its install stamp not remade). Stopped by its process group."""
     import json
-    import signal
-    import time
     import urllib.request
 
     port = _free_port()
@@ -177,26 +176,14 @@ def test_make_lab_passes_args_to_jupyter():
         start_new_session=True,
     )
     try:
-        status, deadline = None, time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as r:
-                    status = r.status
-                break
-            except OSError:
-                time.sleep(0.5)
+        status = wait_for_lab(proc, port, 120)
         err = proc.stderr.read1(4000).decode() if proc.poll() is not None else ""
         assert status == 200, f"make lab did not serve /lab on port {port} (exit {proc.poll()}): {err}"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=10) as r:
             names = {c["name"] for c in json.loads(r.read())["content"]}
         assert {"notebooks", "results"} <= names
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_group(proc)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -293,7 +280,6 @@ def test_lab_saves_notebook_sources_without_outputs(tmp_path):
     autosave of a run notebook the file is byte-identical to the committed one and ``git status`` is clean;
     a source edit shows; a notebook elsewhere (``results/``) keeps its outputs."""
     import json
-    import signal
     import time
     import urllib.request
 
@@ -346,12 +332,7 @@ def test_lab_saves_notebook_sources_without_outputs(tmp_path):
         saved = json.loads((repo / NOTEBOOK).read_text())
         assert all(not c.get("outputs") for c in saved["cells"]) and "# an edit" in json.dumps(saved)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_group(proc)
 
 
 # ------------------------------------------------------------------------------------------------
