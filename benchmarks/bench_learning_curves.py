@@ -127,7 +127,7 @@ def _train_one(args) -> str:
     )
 
 
-def plateau_table(curves, cap_candidates=(3, 5, 6, 8, 10, 12, 15)):
+def plateau_table(curves, cap_candidates=(3, 5, 6, 8, 10, 12, 15, 20, 25, 30)):
     """Per arm: long-run best val RSUM (epoch), and for each candidate cap E the share of that best reached
     by epoch E; the smallest E at which the arm reaches ``PLATEAU``."""
     import pandas as pd
@@ -149,7 +149,7 @@ def plateau_table(curves, cap_candidates=(3, 5, 6, 8, 10, 12, 15)):
     return pd.DataFrame(rows)
 
 
-def report(data: str) -> None:
+def report(data: str, tag: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,7 +157,8 @@ def report(data: str) -> None:
     import pandas as pd
     from matplotlib.ticker import MaxNLocator
 
-    folder = OUT / data
+    name = data + tag
+    folder = OUT / name
     files = sorted(folder.glob("*.csv"))
     if not files:
         raise SystemExit(f"no curves under {folder}: run the benchmark first")
@@ -186,8 +187,8 @@ def report(data: str) -> None:
         f"**Smallest cap at which every arm reaches {PLATEAU:.0%}: {cap_needed} epochs.**",
         "",
     ]
-    (OUT / f"{data}.md").write_text("\n".join(lines), encoding="utf-8")
-    table.to_csv(OUT / f"{data}_plateau.csv", index=False)
+    (OUT / f"{name}.md").write_text("\n".join(lines), encoding="utf-8")
+    table.to_csv(OUT / f"{name}_plateau.csv", index=False)
     fig, ax = plt.subplots(figsize=(9, 5.5), constrained_layout=True)
     colours = plt.get_cmap("tab20").colors  # one colour per arm (up to 20), line style alternating too
     for i, (arm, h) in enumerate(curves.groupby("arm", sort=False)):
@@ -200,8 +201,8 @@ def report(data: str) -> None:
     ax.set_title(f"Learning curves, {data} (seed 0)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.grid(alpha=0.3)
-    fig.savefig(OUT / f"{data}.png", dpi=120)
-    print((OUT / f"{data}.md").read_text())
+    fig.savefig(OUT / f"{name}.png", dpi=120)
+    print((OUT / f"{name}.md").read_text())
 
 
 def main(argv=None) -> None:
@@ -212,10 +213,13 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--arm", action="append", default=[], help="an arm name, repeatable (default: every main arm)")
     ap.add_argument("--report", action="store_true", help="only re-draw the table and figure")
+    ap.add_argument(
+        "--tag", default="", help="suffix of the output folder and files (e.g. _e40 for a longer check of some arms)"
+    )
     a = ap.parse_args(argv)
     if not a.report:
         size = tuple(int(x) for x in a.size.split("/"))
-        folder = OUT / a.data
+        folder = OUT / (a.data + a.tag)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "meta.json").write_text(
             json.dumps(
@@ -247,7 +251,7 @@ def main(argv=None) -> None:
         with ProcessPoolExecutor(a.workers) as pool:
             for line in pool.map(_train_one, todo):
                 print(line, flush=True)
-    report(a.data)
+    report(a.data, a.tag)
 
 
 if __name__ == "__main__":
