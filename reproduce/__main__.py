@@ -281,7 +281,7 @@ def plan_data_set(args, data: str, cache) -> DataSetPlan:
     else:
         configs = experiments.plan(profile, papers)
     # tuning runs are only trained (their test split is never evaluated): a trained one is done
-    done = cache.has_training if profile.tuning is not None else cache.has
+    done = (lambda c: tuning.tuning_run_done(c, profile, cache)) if profile.tuning is not None else cache.has
     return DataSetPlan(data, profile, configs, [c for c in configs if not done(c)], papers)
 
 
@@ -366,7 +366,15 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
                 train(todo, evaluate)
                 return out.failed_runs[n:]
 
-        final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase())
+        def _survivors(more):
+            if out.progress:
+                out.progress.survivors_known(d, more)
+            print(
+                f"reproduce [{plan.profile.name}/{d}]: rungs done; {len(more)} tuning runs go on to the cap",
+                flush=True,
+            )
+
+        final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
         out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
         todo = [c for c in final if not cache.has(c)]
         out.runs_to_do += len(todo)

@@ -143,10 +143,11 @@ class DataSetEstimate:
     prepare_s: float
     exact: bool = False  # final_todo is the tuned plan (not a bound)
     tuning_keys: frozenset = frozenset()  # every tuning run's key (a chosen one is only evaluated as a final run)
+    tuning_more: list = field(default_factory=list)  # successive halving: the full runs past the rungs (stand-ins)
 
     @property
     def runs(self) -> int:
-        return len(self.tuning_todo) + len(self.final_todo)
+        return len(self.tuning_todo) + len(self.tuning_more) + len(self.final_todo)
 
     def final_s(self, c) -> float:
         if self.data not in COSTS:
@@ -156,6 +157,7 @@ class DataSetEstimate:
     def run_s(self) -> dict[tuple, float]:
         """Estimated worker-seconds of every run to do, by (phase, config key); tuning runs are not evaluated."""
         out = {("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_todo}
+        out.update({("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_more})
         out.update({("final", c.key()): self.final_s(c) for c in self.final_todo})
         return out
 
@@ -183,8 +185,10 @@ def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) 
     if profile.tuning is None:
         return DataSetEstimate(data, [], list(todo), len(todo), prepare_estimate_s(data, todo), exact=True)
     final, every = final_run_bounds(profile, papers, cache)
+    more = [c for c in tuning.survivor_stand_ins(profile, papers) if not cache.has_training(c)]
     prep = prepare_estimate_s(data, [*todo, *final])
-    return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=frozenset(c.key() for c in configs))
+    keys = frozenset(c.key() for c in [*configs, *more])
+    return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=keys, tuning_more=more)
 
 
 # --- the bar ------------------------------------------------------------------------------------------
@@ -235,6 +239,17 @@ class RunProgress:
             self._est.pop(("final", c.key()), None)
         e.final_todo, e.exact = list(todo), True
         self._est.update({("final", c.key()): e.final_s(c) for c in todo})
+        self._refresh()
+
+    def survivors_known(self, data: str, todo: list) -> None:
+        """Successive halving: the full tuning runs past the rungs are ``todo`` (replacing the stand-ins)."""
+        e = self.estimates.get(data)
+        if e is None:
+            return
+        for c in e.tuning_more:
+            self._est.pop(("tune", c.key()), None)
+        e.tuning_more = list(todo)
+        self._est.update({("tune", c.key()): run_estimate_s(c, data, evaluated=False) for c in todo})
         self._refresh()
 
     def more(self, data: str, todo: list) -> None:
@@ -396,7 +411,7 @@ def paper_cost_lines(profile, data: str, papers, workers: int, device: str | Non
         rate, how = ref_rate, "the rate the default model's measured Flickr8k step reaches on the study's CPU"
         lanes = workers
     step_s = flop / rate
-    tune = tuning.tuning_configs(profile, papers)
+    tune = [*tuning.tuning_configs(profile, papers), *tuning.survivor_stand_ins(profile, papers)]
     final, _ = final_run_bounds(profile, papers, type("NoCache", (), {"has": staticmethod(lambda c: False)})())
     steps_per_epoch = COSTS[data]["steps"] * 128 / m["batch_size"]
     steps = sum(c.epochs * math.ceil(steps_per_epoch * c.train_fraction) for c in [*tune, *final])

@@ -10,6 +10,12 @@ The protocol, exactly:
   the library's ``ITRLoss.honours_warmup``, which the training loop reads too), lr alone otherwise —
   6 or 3 runs per arm, seed 0, under the profile's epoch cap and early stopping. Loss hyper-parameters
   stay as the papers fixed them.
+* **Successive halving** (``TuningGrid.rung_epochs`` > 0; the ``default`` profile): every setting first
+  trains ``rung_epochs`` epochs after its warm-up (:func:`rung_config`); the better half of each grid
+  (``keep``, rounded up: 3 of 6, 2 of 3), in the selection order below, trains on to the cap and the others
+  stop there (``went_on`` in the tables; never chosen). The same rung and share for every arm. A
+  survivor trains again from its first epoch, which repeats the rung bit for bit (the schedule does not
+  depend on the cap: tested), so a cached full run also answers for its rung (:func:`rung_view`).
 * **Selection** (:func:`select`): the best *validation* RSUM of the run (its selected checkpoint, the
   record's ``best_epoch``). A collapsed run (``coherent_itr.health.is_collapsed``) or a failed one is
   never chosen over a healthy one; ties → the smaller lr, then no warm-up. Only validation fields of a
@@ -51,7 +57,7 @@ from . import experiments
 from .profiles import HN_WARMUP_FIELD, Profile
 
 # the only fields of a run record the tuner reads (no "test", no timing)
-VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health")
+VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health", "warmup")
 SETTING_FIELDS = ("lr", HN_WARMUP_FIELD)
 
 
@@ -125,14 +131,153 @@ def tuning_key(arm: experiments.Arm, profile: Profile) -> str:
 
 
 def tuning_configs(profile: Profile, papers=None) -> list[Config]:
-    """Phase 1: every run of the search (main arms × grid, seed ``tuning.seed``), deduplicated.
-    Empty when the profile has no tuning."""
+    """Phase 1: every run of the search (main arms × grid, seed ``tuning.seed``), deduplicated — under
+    successive halving the rung runs (:func:`rung_config`), whose better part goes on to the cap
+    (:func:`survivor_configs`). Empty when the profile has no tuning."""
     if profile.tuning is None:
         return []
+    make = rung_config if halving(profile) else _tuning_config
     seen: dict[str, Config] = {}
     for paper in papers or experiments.PAPERS:
         for arm in main_arms(profile, paper):
             for s in grid(arm, profile):
+                c = make(arm, profile, s)
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+# --- successive halving --------------------------------------------------------------------------------
+def halving(profile: Profile) -> bool:
+    """Whether ``profile`` tunes by successive halving (``TuningGrid.rung_epochs`` > 0)."""
+    return profile.tuning is not None and profile.tuning.rung_epochs > 0
+
+
+def _first_epoch(arm: experiments.Arm, setting: dict) -> int:
+    """The first epoch of the arm's own objective (after the warm-up, when the warm-up changes its loss)."""
+    return (int(setting.get(HN_WARMUP_FIELD, 0)) if arm.honours_warmup else 0) + 1
+
+
+def rung_config(arm: experiments.Arm, profile: Profile, setting: dict) -> Config:
+    """The rung run of a grid setting: its tuning config stopped ``rung_epochs`` epochs after the warm-up (never
+    past the cap). Its epochs are the first epochs of the full run, bit for bit (the schedule does not depend on
+    the cap), so a cached full run answers for its rung too (:func:`rung_view`)."""
+    full = _tuning_config(arm, profile, setting)
+    return full.replace(epochs=min(full.epochs, _first_epoch(arm, setting) - 1 + profile.tuning.rung_epochs))
+
+
+def full_config_of(rung: Config, profile: Profile) -> Config:
+    """The full tuning run a rung run is the beginning of."""
+    return rung.replace(epochs=int(profile.model["epochs"]))
+
+
+def tuning_run_done(config: Config, profile: Profile, cache) -> bool:
+    """A tuning run needs no training: it is cached, or (a rung) its full run is."""
+    if cache.has_training(config):
+        return True
+    return halving(profile) and cache.has_training(full_config_of(config, profile))
+
+
+def rung_view(record: dict, epochs: int) -> dict:
+    """The validation view (:data:`VALIDATION_KEYS`) of ``record``'s first ``epochs`` epochs: what the same
+    run stopped at ``epochs`` records — the selection of ``coherent_itr.train._Selector`` (first maximum of
+    validation RSUM from the first epoch after the warm-up; a run that never leaves the warm-up keeps its
+    last epoch) on the prefix of the history. Early stopping ends both runs at the same epoch."""
+    hist = [h for h in record["history"] if int(h["epoch"]) <= epochs]
+    if not hist:
+        raise ValueError(f"rung_view: the record has no epoch ≤ {epochs}")
+    warm = record.get("warmup", {})
+    first = (len(warm.get("epochs", [])) if warm.get("applies") else 0) + 1
+    cands = [h for h in hist if int(h["epoch"]) >= first]
+    best = hist[-1]
+    if cands:
+        best = cands[0]
+        for h in cands[1:]:
+            if h["val_rsum"] > best["val_rsum"]:
+                best = h
+    health = {k: best[k] for k in HEALTH_KEYS if k in best}
+    health.update(epoch=int(best["epoch"]), val_rsum=best["val_rsum"], val_rsum_chance=best.get("val_rsum_chance"))
+    return {
+        "config": {**record["config"], "epochs": int(epochs)},
+        "history": hist,
+        "best_epoch": int(best["epoch"]),
+        "epochs_run": len(hist),
+        "health": health,
+    }
+
+
+def n_survivors(n: int, keep: float) -> int:
+    """How many of ``n`` settings go on past the rung: the ``keep`` share, rounded up (at least one)."""
+    return max(1, math.ceil(n * keep - 1e-9))
+
+
+def rung_trials(
+    arm: experiments.Arm, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> tuple[list[dict], list[Config]]:
+    """(one trial per grid setting at the rung, the rung configs missing from the cache). A rung is read from
+    its own run or from the beginning of its full run; ``train_missing`` trains a missing one on the spot."""
+    trials, missing = [], []
+    for s in grid(arm, profile):
+        rc = rung_config(arm, profile, s)
+        rec = None if cache is None else _load_record(cache, rc)
+        if rec is None and cache is not None:
+            full = _load_record(cache, _tuning_config(arm, profile, s))
+            if full is not None:
+                rec = rung_view(_validation_view(full), rc.epochs)
+            elif train_missing and rc.key() not in failed_keys:
+                cache.get_or_train(rc, progress=False, evaluate=False)
+                rec = _load_record(cache, rc)
+        if rec is not None:
+            t = trial_from_record(rec, is_collapsed)
+        elif rc.key() in failed_keys:
+            t = failed_trial(s, "run failed")
+        else:
+            t = failed_trial(s, "missing")
+            missing.append(rc)
+        trials.append(t)
+    return trials, missing
+
+
+def survivors(trials: list[dict], keep: float) -> list[dict]:
+    """The trials that go on past the rung: the first ``keep`` share (rounded up) in :func:`select` order —
+    healthy before collapsed or failed, then the higher validation RSUM, the smaller lr, no warm-up."""
+    return sorted(trials, key=_rank)[: n_survivors(len(trials), keep)]
+
+
+def survivor_configs(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:
+    """Phase 1b of successive halving: the full tuning runs of every setting that goes on past its rung,
+    deduplicated (raises :class:`TuningIncomplete` while a rung is missing). Empty without halving."""
+    if not halving(profile):
+        return []
+    seen: dict[str, Config] = {}
+    missing: list[Config] = []
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            trials, miss = rung_trials(arm, profile, cache, failed_keys, is_collapsed=is_collapsed)
+            missing += miss
+            if miss:
+                continue
+            for t in survivors(trials, profile.tuning.keep):
+                c = _tuning_config(arm, profile, _setting(t))
+                seen.setdefault(c.key(), c)
+    if missing:
+        raise TuningIncomplete(
+            f"{len(missing)} rung run(s) are not in the cache, e.g. {missing[0].loss} lr={missing[0].lr} "
+            f"(key {missing[0].key()}); train reproduce.tuning.tuning_configs(profile) first"
+        )
+    return list(seen.values())
+
+
+def survivor_stand_ins(profile: Profile, papers=None) -> list[Config]:
+    """For a plan made before any rung ran: the full runs of ``n_survivors`` settings per tuning problem (the
+    last ones of the grid — the largest lr, which includes the profile's own — stand in for those that will go
+    on; the cost model does not depend on lr or warm-up)."""
+    if not halving(profile):
+        return []
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            g = grid(arm, profile)
+            for s in g[-n_survivors(len(g), profile.tuning.keep) :]:
                 c = _tuning_config(arm, profile, s)
                 seen.setdefault(c.key(), c)
     return list(seen.values())
@@ -195,7 +340,8 @@ def failed_trial(setting: dict, status: str) -> dict:
 
 def _rank(t: dict) -> tuple:
     r = t["val_rsum"]
-    return (bool(t["collapsed"]), -(r if math.isfinite(r) else -math.inf), t["lr"], t[HN_WARMUP_FIELD])
+    stopped = t.get("went_on") is False  # successive halving: stopped at the rung, never trained to the cap
+    return (stopped, bool(t["collapsed"]), -(r if math.isfinite(r) else -math.inf), t["lr"], t[HN_WARMUP_FIELD])
 
 
 def select(trials: list[dict]) -> dict:
@@ -276,12 +422,48 @@ def _load_record(cache, cfg):
     return None if res is None else res.record
 
 
+def arm_trials(
+    arm: experiments.Arm, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> tuple[list[dict], list[Config]]:
+    """(one trial per grid setting of the main arm ``arm``, the tuning configs missing from the cache). Under
+    successive halving a setting that stopped at its rung keeps its rung trial (``went_on`` False), the others
+    their full run's (``went_on`` True, with ``rung_val_rsum``). ``train_missing``: train missing runs on the spot."""
+    trials, missing = [], []
+    rung, going_on = None, None
+    if halving(profile):
+        rung, miss = rung_trials(arm, profile, cache, failed_keys, train_missing, is_collapsed)
+        missing += miss
+        going_on = [id(t) for t in survivors(rung, profile.tuning.keep)] if not miss else []
+    for i, s in enumerate(grid(arm, profile)):
+        if rung is not None and id(rung[i]) not in going_on:
+            r = rung[i]
+            stop = f"stopped at the rung (epoch {_first_epoch(arm, s) - 1 + profile.tuning.rung_epochs})"
+            status = stop if r["status"] == "ok" else r["status"]
+            trials.append({**r, "status": status, "went_on": False, "rung_val_rsum": r["val_rsum"]})
+            continue
+        cfg = _tuning_config(arm, profile, s)
+        if train_missing and cache is not None and not cache.has_training(cfg) and cfg.key() not in failed_keys:
+            cache.get_or_train(cfg, progress=False, evaluate=False)
+        rec = None if cache is None else _load_record(cache, cfg)
+        if rec is not None:
+            t = trial_from_record(rec, is_collapsed)
+        elif cfg.key() in failed_keys:
+            t = failed_trial(s, "run failed")
+        else:
+            missing.append(cfg)
+            t = failed_trial(s, "missing")
+        if rung is not None:
+            t.update(went_on=True, rung_val_rsum=rung[i]["val_rsum"])
+        trials.append(t)
+    return trials, missing
+
+
 def families(
     profile: Profile, papers=None, cache=None, failed_keys=(), train_missing: bool = False, is_collapsed=None
 ) -> dict[str, Family]:
-    """Every tuning problem of ``papers`` with its trials (from ``cache``) and its choice. A run missing
-    from the cache is an error (:class:`TuningIncomplete`) unless its key is in ``failed_keys`` (it failed:
-    a trial that is never chosen over a healthy one) or ``train_missing`` (trained on the spot)."""
+    """Every tuning problem of ``papers`` with its trials (from ``cache``, :func:`arm_trials`) and its choice. A
+    run missing from the cache is an error (:class:`TuningIncomplete`) unless its key is in ``failed_keys`` (it
+    failed: a trial that is never chosen over a healthy one) or ``train_missing`` (trained on the spot)."""
     out: dict[str, Family] = {}
     missing = []
     for paper in papers or experiments.PAPERS:
@@ -290,19 +472,8 @@ def families(
             if k in out:
                 out[k].members.append(f"{paper}/{arm.name}")
                 continue
-            trials = []
-            for s in grid(arm, profile):
-                cfg = _tuning_config(arm, profile, s)
-                if train_missing and cache is not None and not cache.has_training(cfg) and cfg.key() not in failed_keys:
-                    cache.get_or_train(cfg, progress=False, evaluate=False)
-                rec = None if cache is None else _load_record(cache, cfg)
-                if rec is not None:
-                    trials.append(trial_from_record(rec, is_collapsed))
-                elif cfg.key() in failed_keys:
-                    trials.append(failed_trial(s, "run failed"))
-                else:
-                    missing.append(cfg)
-                    trials.append(failed_trial(s, "missing"))
+            trials, miss = arm_trials(arm, profile, cache, failed_keys, train_missing, is_collapsed)
+            missing += miss
             out[k] = Family(k, arm, [f"{paper}/{arm.name}"], trials, None)
     if missing:
         raise TuningIncomplete(
@@ -345,10 +516,13 @@ def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
     return list(seen.values())
 
 
-def run_protocol(profile: Profile, papers, cache, executor, before_training=None, failures=None) -> list[Config]:
+def run_protocol(
+    profile: Profile, papers, cache, executor, before_training=None, failures=None, before_survivors=None
+) -> list[Config]:
     """Both phases for the driver: train the tuning runs that are not cached through ``executor``
     (``executor.run(configs, cache, evaluate=False) -> failures``: training entries only, no test evaluation;
-    ``before_training(todo)`` first, e.g. data preparation), then return the final configs (the chosen seed-0
+    ``before_training(todo)`` first, e.g. data preparation; under successive halving the rungs, then the full runs of
+    the settings that go on, ``before_survivors(those)`` first), then return the final configs (the chosen seed-0
     runs are already trained; the caller evaluates them and trains the rest).
     Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
     appended to ``failures`` (a list) when given, so the driver can exit non-zero.
@@ -356,16 +530,26 @@ def run_protocol(profile: Profile, papers, cache, executor, before_training=None
     if papers is not None and not papers:
         return []
     tune = tuning_configs(profile, papers)
-    todo = [c for c in tune if not cache.has_training(c)]
+    todo = [c for c in tune if not tuning_run_done(c, profile, cache)]
     failed: set[str] = set()
-    if todo:
-        if before_training is not None:
-            before_training(todo)
+
+    def train(todo):
         for f in executor.run(todo, cache, evaluate=False):
             failed.add(Config.from_dict(f.config).key())
             warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
             if failures is not None:
                 failures.append(f)
+
+    if todo:
+        if before_training is not None:
+            before_training(todo)
+        train(todo)
+    if halving(profile):  # the better part of every grid goes on to the cap
+        more = [c for c in survivor_configs(profile, papers, cache, failed) if not cache.has_training(c)]
+        if before_survivors is not None:
+            before_survivors(more)
+        if more:
+            train(more)
     return tuned_plan(profile, papers, cache, failed_keys=failed)
 
 
@@ -392,6 +576,8 @@ def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
                     "hardneg_cos": t.get("hardneg_cos", float("nan")),
                     "narrow_cone": t.get("narrow_cone"),
                     "status": t["status"],
+                    "rung_val_rsum": t.get("rung_val_rsum", float("nan")),
+                    "went_on": t.get("went_on"),
                     "other_seeds": t.get("other_seeds", ""),
                     "chosen": t is f.chosen,
                 }
@@ -464,7 +650,15 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
         f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
         f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
         "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up; a setting is kept only if the "
-        "main arm's other seeds are healthy too (`other_seeds`), else the next one is tried.\n\n"
+        "main arm's other seeds are healthy too (`other_seeds`), else the next one is tried."
+        + (
+            f" Successive halving: every setting first trains {g.rung_epochs} epochs after its warm-up "
+            f"(`rung_val_rsum`); the better {g.keep:.0%} of each grid (rounded up, in the selection order) goes on "
+            "to the cap (`went_on`), the others stop there and are never chosen."
+            if g.rung_epochs
+            else ""
+        )
+        + "\n\n"
         if g
         else "No tuning in this profile.\n\n"
     )
