@@ -54,8 +54,11 @@ arms that peak at the decay (adaptive ladder, Kendall alone) gain more from a st
 asks for a long run of 2× the cap, 80 epochs: not affordable on this machine).
 
 **Cost** — :func:`estimate_cost` (``python -m reproduce.profiles``) prices the plan from the
-per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its cap; ``results/manifest.json``
-records what a cold run really took.
+per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
+early stopping replayed on the learning curves); ``results/manifest.json`` records what a run really took.
+On this 2-core machine the whole protocol prices at ≈ 33 worker-hours (≈ 17 h of wall time at two workers):
+it does not fit one sitting here. The driver is resumable (a stopped run loses only the runs in flight), a
+machine with more cores or a Ray cluster divides it (``docs/cluster.md``), and a GPU the more.
 
 Other parts of the plan:
 
@@ -267,48 +270,96 @@ def get_profile(name: str) -> Profile:
 
 
 # --- cost model ---------------------------------------------------------------------------------------
-# Measured on this 2-core machine (AMD EPYC, no AMX) on 2026-11-23, two workers side by side, one torch thread
-# each — the synthetic numbers from the 231 full-data training runs and 197 evaluations of the cold run
-# (16:59–17:54 UTC; medians), the Flickr8k ones from single runs measured beside it (GRU-64 epoch 7.5 s alone
-# × the 1.08 the side-by-side workers cost, + 0.7 s validation; its evaluation scaled from the synthetic one):
-# * a Triplet-HN epoch (incl. validation): synthetic 2.99 s (118 steps), Flickr8k 8.8 s (235 longer steps);
-#   other losses add ``LOSS_EXTRA_S`` per synthetic epoch (a Flickr8k epoch: × 235 / 118);
-# * a run's fixed part in a worker (setup, test encoding) ≈ 1 s; its test evaluation 5.1 s / ≈ 6 s (final runs
-#   only: tuning runs store no test metrics);
+# Measured on this 2-core machine (Intel Xeon, AVX-512, no AMX) on 2026-11-25 at the default model (128/128/128,
+# batch 128), one torch thread per worker, two workers side by side (× 1.05 over one alone):
+# * a Triplet-HN epoch with its validation: synthetic 30.5 ms × 118 steps + 0.3 s ≈ 4.1 s, Flickr8k 45.8 ms ×
+#   235 steps + 0.6 s ≈ 12.0 s (``results/benchmarks/run_profile{,_flickr8k}.md``); other losses add
+#   ``LOSS_EXTRA_S`` per synthetic epoch (a Flickr8k epoch pays it per step: × 235 / 118), from the training
+#   seconds per epoch of the Flickr8k learning curves (``results/benchmarks/learning_curves/flickr8k``, two
+#   workers) against Triplet-HN's;
+# * a run's fixed part (imports, data, setup, test encoding) ≈ 1.0 s / 2.5 s; its test evaluation 5.1 s / 5.7 s
+#   (final runs only: tuning runs store no test metrics);
 # * data preparation 85 s / 746 s (Flickr8k: EfficientNet-Lite0 features of 7,999 photos ≈ 560 s, Sentence-BERT
-#   of 40,000 captions ≈ 185 s); the synthetic notebooks took ≈ 300 s in the cold run, Flickr8k's ≈ 121 s (manifest
-#   of the previous cold run).
+#   of 40,000 captions ≈ 185 s); the notebooks ≈ 300 s / 121 s (the previous protocol's cold run).
+# * how many epochs a run trains before early stopping ends it: ``EXPECTED_EPOCHS`` below.
 # ``val_s``: the validation part of an epoch (the reduced-data runs of S1 validate ~10× as often).
-#: the model ``COSTS`` were measured with (GRU-64 over 64-d words, 128-d joint space, batch 128);
-#: ``reproduce.progress`` scales them to another model by the step's FLOP
-COSTS_MODEL = dict(embed_dim=128, word_dim=64, text_hidden=64, batch_size=128)
+#: the model ``COSTS`` were measured with; ``reproduce.progress`` scales them to another model by the step's FLOP
+COSTS_MODEL = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128)
 COSTS = {
-    "synthetic": dict(fixed_s=0.94, eval_s=5.1, epoch_s=2.99, val_s=0.14, steps=118, prepare_s=85.0, notebooks_s=300.0),
-    "flickr8k": dict(fixed_s=1.5, eval_s=6.0, epoch_s=8.8, val_s=0.7, steps=235, prepare_s=746.0, notebooks_s=121.0),
+    "synthetic": dict(fixed_s=1.0, eval_s=5.1, epoch_s=4.1, val_s=0.3, steps=118, prepare_s=85.0, notebooks_s=300.0),
+    "flickr8k": dict(fixed_s=2.5, eval_s=5.7, epoch_s=12.0, val_s=0.6, steps=235, prepare_s=746.0, notebooks_s=121.0),
 }
-# Seconds a training epoch of the synthetic world (118 steps) costs beyond Triplet-HN's, per loss: the
-# median over the cold run of 2026-11-23 (two workers side by side); a Flickr8k epoch pays it per step
-# (× 235 / 118). The ladder losses dominate the study's compute.
+# Seconds a training epoch of the synthetic world (118 steps) costs beyond Triplet-HN's, per loss: half the
+# difference of a Flickr8k epoch's training seconds (235 steps) in the learning curves, two workers side by side.
 LOSS_EXTRA_S = {
-    "adaptive_ladder": 10.27,
-    "ladder": 8.84,
-    "listwise": 3.59,
-    "sndcg": 2.47,
-    "bcls": 0.83,
-    "kendall_sw_hs": 0.7,
-    "sam_authors": 0.62,
-    "sam": 0.58,
+    "listwise": 6.6,
+    "sam": 5.4,
+    "adaptive_ladder": 5.0,
+    "ladder": 4.2,
+    "sndcg": 3.4,
+    "bcls": 2.4,
+    "sam_authors": 1.3,
+    "kendall_sw_hs": 0.75,
 }
+# Epochs a full-data run trains before early stopping (patience 3 after the warm-up) ends it, at a good lr: the
+# learning curves with early stopping replayed on them (fast arms: best epoch + 3; the slow arms from the
+# 40-epoch curves), checked against the Flickr8k VSE++ tuning runs of 2026-11-25 (lr 2e-3: 9 and 12 epochs;
+# 6e-4: 13 and 15; 2e-4: 31 and 36). A smaller lr trains longer (``LR_EPOCH_FACTOR``); never past the cap.
+EXPECTED_EPOCHS = {
+    "flickr8k": dict(
+        triplet=10,
+        triplet_sn=8,
+        vlc=6,
+        unified=6,
+        bcls=8,
+        sam=10,
+        sam_authors=10,
+        listwise=9,
+        kendall_sw_hs=36,
+        sndcg=36,
+        ladder=19,
+        adaptive_ladder=36,
+    ),
+    "synthetic": dict(
+        triplet=18,
+        triplet_sn=10,
+        vlc=11,
+        unified=14,
+        bcls=13,
+        sam=17,
+        sam_authors=17,
+        listwise=20,
+        kendall_sw_hs=36,
+        sndcg=40,
+        ladder=40,
+        adaptive_ladder=24,
+    ),
+}
+LR_EPOCH_FACTOR = ((3e-4, 3.3), (1e-3, 1.4))  # (lr below this, × epochs): 2e-4 → × 3.3, 6e-4 → × 1.4
 ASSUMED_STEP_SPEEDUP = 1.0  # the costs above are the current engine's own: nothing assumed
+
+
+def expected_epochs(config, data: str) -> int:
+    """Epochs ``config`` is expected to train (:data:`EXPECTED_EPOCHS`): its cap without early stopping, for a
+    reduced-data run (S1 stretches patience with the data) or an unmeasured loss; never past the cap."""
+    per_loss = EXPECTED_EPOCHS.get(data, {})
+    if not config.early_stop_patience or config.train_fraction < 1 or config.loss not in per_loss:
+        return int(config.epochs)
+    e = float(per_loss[config.loss])
+    for below, factor in LR_EPOCH_FACTOR:
+        if config.lr < below:
+            e *= factor
+            break
+    return int(min(config.epochs, math.ceil(e)))
 
 
 def run_seconds(
     config, data: str, epochs_run: int | None = None, speedup: float = ASSUMED_STEP_SPEEDUP, evaluated: bool = True
 ) -> float:
     """Expected seconds of one run on one worker: fixed part (+ test evaluation when ``evaluated``) +
-    epochs × (validation + fraction × training)."""
+    epochs (``epochs_run``, else :func:`expected_epochs`) × (validation + fraction × training)."""
     c = COSTS[data]
-    e = config.epochs if epochs_run is None else min(epochs_run, config.epochs)
+    e = expected_epochs(config, data) if epochs_run is None else min(epochs_run, config.epochs)
     loss_s = LOSS_EXTRA_S.get(config.loss, 0.0) * c["steps"] / COSTS["synthetic"]["steps"]
     per_epoch = c["val_s"] + config.train_fraction * (c["epoch_s"] - c["val_s"] + loss_s)
     return c["fixed_s"] + (c["eval_s"] if evaluated else 0.0) + e * per_epoch / speedup
@@ -318,7 +369,7 @@ def estimate_cost(
     profile: "Profile | str", data: str, workers: int = 2, papers=None, speedup: float = ASSUMED_STEP_SPEEDUP
 ) -> dict:
     """Runs and time of the profile's whole protocol on ``data`` ("synthetic" or "flickr8k"), every run at
-    its epoch cap (an upper bound; early stopping lowers it). Counts the tuning runs (seed 0, the grid of
+    its expected epochs (:func:`expected_epochs`). Counts the tuning runs (seed 0, the grid of
     every main arm) and the final runs (every arm × its seeds at the tuned setting) as *distinct* runs —
     the chosen setting's seed-0 run is a tuning run, trained once. The final runs' settings are not known
     before tuning; their cost is the same for any lr / warm-up, so the default setting stands in."""
@@ -370,8 +421,8 @@ def cost_table(profile: str = "default", workers: int = 2) -> str:
         f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
     )
     return "\n".join(lines) + (
-        f"\n\n{workers} workers at the costs measured on 2026-11-23 (``COSTS``), every run at its epoch cap "
-        "(early stopping lowers it); unchosen tuning runs are not evaluated on the test split.\n"
+        f"\n\n{workers} workers at the costs measured on 2026-11-25 (``COSTS``), every run at its expected epochs "
+        "(``EXPECTED_EPOCHS``); unchosen tuning runs are not evaluated on the test split.\n"
     )
 
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import experiments, tuning
-from .profiles import COSTS, COSTS_MODEL, run_seconds
+from .profiles import COSTS, COSTS_MODEL, expected_epochs, run_seconds
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
 # what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
@@ -80,13 +80,14 @@ def run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = Fa
     model = {k: getattr(config, k) for k in REFERENCE_MODEL}
     flop = _flop_per_caption(model, data) / _flop_per_caption(REFERENCE_MODEL, data)
     (n_tr, n_dev, n_te), (r_tr, r_dev, r_te) = _sizes(config, data), REFERENCE_SIZES[data]
+    epochs = expected_epochs(config, data)
     base = run_seconds(config, data, evaluated=False) - c["fixed_s"]  # epochs × (validation + training)
-    per_epoch = base / config.epochs
+    per_epoch = base / epochs
     val = c["val_s"]
     train = per_epoch - val
     epoch_s = val * flop * n_dev / r_dev + train * flop * n_tr / r_tr
     eval_s = c["eval_s"] * (n_te / r_te) ** 2 if evaluated else 0.0
-    return c["fixed_s"] + eval_s + (0.0 if trained else config.epochs * epoch_s)
+    return c["fixed_s"] + eval_s + (0.0 if trained else epochs * epoch_s)
 
 
 def eta_seconds(remaining_est_s: float, done_est_s: float, elapsed_s: float, workers: int) -> float:
@@ -333,7 +334,7 @@ def plan_lines(profile_name: str, progress: RunProgress, skip_notebooks: bool) -
         f"plan [{profile_name}]: ≤ {total} run(s) in all; estimated wall time ≈ {_minutes(progress.planned_s)}"
         + ("" if skip_notebooks else f" (notebooks ≈ {_minutes(progress.notebooks_s)} included)")
         + " — from the per-run costs measured on the study's 2-core machine (reproduce.profiles.COSTS), "
-        "every run at its epoch cap (early stopping shortens it)"
+        "every run at its expected epochs (reproduce.profiles.EXPECTED_EPOCHS: early stopping measured)"
     )
     return lines
 
