@@ -13,6 +13,7 @@ a running notebook).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import sys
@@ -22,8 +23,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
+from . import notebooks
 from .notebooks import PAPER_NOTEBOOKS
-from .profiles import PROFILES
+from .paths import ROOT
+from .profiles import PROFILES, profile_for
 
 NO_ENVIRONMENT = (
     "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
@@ -37,7 +42,6 @@ except ModuleNotFoundError as _exc:  # a Python without the study's environment,
 
 
 PROG = "python -m reproduce"
-ROOT = Path(__file__).resolve().parent.parent
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
@@ -191,6 +195,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
             raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
         try:
             paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
+            # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
             from coherent_itr.data import flickr8k
 
             root = flickr8k.check_release()
@@ -269,8 +274,8 @@ class Outcome:
 def plan_data_set(args, data: str, cache) -> DataSetPlan:
     """The runs of one data set. With a tuning grid (profile ``default``) these are the tuning runs
     only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from . import experiments, tuning
-    from .study import profile_for
 
     profile = profile_for(args.profile, data)
     papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
@@ -286,8 +291,6 @@ def plan_data_set(args, data: str, cache) -> DataSetPlan:
 
 
 def announce(args, plans: list[DataSetPlan]) -> None:
-    from . import notebooks
-
     print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
@@ -312,26 +315,23 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
     invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
     :mod:`reproduce.progress`), open only while runs train so no other bar nests under it."""
-    from tqdm.auto import tqdm
-
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.config import Config
 
-    from . import tuning
-    from .executors import make_executor
-    from .prepare import prepare
+    from . import executors, prepare, tuning
 
     d = plan.data
     if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
         return time.time()
     progress = not args.no_progress
-    executor = make_executor(args.executor, args.workers, progress)
+    executor = executors.make_executor(args.executor, args.workers, progress)
     prepared = False
 
     def prepare_once(todo) -> None:
         nonlocal prepared
         if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
             est = out.progress.estimates.get(d) if out.progress else None
-            out.timings[f"{d}_prepare_s"] = prepare(todo, progress, later=est.final_todo if est else ())
+            out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
             prepared = True
 
     def train(todo, evaluate: bool = True) -> None:
@@ -419,8 +419,6 @@ def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: 
     """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
     idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
     run of its data set trained in this invocation (``trained_until``), or always with ``--rerun-notebooks``."""
-    from . import notebooks
-
     t = time.perf_counter()
     targets = []
     for plan in plans:
@@ -442,6 +440,7 @@ def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: 
 def collapsed_arms(args, sets: list[str]) -> dict:
     """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
     ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.runs import RunCache
 
     from . import claim_rows
@@ -457,8 +456,8 @@ def collapsed_arms(args, sets: list[str]) -> dict:
 
 def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (only when all is well), manifest; the exit status."""
-    from . import ledger_io, notebooks
-    from .study import profile_for
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from . import ledger_io
 
     base = ROOT / profile_for(args.profile, "synthetic").results_dir
     dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
@@ -485,6 +484,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     }
     estimate = None
     if out.progress:
+        # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
         from . import progress as progress_mod
 
         estimate = progress_mod.finish(out.progress, time.perf_counter() - t0, out.runs_done)
@@ -517,6 +517,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
 
 
 def run(args, sets: list[str]) -> int:
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.runs import RunCache, check_writable
 
     t0, t_start = time.perf_counter(), time.time()
@@ -529,6 +530,7 @@ def run(args, sets: list[str]) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from . import progress as progress_mod
 
     out.progress = progress_mod.start(args, plans, cache)  # the whole plan, its estimate, the bar
@@ -576,6 +578,7 @@ def _interrupt_again(signum, frame):
 
 def runs_cached(plans: list[DataSetPlan]) -> int:
     """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.runs import RunCache
 
     cache = RunCache()
@@ -585,7 +588,6 @@ def runs_cached(plans: list[DataSetPlan]) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import importlib.util
 
     if importlib.util.find_spec("torch") is None:  # found without importing it (seconds)
         print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
@@ -609,6 +611,7 @@ def main(argv=None) -> int:
 
 
 def verify(args) -> int:
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.runs import verify_cache
 
     problems = verify_cache()

@@ -25,6 +25,16 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from coherent_itr.data import bundle, flickr8k, sbert
+from coherent_itr.data.features import encoder_key
+from coherent_itr.evaluation import PSEUDO_PROVIDERS
+from coherent_itr.runs import source_hash
+
+from . import experiments
+from .profiles import PROFILES, profile_for
+
 MAX_BYTES = 60 * 10**6  # what a bundle may weigh to travel to the GPU machine with the code
 DATA_SETS = ("flickr8k",)
 
@@ -32,12 +42,6 @@ DATA_SETS = ("flickr8k",)
 def planned_providers(data: str = "flickr8k") -> list[tuple[str, dict]]:
     """Every (relevance provider, parameters) that a planned run on ``data`` (any profile) trains with or
     the test evaluation uses, each once, in a stable order."""
-    from coherent_itr.evaluation import PSEUDO_PROVIDERS
-
-    from . import experiments
-    from .profiles import PROFILES
-    from .study import profile_for
-
     seen: dict[str, tuple[str, dict]] = {}
     for name in PROFILES:
         for cfg in experiments.plan(profile_for(name, data)):
@@ -62,12 +66,6 @@ def check_servable(providers: list[tuple[str, dict]]) -> None:
 
 def build(data: str, out: str | Path, data_dir=None, cache_dir=None, progress: bool = True) -> dict:
     """Write the bundle of ``data`` into ``out`` (new or empty folder); returns its manifest."""
-    import numpy as np
-
-    from coherent_itr.data import bundle, flickr8k, sbert
-    from coherent_itr.data.features import encoder_key
-    from coherent_itr.runs import source_hash
-
     if data not in DATA_SETS:
         raise ValueError(f"no bundle for data set {data!r}; choose one of {list(DATA_SETS)}")
     out = Path(out)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from coherent_itr import data as data_mod
+from coherent_itr.data.base import CaptionedImages
+from coherent_itr.data.flickr8k import flickr8k_index
 from coherent_itr.data.relevance_stats import (
     COCO1K_CANDIDATES,
     COCO1K_GT,
@@ -44,9 +47,6 @@ def _captions_only_train(data: str, n_images: int | None = 1500, seed: int = 0):
     take minutes to extract cold) — of a random ``n_images`` subset (None: all 6,000): random batch pairs
     of a random subset have the distribution of random pairs of the whole split (a same-image pair in a
     batch is 4 / 7,499 vs 4 / 29,999 likely — both negligible), at a quarter of the Sentence-BERT cost."""
-    from coherent_itr.data.base import CaptionedImages
-    from coherent_itr.data.flickr8k import flickr8k_index
-
     names, caps = flickr8k_index()["train"]
     cpi = len(caps) // len(names)
     keep = (
@@ -68,8 +68,6 @@ def measure(
 ) -> dict:
     """θ calibration (Sentence-BERT, paired cosine) and SAM margins (CIDEr-D, candidate included) on
     ``n_batches`` random training batches of ``data``; what the ladder / SAM notebooks show."""
-    from coherent_itr import data as data_mod
-
     tr = _captions_only_train(data) if data == "flickr8k" else data_mod.load_splits(data, scale=data_scale).train
     sb = data_mod.relevance_provider("sbert", tr, mode="paired", scale="cosine")
     rel = relevance_batches(

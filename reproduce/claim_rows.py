@@ -22,9 +22,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from coherent_itr import health
+
+from . import experiments
 from . import claims as registry
+from .ledger import NOTEBOOK_COLUMNS, N_BOOT, paired_bootstrap, per_query_recall, verdict
 from .tuning import TuningIncomplete
-from .ledger import N_BOOT, NOTEBOOK_COLUMNS, paired_bootstrap, per_query_recall, verdict
 
 
 def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
@@ -205,7 +208,7 @@ def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
     (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
     only (``papers``: only those papers' contrasts). Pass the result to :func:`reproduce.ledger_io.collect`."""
     if is_collapsed is None:
-        from coherent_itr.health import is_collapsed  # written by the "engine" helper (contract in the brief)
+        is_collapsed = health.is_collapsed
     out = {}
     for c in registry.CLAIMS.values():
         p = c.primary
@@ -252,7 +255,6 @@ def null_pair_diffs(results_by_paper: dict, dataset: str, metrics=("rsum",), con
 
 def same_config(profile):
     """``configs_equal`` for :func:`null_pair_diffs` under ``profile`` (arms of :mod:`reproduce.experiments`)."""
-    from . import experiments
 
     def equal(paper, a, b):
         """The two arms run the same config on every seed they share (a sweep arm may run fewer seeds)."""

@@ -13,21 +13,26 @@ platform, a watcher thread ends the worker once its parent process is gone.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import multiprocessing as mp
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
 
-if TYPE_CHECKING:
-    from coherent_itr.config import Config
-    from coherent_itr.runs import RunCache
+from coherent_itr import data as data_mod
+from coherent_itr.config import Config
+from coherent_itr.runs import RunCache, pinned_threads
+
+from .prepare import train_rows
+from .profiles import COSTS, run_seconds
 
 PARENT_POLL_S = 1.0  # how often a worker checks that the driver is still alive (fallback to prctl)
 
@@ -57,8 +62,6 @@ def die_with_parent(parent_pid: int) -> None:
     poll, which happens at once."""
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             PR_SET_PDEATHSIG = 1
             libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
@@ -92,11 +95,6 @@ def _splits_for(config, cache_root: str, threads: int):
     the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``. Flickr8k's
     training images come with the features the cache holds (the driver's preparation computed the plan's);
     a run whose subset lacks some has them computed here (and cached) before it trains."""
-    from coherent_itr import data as data_mod
-    from coherent_itr.runs import pinned_threads
-
-    from .prepare import train_rows
-
     key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
     load = dict(data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_root)
     if key not in _SPLITS:
@@ -115,9 +113,6 @@ def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = 
     """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
     of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
     raising. The data splits are loaded once per worker (:func:`_splits_for`)."""
-    from coherent_itr.config import Config
-    from coherent_itr.runs import RunCache
-
     try:
         config = Config.from_dict(config_dict)
         cache = RunCache(cache_root, threads=threads)
@@ -142,7 +137,6 @@ def longest_first(configs: list[Config]) -> list[Config]:
     ties keep the given order; a data set without measured costs is priced as the synthetic world). Runs are
     independent, so the order changes no number — only how well the workers' last minutes are packed: a long
     run started last would leave the other workers idle."""
-    from .profiles import COSTS, run_seconds
 
     def cost(c) -> float:
         return run_seconds(c, c.data if c.data in COSTS else "synthetic")
@@ -176,9 +170,6 @@ class LocalExecutor:
                     failures.append(f)
                 _advance(bar, cd)
         else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
             pool = ProcessPoolExecutor(
                 self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
             )
@@ -216,6 +207,7 @@ class RayExecutor:
     def run(
         self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
     ) -> list[RunFailure]:
+        # optional: only the Ray executor needs Ray
         import ray
 
         started = False

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .tables import markdown_table
+
 DIRECTIONS = {"i2t": "image→text", "t2i": "text→image"}
 
 # Relevance / positive-set / human-source names of the record (coherent_itr.evaluation) → meaning.
@@ -485,8 +487,6 @@ def readable(df: pd.DataFrame, arms: bool = True) -> pd.DataFrame:
 def markdown(df: pd.DataFrame, arms: bool = True) -> str:
     """:func:`readable` as a Markdown table, the formatted text kept as is (:func:`reproduce.report.markdown_table`:
     cells escaped, at most 9 columns per table, short headers with a legend)."""
-    from .report import markdown_table
-
     return markdown_table(readable(df, arms))
 
 

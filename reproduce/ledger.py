@@ -77,8 +77,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
+from scipy.optimize import brentq
+from threadpoolctl import threadpool_limits
 
 from coherent_itr import metrics
+from coherent_itr.runs import default_threads
 
 FRACTION = 0.5  # practical threshold: this fraction of |paper effect|
 NOISE_K = 2.0  # noise floor: this many single-seed paired-difference sds
@@ -204,10 +207,6 @@ def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[
     (``coherent_itr.runs.default_threads``, as the cache evaluates a run): OpenBLAS splits the sums
     differently with 2 threads, and on the cold-run cache that flipped one text→image rank of N1's
     Triplet (mean) seed 2 (RSUM 236.06 vs the record's 235.96)."""
-    from threadpoolctl import threadpool_limits
-
-    from coherent_itr.runs import default_threads
-
     with threadpool_limits(limits=default_threads(), user_api="blas"):
         sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
     hits = metrics.per_query(sim, image_of_caption, "retrieval", ks=tuple(ks))
@@ -367,6 +366,7 @@ def holm_rows(p: np.ndarray) -> np.ndarray:
 
 def holm(p_values) -> np.ndarray:
     """Holm-adjusted p-values (``statsmodels``); NaN entries stay NaN and are not counted."""
+    # slow import (≈ 1.3 s), only for Holm's adjustment
     from statsmodels.stats.multitest import multipletests
 
     p = np.asarray(p_values, dtype=float)
@@ -400,7 +400,6 @@ def min_detectable_effect(se: float, df: float, alpha: float, kind: str = "direc
     if kind == "direction":
         if not np.isfinite(df):
             return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
-        from scipy.optimize import brentq
 
         crit = float(stats.t.ppf(1 - alpha / 2, df))
         start = crit + float(stats.norm.ppf(power))

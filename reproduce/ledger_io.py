@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import torch
 
 from coherent_itr.io import atomic_write_json, atomic_write_text
 from coherent_itr.runs import source_hash
-
-import math
-
-import numpy as np
 
 from . import claims as registry
 from .ledger import (
@@ -54,8 +53,9 @@ from .ledger import (
     stability,
     threshold,
 )
+from .paths import ROOT
+from .tables import md_cell
 
-ROOT = Path(__file__).resolve().parent.parent
 CLAIM_IDS = {}
 for _c in registry.CLAIMS.values():
     CLAIM_IDS.setdefault(_c.paper, []).append(_c.id)
@@ -574,8 +574,6 @@ def verdict_cell(r) -> str:
 
 
 def _cell(s) -> str:
-    from .report import md_cell
-
     return md_cell(s) if isinstance(s, str) and s else "—"
 
 
@@ -886,8 +884,6 @@ def write_manifest(
 
     ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``).
     ``estimate``: the plan's estimated against its actual wall time (``reproduce.progress.finish``)."""
-    import torch
-
     path = Path(results_dir) / "manifest.json"
     man = {
         "library_source_hash": source_hash(),

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import textwrap
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from .labels import arm_label
 
 BASE = "VSE++ (Triplet-HN)"
 N_BOOT = 2000
@@ -142,8 +145,6 @@ def _whiskers(res: pd.DataFrame, stat: str, rows=slice(None)) -> list:
 def comparison_table(res: pd.DataFrame, base_label: str = "VSE++") -> pd.DataFrame:
     """The readable table of :func:`main_comparison`: four short columns (seeds, mean, IQM, P(improvement))
     with their 95% intervals in brackets."""
-    from .labels import arm_label
-
     out = pd.DataFrame(
         {
             "seeds": res["n_seeds"].to_numpy(dtype=int),
@@ -160,10 +161,6 @@ def comparison_table(res: pd.DataFrame, base_label: str = "VSE++") -> pd.DataFra
 def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_label: str = "VSE++"):
     """Two panels sharing the arms: IQM (filled) and mean (open) with their 95% intervals, and the probability
     of improvement over the baseline with its interval (dashed line: ½, no improvement)."""
-    import matplotlib.pyplot as plt
-
-    from .labels import arm_label
-
     n = len(res)
     y = np.arange(n)[::-1]
     fig, (ax1, ax2) = plt.subplots(

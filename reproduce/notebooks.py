@@ -29,20 +29,16 @@ import math
 import os
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+from filelock import FileLock, Timeout
+
+from coherent_itr.io import atomic_write_json, atomic_write_text
+
+from .paths import NOTEBOOK_DIR, PAPER_NOTEBOOKS, for_papers, notebook_paths  # noqa: F401 (notebooks.for_papers …)
+
 KERNEL = "coherent-itr"  # installed into .venv by `make` (ipykernel install --sys-prefix)
-# --papers value → the notebook it selects ("data" is the data card; it trains nothing)
-PAPER_NOTEBOOKS = {
-    "overview": "00",
-    "bcls": "01",
-    "ladder": "02",
-    "sam": "03",
-    "listwise": "04",
-    "unified": "05",
-    "data": "06",
-}
 
 
 def _rel(path: Path) -> str:
@@ -55,25 +51,15 @@ def _rel(path: Path) -> str:
 
 def kernel_name() -> str:
     """The project's kernel when installed, else the running environment's ``python3``."""
+    # only to name the kernel; keeps python -m reproduce --help light
     from jupyter_client.kernelspec import KernelSpecManager
 
     return KERNEL if KERNEL in KernelSpecManager().find_kernel_specs() else "python3"
 
 
-def notebook_paths(only: list[str] | None = None) -> list[Path]:
-    nbs = sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        nbs = [p for p in nbs if any(p.stem.startswith(o) or p.stem == o for o in only)]
-    return nbs
-
-
-def for_papers(papers: list[str] | None) -> list[str] | None:
-    """The notebook prefixes selected by ``--papers`` (None: every notebook)."""
-    return [PAPER_NOTEBOOKS[p] for p in papers] if papers else None
-
-
 def inputs_hash(nb: Path, profile: str, data: str) -> str:
     """Hash of everything an executed notebook depends on (see the module docstring)."""
+    # heavy (torch): __main__ imports this module for --help
     from coherent_itr.runs import source_hash
 
     h = hashlib.sha256()
@@ -123,10 +109,6 @@ def scrub_machine_paths(notebook: Path, root: Path | str | None = None) -> int:
     """Make an executed notebook free of this machine's paths (issue 18): papermill's ``input_path`` /
     ``output_path`` become relative to the repository root ``root``, and the prefix ``<root>/`` is cut
     from every text output (warnings name files). Written atomically; returns how many strings changed."""
-    import json
-
-    from coherent_itr.io import atomic_write_text
-
     root = str(Path(root or NOTEBOOK_DIR.parent).resolve()).rstrip("/") + "/"
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     n = 0
@@ -164,9 +146,8 @@ def scrub_machine_paths(notebook: Path, root: Path | str | None = None) -> int:
 def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress: bool, fresh_after: float | None):
     """Execute one notebook unless a matching, fresh stamp exists; the caller holds its lock.
     Returns None (ok or skipped) or the traceback of its failure."""
+    # slow import, only when notebooks execute
     import papermill as pm
-
-    from coherent_itr.io import atomic_write_json
 
     out, stamp = results_dir / "notebooks" / nb.name, stamp_path(results_dir, nb)
     key = inputs_hash(nb, profile, data)
@@ -247,8 +228,6 @@ def execute_all(
     all of them.
 
     Each notebook runs under its file lock, so a concurrent driver waits rather than executing it too."""
-    from filelock import FileLock, Timeout
-
     if jobs < 1:
         raise ValueError(f"jobs must be ≥ 1, got {jobs}")
     tasks = []
@@ -274,8 +253,6 @@ def execute_all(
     if jobs == 1:
         tbs = [one(t) for t in tasks]
     else:  # each kernel is its own process; the threads only wait on them
-        from concurrent.futures import ThreadPoolExecutor
-
         order = sorted(range(len(tasks)), key=lambda i: -_last_seconds(tasks[i]))  # longest first
         with ThreadPoolExecutor(jobs, thread_name_prefix="notebook") as pool:
             done = dict(zip(order, pool.map(one, [tasks[i] for i in order])))

@@ -21,9 +21,20 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Markdown, display
 
+from . import labels, qualitative, report
 from . import claims as registry
+from .claim_rows import per_query_of, primary_row
+from .labels import in_text
+from .ledger import ClaimResult
+from .ledger_io import fmt_num, write_claims
+from .paths import for_papers, notebook_paths
+from .study import Study
+from .tables import md_cell
+from .tuning import health_sentences
 
 YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
     True: ("expert", "Flickr8k expert judgements"),
@@ -79,8 +90,6 @@ class Page:
     def tuning_table(self, show: bool = True) -> pd.DataFrame:
         """The paper's tuning table (issue 14): every main arm × grid setting with its validation RSUM,
         epochs, health and the choice; saved as ``<results>/<paper>/tuning_<data>.{csv,md}``."""
-        from . import report
-
         t = self.study.tuning_table(self.paper)
         view = t.drop(columns=["also", "status"], errors="ignore").assign(
             collapsed=lambda d: d["collapsed"].map({True: f"{report.COLLAPSE_MARK} yes", False: "no"}).fillna("?"),
@@ -92,18 +101,14 @@ class Page:
             "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up; kept only if "
             "the arm's other seeds are healthy too — other seeds — else the next one). " + report.collapse_note()
         )
-        from .tuning import health_sentences
 
         words = health_sentences(t) if {"other_seeds", "collapsed", "chosen"} <= set(t.columns) else []
         if words:
             cap += "\n\n" + "\n".join(f"* {w}" for w in words)
-        from . import labels
 
         view = view.rename(columns=lambda c: labels.label(c) if labels.has_label(c) else c.replace("_", " "))
         report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index(view.columns[0]))
         if show:
-            from IPython.display import Markdown, display
-
             display(Markdown(cap + "\n\n" + report.markdown_table(view, index=False)))
         return t
 
@@ -113,13 +118,9 @@ class Page:
         (seed 0) for the ``n`` test images where the first two arms disagree most, each caption with its
         Sentence-BERT relevance and, when judged, its expert score (:mod:`reproduce.qualitative`). Saved as
         ``<results>/<paper>/qualitative_<data>.{png,svg}``; from cached embeddings, no training."""
-        from . import qualitative, report
-
         fig, picked = qualitative.figure_disagreement(qualitative.study_views(self.study, self.paper, arms), n=n, k=k)
         report.save_figure(fig, self.out, self.paper, f"qualitative_{self.data}")
         if show:
-            import matplotlib.pyplot as plt
-
             plt.show()
         return picked
 
@@ -128,8 +129,6 @@ class Page:
         self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""
     ) -> None:
         """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0)."""
-        from .ledger import ClaimResult
-
         c = registry.claim(cid)  # an unknown id is an error here, not a silent extra row
         if role == "primary":  # a notebook-measured primary: the registry's statement, never a retyped one
             if c.primary.measure != "notebook":
@@ -156,8 +155,6 @@ class Page:
     def primary_rows(self) -> list[dict]:
         """The primary row of every claim of this paper whose primary contrast is two arms, by claim id,
         with the per-query bootstrap for RSUM contrasts (:func:`reproduce.claim_rows.primary_row`)."""
-        from .claim_rows import per_query_of, primary_row
-
         rows = []
         for c in registry.CLAIMS.values():
             p = c.primary
@@ -173,21 +170,14 @@ class Page:
     def finish(self, show: bool = True) -> pd.DataFrame:
         """Write this notebook's claim file (its rows + the primary rows by claim id) and show the effects
         (no verdicts: the ledger decides them for all claims of the data set at once)."""
-        from .ledger_io import write_claims
-
         df = write_claims([*self.claims, *self.primary_rows()], self.out, self.paper, self.data)
         if show:
-            from IPython.display import Markdown, display
-
             display(Markdown(effects_markdown(df)))
         return df
 
 
 def effects_markdown(df: pd.DataFrame) -> str:
     """The claim rows a notebook wrote, effects and 95% intervals only, primary rows first."""
-    from .ledger_io import fmt_num
-    from .report import md_cell
-
     d = df.copy()
     d["role"] = d.get("role", pd.Series([""] * len(d))).fillna("").replace("", "secondary")
     d = d.sort_values(["id", "role"], key=lambda s: s.map({"primary": 0}).fillna(1) if s.name == "role" else s)
@@ -195,7 +185,6 @@ def effects_markdown(df: pd.DataFrame) -> str:
         "| claim | role | contrast | metric | effect [95% interval] | seeds |",
         "|---|---|---|---|---|---|",
     ]
-    from .labels import in_text
 
     for r in d.to_dict("records"):
         metric = in_text(r["metric"]) if isinstance(r["metric"], str) else r["metric"]
@@ -214,12 +203,8 @@ def effects_markdown(df: pd.DataFrame) -> str:
 
 def start(paper: str, profile: str | None = None, data: str = "synthetic", notebook: str | None = None) -> Page:
     """Plotting style, the :class:`~reproduce.study.Study` of ``profile`` on ``data``, and a header line."""
-    from . import report
-    from .study import Study
-
     profile = profile or os.environ.get("COHERENT_ITR_PROFILE", "default")
     report.setup_plotting()
-    from .notebooks import for_papers, notebook_paths
 
     nb = notebook or notebook_paths(for_papers([paper]))[0].stem
     pg = Page(paper, nb, profile, data, Study(profile, data))

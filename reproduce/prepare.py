@@ -20,6 +20,7 @@ import numpy as np
 
 from coherent_itr import data as data_mod
 from coherent_itr.config import Config
+from coherent_itr.data.flickr8k import flickr8k_index
 from coherent_itr.data.sbert import embed_captions
 
 
@@ -48,8 +49,6 @@ def load_for(data: str, configs: list[Config], data_dir=None, scale: str = "defa
     training images, plus any the feature cache holds, plus dev and test)."""
     train_images = None
     if data == "flickr8k":
-        from coherent_itr.data.flickr8k import flickr8k_index
-
         train_images = train_images_needed(configs, flickr8k_index(data_dir)["train"][0])
     return data_mod.load_splits(
         data, data_dir=data_dir, scale=scale, seed=seed, cache_dir=cache_dir, train_images=train_images

@@ -53,7 +53,7 @@ epoch 33; S-NDCG alone reaches 95 % by epoch 17 and the manual ladder by 16. On 
 arms that peak at the decay (adaptive ladder, Kendall alone) gain more from a still longer run (the rule
 asks for a long run of 2× the cap, 80 epochs: not affordable on this machine).
 
-**Cost** — :func:`estimate_cost` (``python -m reproduce.profiles``) prices the plan from the
+**Cost** — :func:`reproduce.progress.estimate_cost` (``python -m reproduce.progress``) prices the plan from the
 per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
 early stopping replayed on the learning curves); ``results/manifest.json`` records what a run really took.
 On this 2-core machine the whole protocol prices at ≈ 33 worker-hours (≈ 17 h of wall time at two workers):
@@ -79,6 +79,7 @@ Other parts of the plan:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -269,6 +270,20 @@ def get_profile(name: str) -> Profile:
     return PROFILES[name]
 
 
+def profile_for(profile: str | Profile, data: str) -> Profile:
+    """The profile with its data source set to ``data`` ("synthetic" or "flickr8k")."""
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    if data == p.data:
+        return p
+    if data == "flickr8k":
+        return dataclasses.replace(
+            p, data="flickr8k", data_scale="default", results_dir=f"{p.results_dir}/flickr8k", **p.flickr8k
+        )
+    if data == "synthetic":
+        return dataclasses.replace(p, data="synthetic")
+    raise ValueError(f"data must be 'synthetic' or 'flickr8k', got {data!r}")
+
+
 # --- cost model ---------------------------------------------------------------------------------------
 # Measured on this 2-core machine (Intel Xeon, AVX-512, no AMX) on 2026-11-25 at the default model (128/128/128,
 # batch 128), one torch thread per worker, two workers side by side (× 1.05 over one alone):
@@ -365,67 +380,6 @@ def run_seconds(
     return c["fixed_s"] + (c["eval_s"] if evaluated else 0.0) + e * per_epoch / speedup
 
 
-def estimate_cost(
-    profile: "Profile | str", data: str, workers: int = 2, papers=None, speedup: float = ASSUMED_STEP_SPEEDUP
-) -> dict:
-    """Runs and time of the profile's whole protocol on ``data`` ("synthetic" or "flickr8k"), every run at
-    its expected epochs (:func:`expected_epochs`). Counts the tuning runs (seed 0, the grid of
-    every main arm) and the final runs (every arm × its seeds at the tuned setting) as *distinct* runs —
-    the chosen setting's seed-0 run is a tuning run, trained once. The final runs' settings are not known
-    before tuning; their cost is the same for any lr / warm-up, so the default setting stands in."""
-    from . import experiments, tuning
-    from .study import profile_for
-
-    if data not in COSTS:
-        raise ValueError(f"data must be one of {sorted(COSTS)}, got {data!r}")
-    prof = profile_for(profile, data)
-    tune = {c.key(): c for c in [*tuning.tuning_configs(prof, papers), *tuning.survivor_stand_ins(prof, papers)]}
-    # the default setting (a grid point) stands in for the chosen one; a main arm's final seed-0 run is
-    # then one of the tuning runs, as the chosen one is after tuning
-    final = {k: c for k, c in ((c.key(), c) for c in experiments.plan(prof, papers)) if k not in tune}
-    problems = {tuning.tuning_key(a, prof) for p in (papers or experiments.PAPERS) for a in tuning.main_arms(prof, p)}
-    tune_s = sum(run_seconds(c, data, speedup=speedup, evaluated=False) for c in tune.values())
-    tune_s += len(problems) * COSTS[data]["eval_s"]  # the chosen seed-0 run of each tuning problem is evaluated
-    final_s = sum(run_seconds(c, data, speedup=speedup) for c in final.values())
-    train_wall = (tune_s + final_s) / workers
-    c = COSTS[data]
-    total = train_wall + c["prepare_s"] + c["notebooks_s"]
-    return {
-        "profile": prof.name,
-        "data": data,
-        "epoch_cap": prof.model.get("epochs"),
-        "tuning_runs": len(tune),
-        "final_runs": len(final),
-        "runs": len(tune) + len(final),
-        "worker_hours": (tune_s + final_s) / 3600,
-        "train_wall_min": train_wall / 60,
-        "total_min": total / 60,
-        "workers": workers,
-        "speedup": speedup,
-    }
-
-
-def cost_table(profile: str = "default", workers: int = 2) -> str:
-    rows = [estimate_cost(profile, d, workers) for d in COSTS]
-    lines = [
-        "| data | cap E | tuning runs | final runs | runs | worker-h | train wall (min) | + prep + notebooks (min) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['data']} | {r['epoch_cap']} | {r['tuning_runs']} | {r['final_runs']} | {r['runs']} | "
-            f"{r['worker_hours']:.2f} | {r['train_wall_min']:.1f} | {r['total_min']:.1f} |"
-        )
-    lines.append(
-        f"| both | | | | {sum(r['runs'] for r in rows)} | {sum(r['worker_hours'] for r in rows):.2f} | "
-        f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
-    )
-    return "\n".join(lines) + (
-        f"\n\n{workers} workers at the costs measured on 2026-11-25 (``COSTS``), every run at its expected epochs "
-        "(``EXPECTED_EPOCHS``); unchosen tuning runs are not evaluated on the test split.\n"
-    )
-
-
 def epochs_for_fraction(profile: Profile, fraction: float) -> tuple[int, int]:
     """(epochs, patience) of a run on ``fraction`` of the training data with as many *updates* as the
     full-data arm (SAM Table 2 / claim S1): ⌈E / f⌉ epochs and patience ⌈P / f⌉, the epochs
@@ -452,9 +406,3 @@ def schedule_for_fraction(fraction: float, warmup_epochs: int, lr_decay_epoch: i
         return math.ceil(n / fraction - 1e-9) if n else 0
 
     return {"warmup_epochs": scaled(int(warmup_epochs)), "lr_decay_epoch": scaled(int(lr_decay_epoch))}
-
-
-if __name__ == "__main__":
-    import sys
-
-    print(cost_table(sys.argv[1] if len(sys.argv) > 1 else "default"))

@@ -25,11 +25,19 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
+import torch
+from tqdm.auto import tqdm
+
+from coherent_itr.config import Config
+from coherent_itr.data.synthetic import SCALES
+
 from . import experiments, tuning
-from .profiles import COSTS, COSTS_MODEL, expected_epochs, run_seconds
+from .prepare import train_rows
+from .profiles import ASSUMED_STEP_SPEEDUP, COSTS, COSTS_MODEL, Profile, expected_epochs, profile_for, run_seconds
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
 # what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
@@ -64,8 +72,6 @@ def _flop_per_caption(model: dict, data: str) -> float:
 
 def _sizes(config, data: str) -> tuple[int, int, int]:
     if data == "synthetic":
-        from coherent_itr.data.synthetic import SCALES
-
         return SCALES.get(config.data_scale, REFERENCE_SIZES["synthetic"])
     return REFERENCE_SIZES[data]
 
@@ -170,7 +176,6 @@ def prepare_estimate_s(data: str, configs: list) -> float:
     if data != "flickr8k" or not configs:
         return c["prepare_s"] if configs else 0.0
     n_tr, n_dev, n_te = REFERENCE_SIZES["flickr8k"]
-    from .prepare import train_rows
 
     rows: set[int] = set()
     for cfg in configs:
@@ -265,8 +270,6 @@ class RunProgress:
         return eta_seconds(self.remaining_est_s, self.done_est_s, elapsed, self.workers)
 
     def open(self, desc: str) -> "RunProgress":
-        from tqdm.auto import tqdm
-
         self._bar = tqdm(
             total=self.total,
             initial=self.done,
@@ -283,8 +286,6 @@ class RunProgress:
         """One run finished (trained, evaluated or failed): ``config_dict`` prices it."""
         est = 0.0
         if config_dict is not None:
-            from coherent_itr.config import Config
-
             k = Config.from_dict(config_dict).key()
             est = self._est.pop(("tune", k), None)
             est = self._est.pop(("final", k), 0.0) if est is None else est
@@ -379,8 +380,6 @@ def finish(progress: RunProgress, actual_s: float, runs_done: int) -> dict:
 def matmul_gflops(device: str, seconds: float = 0.3) -> float:
     """GFLOP/s of the GRU's recurrent matmul at the paper's size ((128 × 1024) @ (1024 × 3072), float32)
     timed on ``device`` for about ``seconds``."""
-    import torch
-
     a = torch.randn(128, 1024, device=device)
     b = torch.randn(1024, 3072, device=device)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -396,8 +395,6 @@ def matmul_gflops(device: str, seconds: float = 0.3) -> float:
 def paper_cost_lines(profile, data: str, papers, workers: int, device: str | None = None) -> list[str]:
     """The paper profile's expected cost on ``device`` (default: CUDA when available, else this CPU), as
     lines that say it is an estimate and from what."""
-    import torch
-
     if data not in COSTS or papers == []:
         return []
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -422,3 +419,68 @@ def paper_cost_lines(profile, data: str, papers, workers: int, device: str | Non
         f"paper [{data}] on {device}: ESTIMATE ≈ {_minutes(steps * step_s / lanes)} for ≤ {len(tune) + len(final)} "
         f"runs ({steps:,} steps at their epoch caps, {lanes} in parallel; validation and evaluation not included)",
     ]
+
+
+# --------------------------------------------------------------------------------------------------
+# The whole protocol's cost before any run (what ``python -m reproduce.progress`` prints)
+# --------------------------------------------------------------------------------------------------
+def estimate_cost(
+    profile: Profile | str, data: str, workers: int = 2, papers=None, speedup: float = ASSUMED_STEP_SPEEDUP
+) -> dict:
+    """Runs and time of the profile's whole protocol on ``data`` ("synthetic" or "flickr8k"), every run at
+    its expected epochs (:func:`expected_epochs`). Counts the tuning runs (seed 0, the grid of
+    every main arm) and the final runs (every arm × its seeds at the tuned setting) as *distinct* runs —
+    the chosen setting's seed-0 run is a tuning run, trained once. The final runs' settings are not known
+    before tuning; their cost is the same for any lr / warm-up, so the default setting stands in."""
+    if data not in COSTS:
+        raise ValueError(f"data must be one of {sorted(COSTS)}, got {data!r}")
+    prof = profile_for(profile, data)
+    tune = {c.key(): c for c in [*tuning.tuning_configs(prof, papers), *tuning.survivor_stand_ins(prof, papers)]}
+    # the default setting (a grid point) stands in for the chosen one; a main arm's final seed-0 run is
+    # then one of the tuning runs, as the chosen one is after tuning
+    final = {k: c for k, c in ((c.key(), c) for c in experiments.plan(prof, papers)) if k not in tune}
+    problems = {tuning.tuning_key(a, prof) for p in (papers or experiments.PAPERS) for a in tuning.main_arms(prof, p)}
+    tune_s = sum(run_seconds(c, data, speedup=speedup, evaluated=False) for c in tune.values())
+    tune_s += len(problems) * COSTS[data]["eval_s"]  # the chosen seed-0 run of each tuning problem is evaluated
+    final_s = sum(run_seconds(c, data, speedup=speedup) for c in final.values())
+    train_wall = (tune_s + final_s) / workers
+    c = COSTS[data]
+    total = train_wall + c["prepare_s"] + c["notebooks_s"]
+    return {
+        "profile": prof.name,
+        "data": data,
+        "epoch_cap": prof.model.get("epochs"),
+        "tuning_runs": len(tune),
+        "final_runs": len(final),
+        "runs": len(tune) + len(final),
+        "worker_hours": (tune_s + final_s) / 3600,
+        "train_wall_min": train_wall / 60,
+        "total_min": total / 60,
+        "workers": workers,
+        "speedup": speedup,
+    }
+
+
+def cost_table(profile: str = "default", workers: int = 2) -> str:
+    rows = [estimate_cost(profile, d, workers) for d in COSTS]
+    lines = [
+        "| data | cap E | tuning runs | final runs | runs | worker-h | train wall (min) | + prep + notebooks (min) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['data']} | {r['epoch_cap']} | {r['tuning_runs']} | {r['final_runs']} | {r['runs']} | "
+            f"{r['worker_hours']:.2f} | {r['train_wall_min']:.1f} | {r['total_min']:.1f} |"
+        )
+    lines.append(
+        f"| both | | | | {sum(r['runs'] for r in rows)} | {sum(r['worker_hours'] for r in rows):.2f} | "
+        f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
+    )
+    return "\n".join(lines) + (
+        f"\n\n{workers} workers at the costs measured on 2026-11-25 (``COSTS``), every run at its expected epochs "
+        "(``EXPECTED_EPOCHS``); unchosen tuning runs are not evaluated on the test split.\n"
+    )
+
+
+if __name__ == "__main__":
+    print(cost_table(sys.argv[1] if len(sys.argv) > 1 else "default"))

@@ -26,10 +26,17 @@ import io
 import textwrap
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib import colors as mcolors
+from matplotlib.patches import Rectangle
+from PIL import Image
+
+from coherent_itr import evaluation, paths
 
 from .labels import YARDSTICKS
+from .tuning import TuningIncomplete
 
 QUERIES = ("image", "caption")  # image: image→text (rank captions); caption: text→image (rank images)
 CMAP = "viridis"
@@ -212,10 +219,6 @@ def figure_qualitative(
     each arm (columns), each caption's marker coloured by its relevance ``colour_by`` (default: the
     first of ``relevance``), with the value, the expert score when judged (``E 3.3``) and ★ for a
     caption written for the image. ``rule`` says how the images were picked (goes in the caption)."""
-    import matplotlib.pyplot as plt
-    from matplotlib import colors as mcolors
-    from matplotlib.patches import Rectangle
-
     rels = _relevance_columns(relevance)
     if not rels:
         raise ValueError("figure_qualitative needs a relevance matrix to colour the captions by")
@@ -243,8 +246,6 @@ def figure_qualitative(
         ax.set_axis_off()
         p = image_path(split, qi, images_dir)
         if p is not None:
-            from PIL import Image
-
             with Image.open(p) as im:
                 im = im.convert("RGB")
                 im.thumbnail((400, 400))
@@ -323,9 +324,6 @@ def figure_qualitative(
 # Static HTML view and the interactive explorer
 # --------------------------------------------------------------------------------------------------
 def _colour_hex(v: float, lo: float) -> str:
-    import matplotlib.pyplot as plt
-    from matplotlib import colors as mcolors
-
     x = (v - lo) / (1.0 - lo)
     return mcolors.to_hex(plt.get_cmap(CMAP)(min(max(x, 0.0), 1.0)))
 
@@ -367,7 +365,6 @@ def _table_html(tab: pd.DataFrame, rel_names: list[str], query: str, lows: dict,
 def _photo_html(path: Path | None, size: int = 220) -> str:
     if path is None:
         return ""
-    from PIL import Image
 
     with Image.open(path) as im:
         im = im.convert("RGB")
@@ -428,6 +425,7 @@ def render_query_html(
 def explorer(sims: dict, split, relevance=None, human=None, images_dir=None, k: int = 5, n_list: int = 10):
     """An ipywidgets browser: pick two arms, an image or caption query (or one of the ``n_list`` queries
     where the arms disagree most), and see both rankings side by side (:func:`render_query_html`)."""
+    # optional: the interactive explorer only
     import ipywidgets as w
 
     arms = list(sims)
@@ -483,8 +481,6 @@ def arm_embeddings(study, paper: str, arms: list[str], seed: int | None = None) 
     the tables and the ledger use: each arm at its family's tuned setting (``Study.configs``). Nothing is
     trained here: a run (or a tuning run that decides the setting) missing from the cache raises
     :class:`MissingRun`, naming the arm, the seed, the run key and the command that trains it."""
-    from .tuning import TuningIncomplete
-
     seed = study.seeds[0] if seed is None else seed
     by_name = {a.name: a for a in study.arms(paper)}
     unknown = [a for a in arms if a not in by_name]
@@ -516,8 +512,6 @@ def study_views(study, paper: str, arms: list[str], seed: int | None = None) -> 
     ``relevance`` (Sentence-BERT relevance of :func:`coherent_itr.evaluation.yardsticks`, (1 + cos)/2
     in [0, 1], plus the synthetic world's true relevance when known), ``human`` (the expert judgements,
     when the data set has them) and ``images_dir`` (the Flickr8k photos, when configured)."""
-    from coherent_itr import evaluation, paths
-
     split = study.splits().test
     sims = similarities(arm_embeddings(study, paper, arms, seed))
     for arm, sim in sims.items():

@@ -9,10 +9,17 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
+from coherent_itr import health as h
 from coherent_itr.io import atomic_write_bytes, atomic_write_text
+
+from .analyses import plotting
+from .tables import MAX_MD_COLUMNS, SHORT_HEADER, markdown_table, md_cell, short_header  # noqa: F401 (report.md_cell …)
 
 RECALL_COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
 
@@ -73,8 +80,6 @@ def _mark(label, k: int, n: int):
 
 def collapse_note() -> str:
     """The caption sentence that explains the ‡ mark (``coherent_itr.health.is_collapsed``)."""
-    from coherent_itr import health as h
-
     return (
         f"{COLLAPSE_MARK} k/n collapsed: k of the row's n runs ended collapsed at the selected checkpoint "
         f"(validation RSUM ≤ {h.COLLAPSE_RSUM_FACTOR:g}× chance, or diverged; a narrow cone of the embeddings "
@@ -85,8 +90,6 @@ def collapse_note() -> str:
 
 def int_epochs(fig):
     """Integer ticks on every x-axis labelled "epoch" of ``fig``; returns ``fig``."""
-    from matplotlib.ticker import MaxNLocator
-
     for ax in fig.axes:
         if ax.get_xlabel() == "epoch":
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -130,87 +133,6 @@ def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     return out
 
 
-MAX_MD_COLUMNS = 9  # columns of a Markdown table a person reads (row labels included); the CSV keeps them all
-SHORT_HEADER = 18  # characters: a longer header is shortened in the table and spelled out in the legend below it
-_SHORTER = [("image→text", "i→t"), ("text→image", "t→i"), ("Sentence-BERT", "SBERT"), ("both directions", "both dirs")]
-
-
-def md_cell(value) -> str:
-    """``value`` as one Markdown table cell: ``|`` escaped (``\\|``), line breaks as spaces, a missing value
-    (None, NaN) as "–". The one escape every Markdown table of the study goes through."""
-    if value is None or (isinstance(value, (float, np.floating)) and np.isnan(value)):
-        return "–"
-    text = " ".join(str(value).split())
-    return text.replace("\\|", "|").replace("|", "\\|")
-
-
-def short_header(name) -> str:
-    """A table header of at most :data:`SHORT_HEADER` characters: units in brackets and the ↑/↓ marks dropped,
-    directions and Sentence-BERT abbreviated, then a parenthesis dropped, then cut with "…"."""
-    text = " ".join(str(name).split())
-    if len(text) <= SHORT_HEADER:
-        return text
-    import re
-
-    text = re.sub(r"\s*\[[^\]]*\]", "", text).replace("↑", "").replace("↓", "").strip()
-    for long, short in _SHORTER:
-        text = text.replace(long, short)
-    if len(text) > SHORT_HEADER:
-        text = re.sub(r"\s*\([^)]*\)", "", text).strip() or text
-    if len(text) > SHORT_HEADER:
-        text = text[: SHORT_HEADER - 1].rstrip() + "…"
-    return text
-
-
-def markdown_table(df: pd.DataFrame, index: bool = True, max_columns: int = MAX_MD_COLUMNS) -> str:
-    """``df`` as Markdown a person can read: every cell through :func:`md_cell`; headers longer than
-    :data:`SHORT_HEADER` shortened (:func:`short_header`, made unique) and spelled out in a legend below the
-    table; more than ``max_columns`` columns (row labels included) split into several tables that repeat the
-    row labels. MultiIndex rows become one column per level, MultiIndex columns are joined with " · "."""
-    d = df.copy()
-    if isinstance(d.columns, pd.MultiIndex):
-        d.columns = [" · ".join(str(x) for x in c if str(x)) for c in d.columns]
-    if index:
-        names = [n if n is not None else "" for n in d.index.names]
-        keys = pd.DataFrame(
-            [list(i) if isinstance(i, tuple) else [i] for i in d.index], columns=range(len(names))
-        ).astype(object)
-        keys.columns = names
-        d = d.reset_index(drop=True)
-        lead = list(keys.columns)
-        parts_src = [(f"_k{i}", keys.iloc[:, i]) for i in range(keys.shape[1])]
-    else:
-        lead, parts_src = [], []
-    headers = {f"_k{i}": str(n) for i, n in enumerate(lead)}
-    data_cols = [f"_c{i}" for i in range(d.shape[1])]
-    headers |= {k: str(c) for k, c in zip(data_cols, d.columns)}
-    cells = {k: list(v) for k, v in parts_src} | {k: list(d.iloc[:, i]) for i, k in enumerate(data_cols)}
-    shown, legend, used = {}, [], set()
-    for k, h in headers.items():
-        s = short_header(h)
-        base, n = s, 2
-        while s in used:
-            s, n = f"{base} ({n})", n + 1
-        used.add(s)
-        shown[k] = s
-        if s != " ".join(h.split()):
-            legend.append(f"* **{md_cell(s)}**: {md_cell(h)}")
-    keys_cols = [f"_k{i}" for i in range(len(lead))]
-    per_part = max(1, max_columns - len(keys_cols))
-    chunks = [data_cols[i : i + per_part] for i in range(0, len(data_cols), per_part)] or [[]]
-    tables = []
-    for chunk in chunks:
-        cols = keys_cols + chunk
-        lines = ["| " + " | ".join(md_cell(shown[c]) or " " for c in cols) + " |", "|" + "---|" * len(cols)]
-        for r in range(len(d)):
-            lines.append("| " + " | ".join(md_cell(cells[c][r]) for c in cols) + " |")
-        tables.append("\n".join(lines))
-    out = "\n\n".join(tables)
-    if legend:
-        out += "\n\nColumns:\n\n" + "\n".join(legend)
-    return out
-
-
 def save_table(
     df: pd.DataFrame, results_dir, paper: str, name: str, caption: str = "", pretty_df: pd.DataFrame | None = None
 ) -> Path:
@@ -240,8 +162,6 @@ def save_figure(fig, results_dir, paper: str, name: str) -> Path:
 
 def setup_plotting():
     """Seaborn's readable defaults for every figure of the study."""
-    import seaborn as sns
-
     sns.set_theme(context="notebook", style="whitegrid")
     return sns
 
@@ -250,11 +170,6 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
     """One panel per ``(column, axis label)`` in ``ys``: mean over seeds per epoch with a 95% band, each ``hue``
     value its own colour, marker and dash; one legend
     right of the panels; labels wrapped to fit (:func:`reproduce.analyses.plotting.fit_text`)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from .analyses import plotting
-
     ncols = ncols or len(ys)
     nrows = int(np.ceil(len(ys) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
@@ -283,11 +198,6 @@ def sweep_plot(
 ):
     """Metric vs a swept value: mean over seeds with 95% interval bars; optional vertical marks ``{label:
     x}`` (dashed grey lines, named in the legend, not written over the data)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from .analyses import plotting
-
     fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
         sns.pointplot(data=df, x=x, y=col, errorbar=("ci", 95), native_scale=True, ax=ax, capsize=0.1)

@@ -30,7 +30,13 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import matplotlib
+import mistune
+import numpy as np
+import pandas as pd
+
+from .paths import ROOT
+
 SKIP_DIRS = {"site", "smoke", "benchmarks", "notebooks", "cache"}
 NAV_STYLE = """
 nav.site-nav{position:sticky;top:0;background:#f4f6f8;border-bottom:1px solid #d0d7de;padding:.45em 1em;
@@ -91,15 +97,11 @@ def nav(up: str, extra: str = "") -> str:
 
 def markdown_html(text: str) -> str:
     """Markdown (with pipe tables) to HTML, by the renderer nbconvert uses (mistune)."""
-    import mistune
-
     return mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
 
 
 def read_claims(results: Path):
     """``claims.csv`` as a DataFrame, or None when the study has not written one."""
-    import pandas as pd
-
     path = results / "claims.csv"
     if not path.is_file():
         return None
@@ -128,7 +130,10 @@ def claim_links(ids: list[str], up: str = "") -> str:
 
 def render_notebook(nb_path: Path, out_path: Path, claim_ids: list[str], data: str) -> None:
     """One executed notebook to a standalone HTML page (images embedded), with the site's bar on top."""
+    # slow import, only when a notebook is rendered
     import nbformat
+
+    # slow import, only when a notebook is rendered
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(nb_path, as_version=4)
@@ -209,11 +214,9 @@ def headline_figure(claims, path: Path) -> list[str] | None:
     its Holm-adjusted interval, one panel per data set, coloured by verdict (|x| ≥ 1 reaches T).
     Rows with T = 0 (identities; rows with neither a noise floor nor a paper number) cannot be put on
     that scale and are left out. Returns the claim ids left out, or None when nothing was drawn."""
-    import matplotlib
-
     matplotlib.use("Agg")
+    # after matplotlib.use('Agg'): the headline figure only
     import matplotlib.pyplot as plt
-    import numpy as np
 
     if claims is None or not {"effect", "ci_low", "ci_high", "threshold"} <= set(claims.columns):
         return None

@@ -16,31 +16,20 @@ table. Without tuning in the profile, arms run at the profile's lr as before.
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
+
+import warnings
 
 import pandas as pd
+from tqdm.auto import tqdm
 
+from coherent_itr import data as data_mod
+from coherent_itr.data import flickr8k
+from coherent_itr.data.flickr8k import Flickr8kWarning
 from coherent_itr.runs import RunCache
 
 from . import experiments, tuning
-from .profiles import Profile, get_profile
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def profile_for(profile: str | Profile, data: str) -> Profile:
-    """The profile with its data source set to ``data`` ("synthetic" or "flickr8k")."""
-    p = get_profile(profile) if isinstance(profile, str) else profile
-    if data == p.data:
-        return p
-    if data == "flickr8k":
-        return dataclasses.replace(
-            p, data="flickr8k", data_scale="default", results_dir=f"{p.results_dir}/flickr8k", **p.flickr8k
-        )
-    if data == "synthetic":
-        return dataclasses.replace(p, data="synthetic")
-    raise ValueError(f"data must be 'synthetic' or 'flickr8k', got {data!r}")
+from .paths import ROOT
+from .profiles import Profile, profile_for
 
 
 class Study:
@@ -54,10 +43,6 @@ class Study:
         self.profile = profile_for(profile, data)
         self.data = data
         if data == "flickr8k":  # the data card (06_data) reports the release's warnings once, in prose
-            import warnings
-
-            from coherent_itr.data.flickr8k import Flickr8kWarning
-
             warnings.filterwarnings("ignore", category=Flickr8kWarning)
         self.cache = cache or RunCache()
         self.progress = progress
@@ -71,8 +56,6 @@ class Study:
     def splits(self):
         """The profile's train/dev/test splits (for data cards and batch-level analyses; Flickr8k training
         images without cached features have NaN rows: the analyses read their captions only)."""
-        from coherent_itr import data as data_mod
-
         p = self.profile
         return data_mod.load_splits(p.data, scale=p.data_scale, seed=0, train_images="cached")
 
@@ -98,8 +81,6 @@ class Study:
         return tuning.tuning_table(self.profile, paper, self.cache)
 
     def _runs(self, paper: str, group: str | None):
-        from tqdm.auto import tqdm
-
         todo = [(a, c) for a in self.arms(paper, group) for c in self.configs(a)]
         missing = sum(not self.cache.has(c) for _, c in todo)
         bar = tqdm(todo, desc=f"{paper}: {missing} run(s) to train", disable=not (self.progress and missing))
@@ -162,9 +143,6 @@ def data_warnings(data: str) -> list[str]:
     written ``$FLICKR8K_DIR``; nothing on the synthetic world."""
     if data != "flickr8k":
         return []
-    import warnings
-
-    from coherent_itr.data import flickr8k
 
     root = flickr8k.flickr8k_dir()
     with warnings.catch_warnings(record=True) as caught:

@@ -55,6 +55,7 @@ from coherent_itr.health import HEALTH_KEYS, cone, is_collapsed
 
 from . import experiments
 from .profiles import HN_WARMUP_FIELD, Profile
+from .tables import markdown_table
 
 # the only fields of a run record the tuner reads (no "test", no timing)
 VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health", "warmup")
@@ -664,7 +665,6 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
     )
     fam = family_table(profile, papers)
     sweeps = fam[~fam["main"]].drop(columns=["main"])
-    from .report import markdown_table
 
     body = (markdown_table(df, index=False) if len(df) else "") + "\n"
     if g and len(sweeps):

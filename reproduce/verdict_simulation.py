@@ -25,16 +25,20 @@ assumption: about the bootstrap sd of an RSUM difference over 1000 test images /
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
-from .ledger import ALPHA, FRACTION, NOISE_K, holm_rows
+from coherent_itr.io import atomic_write_text
 
-ROOT = Path(__file__).resolve().parent.parent
+from .ledger import ALPHA, FRACTION, NOISE_K, holm_rows
+from .paths import ROOT
+
 CLAIMS_CSV = ROOT / "results" / "claims.csv"
 SIGMA_Q = 2.0
 PAPER_RSUM_EFFECTS = {"B1": 9.7, "B2": 15.5, "B3": 26.9, "N1": 5.0, "U1": 4.3}  # when no ledger is read
@@ -43,8 +47,6 @@ K_ROWS = 36
 
 
 def _read_ledger(claims_csv: str | Path, columns: set[str]):
-    import pandas as pd
-
     path = Path(claims_csv)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no claims ledger to read the noise from (run `make reproduce` first)")
@@ -253,10 +255,6 @@ def _parse_noise(text: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    from coherent_itr.io import atomic_write_text
-
     ap = argparse.ArgumentParser(description="the verdict rule on simulated ledgers")
     ap.add_argument("--seeds", type=int, default=N_SEEDS, help="seeds per arm (default %(default)s)")
     ap.add_argument(

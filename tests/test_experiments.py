@@ -8,7 +8,7 @@ import math
 import pytest
 
 from coherent_itr import config as config_mod
-from reproduce import experiments, profiles, tuning
+from reproduce import experiments, profiles, progress, tuning
 from reproduce.profiles import get_profile
 from reproduce.study import profile_for
 
@@ -210,15 +210,15 @@ def test_profiles_state_the_protocol():
 def test_estimate_cost_counts_distinct_tuning_and_final_runs():
     for data in ("synthetic", "flickr8k"):
         prof = profile_for("default", data)
-        est = profiles.estimate_cost("default", data)
+        est = progress.estimate_cost("default", data)
         tune = {c.key() for c in [*tuning.tuning_configs(prof), *tuning.survivor_stand_ins(prof)]}
         final = {c.key() for c in experiments.plan(prof)}
         assert est["tuning_runs"] == len(tune) and est["runs"] == len(tune | final)
         assert est["total_min"] > est["train_wall_min"] > 0
-        one = profiles.estimate_cost("default", data, workers=1)
+        one = progress.estimate_cost("default", data, workers=1)
         assert one["train_wall_min"] == pytest.approx(2 * est["train_wall_min"])
     with pytest.raises(ValueError, match="data"):
-        profiles.estimate_cost("default", "coco")
+        progress.estimate_cost("default", "coco")
 
 
 def test_run_seconds_model():

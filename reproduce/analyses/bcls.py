@@ -15,15 +15,24 @@ import inspect
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from IPython.display import display
+from matplotlib.ticker import NullFormatter
 
-from .. import claims as registry
+from coherent_itr import data as data_mod
+from coherent_itr.losses.kendall import KendallSWHSLoss
+from coherent_itr.metrics.human import HumanJudgements, as_judgements, provider_agreement
+
 from .. import labels, report
+from .. import claims as registry
 from ..ledger import mean_ci
+from ..paths import ROOT
 from ..study import paired_effect
+from . import plotting
 
-ROOT = Path(__file__).resolve().parents[2]
 HN, KA, SN, BC = "Triplet-HN", "Kendall SW-HS alone", "Triplet-SN", "BCLS"  # Table VIII arms (experiments.py)
 FULL = "w/o SW-HS (full Kendall)"  # Fig. 5c–d: the O(N³) Kendall loss of Eq. 17
 BENCH_CSV = ROOT / "results" / "benchmarks" / "kendall_scaling.csv"  # written by benchmarks/bench_kendall_scaling.py
@@ -34,8 +43,6 @@ POOLED_STD = "std of within-image caption cosine (pooled pairs)"  # the α rule'
 
 
 def _default_beta() -> float:
-    from coherent_itr.losses.kendall import KendallSWHSLoss
-
     return float(inspect.signature(KendallSWHSLoss.__init__).parameters["beta"].default)
 
 
@@ -100,8 +107,6 @@ def show_table(pg, frame, cols, name, artefact, what, units, paper=None, rows=No
 
 
 def _display(obj) -> None:
-    from IPython.display import display
-
     display(obj)
 
 
@@ -153,8 +158,6 @@ def fig4(hist: pd.DataFrame, arms: list[str], title: str):
     loss of the others) and validation RSUM per epoch of ``arms`` (mean over seeds with a 95% band,
     :func:`reproduce.report.curves`); warm-up epochs (``hist.warmup``) shaded grey and named in the legend; one
     legend outside the panels, integer epochs."""
-    from . import plotting
-
     sub = hist[hist["arm"].isin(arms)]
     fig = report.curves(
         sub,
@@ -300,11 +303,6 @@ def sweep_figure(df, ref, x, ys, xlabel, ref_label, sweep_label, title, logx=Fal
     :func:`reproduce.report.sweep_plot`, ``marks`` as grey vertical lines named in the legend) and, per panel,
     the reference arm ``ref`` (rows of another arm) as a dotted line at its mean with its 95% Student-t band over
     seeds; one legend outside the panels."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-
-    from . import plotting
-
     fig = report.sweep_plot(df, x, ys, xlabel, logx=logx, title=title, marks=marks)
     values = sorted(df[x].unique())
     for ax, (col, _) in zip(fig.axes, ys):
@@ -368,8 +366,6 @@ def b7_effects(slopes: pd.DataFrame, full: str = BENCH_FULL, swhs: str = BENCH_S
 def show_b7(pg, bench: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """B7's table (:func:`b7_table`) and figure (:func:`b7_figure`) saved as ``b7_complexity_<data>`` and
     shown; returns (table, :func:`loglog_slopes`)."""
-    import matplotlib.pyplot as plt
-
     slopes = loglog_slopes(bench)
     t = b7_table(bench, slopes)
     cap = (
@@ -397,11 +393,6 @@ def b7_note(bench: pd.DataFrame, table: pd.DataFrame) -> str:
 
 def b7_figure(bench: pd.DataFrame, title: str):
     """B7: forward + backward time vs N per loss on log–log axes (mean over repetitions with a 95% band)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     fig, ax = plt.subplots(figsize=(6, 4))
     sns.lineplot(data=bench, x="N", y="ms", hue="loss", errorbar=("ci", 95), marker="o", ax=ax)
     ax.set_xscale("log", base=2)
@@ -430,8 +421,6 @@ def pseudo_label_agreement(providers: dict, split, folds: list) -> pd.DataFrame:
     (``expert``, ``crowd``; judged pairs, :func:`coherent_itr.metrics.human.provider_agreement`) when
     present, else the true relevance r* of every pair. The binary indicator is constant on non-GT pairs:
     NaN there. Rows: ``yardstick, fold, provider, pairs, pearson, n_pairs``."""
-    from coherent_itr.metrics.human import HumanJudgements, as_judgements, provider_agreement
-
     ioc = np.asarray(split.image_of_caption)
     parts = [(ALL_IMAGES, None)] + [(f"fold {k}", f) for k, f in enumerate(folds)]
     human = {k: as_judgements(split.extras[k], k) for k in ("expert", "crowd") if k in split.extras}
@@ -449,8 +438,6 @@ def pseudo_label_agreement(providers: dict, split, folds: list) -> pd.DataFrame:
     if not human:
         true = split.true_relevance
         if true is None:
-            from coherent_itr import data as data_mod
-
             true = data_mod.relevance_provider("true", split).matrix()
         gt = ioc[None, :] == np.arange(split.n_images)[:, None]
         mats = {**providers, "binary": gt.astype(np.float32)}

@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+import torch
+from IPython.display import Markdown
 
+from coherent_itr import losses
+
+from .. import calibration, labels, paper_numbers, report
 from .. import claims as registry
-from .. import labels, paper_numbers, report
+from ..ledger_io import fmt_num
 from ..study import paired_effect
+from . import plotting
 
 PAPER = "ladder"
 DIRS = ("i2t", "t2i")
@@ -98,8 +106,6 @@ def publish(pg, name: str, numbers: pd.DataFrame, shown: pd.DataFrame | None = N
     """Save a table of the page as ``<results>/<paper>/<name>_<data>.csv`` (``numbers``) and ``.md`` (caption +
     ``shown``, default ``numbers``, with readable headers and MultiIndex rows flattened); returns the Markdown
     (caption + table) for ``display``."""
-    from IPython.display import Markdown
-
     shown = numbers if shown is None else shown
     text = markdown(shown)
     report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, labels.readable(report.flat(shown)))
@@ -177,11 +183,6 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
     beside the independent yardstick (``cs<k>_<dir>_<yard>``); when the results have no K-specific yardstick
     but the expert τ on non-GT pairs (``expert_kendall_nongt``, Flickr8k), one more panel shows that; when they
     have neither, the title says so. Bars = mean, whiskers = 95% CI over seeds; one legend outside."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     order = list(df.arm.unique())
     panels = {
         f"CS@{k} {labels.DIRECTIONS[d]}": present(df.columns, [f"cs{k}_{d}_sbert", f"cs{k}_{d}_{yard}"])
@@ -214,11 +215,6 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
     """Tables IV–IX as sweeps: one panel per ``(keys, ylabel, title)``; points = mean, bars = 95% CI over seeds.
     With one key and ``hue`` a column (e.g. ``selection``), one line per hue value; with several keys, one line
     per yardstick (× hue value when there are several). Each panel's legend sits to its right."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     fig, axes = plt.subplots(1, len(panels), figsize=(6.6 * len(panels), 3.8), squeeze=False)
     for ax, (keys, ylabel, ptitle) in zip(axes.flat, panels):
         by_col = hue in df.columns
@@ -275,8 +271,6 @@ def sweep_view(group: str, df: pd.DataFrame, yard: str, yard_name: str, title: s
     order = list(d[x].cat.categories) if group == "lminmax" else None
     fig = sweep_figure(d, x, panels, hue, xlabel, title, yard_name, order=order)
     if group == "lminmax":
-        from . import plotting
-
         split = len(fixed_bounds(order)) - 0.5
         for ax in fig.axes:
             ax.tick_params(axis="x", rotation=45)
@@ -323,14 +317,8 @@ def fig6_batches(train, provider, sampling: str, adaptive=None, n_batches=20, ba
     the levels depend on relevance only) picks 2,
     3 or 4 levels, :func:`batch_stats`, and the ``batch_size`` and ``theta`` used (default θ: the paper's
     θ₁ = 0.40, ``calibration.PAPER_THETAS``)."""
-    import torch
-
-    from .. import calibration
-
     theta = calibration.PAPER_THETAS[0] if theta is None else theta
     if adaptive is None:
-        from coherent_itr import losses
-
         adaptive = losses.build("adaptive_ladder", l_min=2, l_max=4)
 
     cpi = train.captions_per_image
@@ -371,11 +359,6 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
     """Fig. 6 analogue in three panels: the density of off-diagonal relevance (mean over batches, 95% band)
     with θ; the share of rows per n≥θ (counts above ``clip`` pooled; mean, 95% band over batches); the share of
     rows per number of levels the adaptive ladder picks (bars: mean, 95% CI over batches)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     theta, batch_size = f6["theta"], f6["batch_size"]
     fig, axes = plt.subplots(1, 3, figsize=(19, 3.8))
     sns.lineplot(
@@ -440,8 +423,6 @@ def theta_calibration(provider, train, profile_theta=None, n_batches=50, batch_s
     against every θ in play: the paper's literal (0.40, 0.35), the calibration measured here and the profile's
     (the θ the calibrated runs train with). Returns ``values`` (every off-diagonal relevance), ``thetas``
     (measured θ₁, θ₂) and ``table`` (per θ: which, share of pairs ≥ θ, rows with an empty level 1, in %)."""
-    from .. import calibration
-
     mats = calibration.relevance_batches(
         provider, train.n_images, train.captions_per_image, batch_size=batch_size, n_batches=n_batches, seed=seed
     )
@@ -486,11 +467,6 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
     """The relevance distribution against θ: left, the density of off-diagonal relevance; right, the share of
     pairs ≥ t (log scale) with the scope-of-interest shares (1.9 % / 3.9 %, Sec. V-B) — a calibrated θ sits
     where that curve crosses its share. Vertical lines: every θ of ``table`` (:func:`theta_calibration`)."""
-    import matplotlib.pyplot as plt
-
-    from .. import calibration
-    from . import plotting
-
     fig, axes = plt.subplots(1, 2, figsize=(16, 3.8))
     axes[0].hist(values, bins=70, density=True, color="C0", alpha=0.6, label="off-diagonal pairs")
     t = np.sort(values)
@@ -770,8 +746,6 @@ def by_yardstick(claims: pd.DataFrame) -> pd.DataFrame:
     (:func:`yardstick_class`: circular, independent yardstick, binary ground truth, batch statistic), each row
     with its contrast, metric and effect [95% interval] — what to read before any verdict (the verdicts are in
     ``results/claims.md``)."""
-    from ..ledger_io import fmt_num
-
     kinds = ["independent yardstick", "circular (Sentence-BERT)", "binary ground truth", "batch statistic"]
     d = claims.assign(evidence=pd.Categorical([yardstick_class(m) for m in claims["metric"]], categories=kinds))
     d["effect [95% interval]"] = [

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+import torch
+from IPython.display import Markdown, display
 
-from .. import claim_rows
+from coherent_itr import losses, metrics
+from coherent_itr import data as data_mod
+from coherent_itr.evaluation import TRUE_POSITIVE_THRESHOLD
+
+from .. import claim_rows, labels, report
+from ..paths import ROOT
 from ..study import paired_effect
+from . import plotting
 
 TRIP, ALONE, BOTH = "Triplet (mean)", "S-NDCG alone", "Triplet + S-NDCG"
 DIRECTIONS = ("i2t", "t2i")
@@ -56,10 +66,6 @@ def positives(test, human: bool) -> tuple[np.ndarray | None, str]:
     on the synthetic world true relevance r* ≥ ``TRUE_POSITIVE_THRESHOLD``; with human judgements
     (``human``) the judged pairs whose expert mean score ≥ ``EXPERT_POSITIVE_THRESHOLD`` (the stand-in
     for the paper's ECCV Caption positives, Table I); ``None`` when the split has no such judgements."""
-    from coherent_itr import data as data_mod
-    from coherent_itr import metrics
-    from coherent_itr.evaluation import TRUE_POSITIVE_THRESHOLD
-
     shape = (test.n_images, test.n_captions)
     if human:
         if "expert" not in test.extras:
@@ -81,8 +87,6 @@ def binary_annotation(image_of_caption, n_images: int) -> np.ndarray:
 def rankers(test) -> dict[str, np.ndarray]:
     """Table I's score matrices: the binary annotation and RSC relevance (Listwise Eq. 8, Sentence-BERT
     on the unit scale r = (1 + s)/2) as the paper's text (``paired``) and the authors' code (``max5``)."""
-    from coherent_itr import data as data_mod
-
     out = {"binary annotation": binary_annotation(test.image_of_caption, test.n_images)}
     for mode in ("paired", "max5"):
         out[f"RSC ({mode})"] = data_mod.relevance_provider("sbert", test, mode=mode, scale="unit").matrix()
@@ -95,8 +99,6 @@ def table1_folds(pos: np.ndarray, scores: dict, image_of_caption, yard: str, n_f
     under the package's pessimistic tie rule and a seeded random tie-break (jitter 1e-7·U(0, 1), seed = fold);
     plus the positives per image and the share (%) of positives that are the image's own captions.
     Metric columns are ``<family>_<direction>_<yard>`` (``yard`` names the yardstick ``pos`` comes from)."""
-    from coherent_itr import metrics
-
     ioc = np.asarray(image_of_caption)
     binary = binary_annotation(ioc, pos.shape[0]) > 0
     keys = [f"{m}_{d}" for d in DIRECTIONS for m in SEMANTIC]  # positive_set_metrics' keys
@@ -152,8 +154,6 @@ def on_yardstick(blocks: dict, yard: str) -> dict:
 def headers(df: pd.DataFrame) -> pd.DataFrame:
     """A display copy with readable column headers: ``reproduce.labels`` for metric keys, :data:`T1_EXTRA`,
     :data:`BENCH_NAMES` and :data:`ERROR_NAMES` for this notebook's own columns; any other keeps its name."""
-    from reproduce import labels
-
     own = {**T1_EXTRA, **BENCH_NAMES, **ERROR_NAMES}
     return df.rename(columns=lambda c: labels.label(c) if labels.has_label(str(c)) else own.get(c, c))
 
@@ -161,8 +161,6 @@ def headers(df: pd.DataFrame) -> pd.DataFrame:
 def legends_outside(fig):
     """One legend for ``fig`` right of its panels (every panel's entries, each label once;
     :func:`reproduce.analyses.plotting.legend_outside`), text fitted; returns ``fig``."""
-    from . import plotting
-
     plotting.legend_outside(fig, fontsize=7)
     return plotting.fit_text(fig)
 
@@ -190,13 +188,6 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
     """Tables V–VII as bars: test RSUM per arm (left) and mAP@R against ``yard`` positives per direction
     (right, one group per direction); bars are means over seeds, error bars 95% bootstrap intervals over seeds
     (seaborn); one legend outside."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from reproduce import labels
-
-    from . import plotting
-
     maps = semantic_columns(df5, yard, ("mapr",))
     long = df5.melt(id_vars=["arm", "seed"], value_vars=["rsum", *maps], var_name="metric", value_name="value")
     rs = long["metric"] == "rsum"
@@ -301,10 +292,6 @@ def batch_errors(sources: dict, rel_batch, taus, batch_size: int, n_batches: int
     every embedding source ``{name: (image embeddings, caption embeddings)}`` (the same batches) and τ the
     S-NDCG module's |NDCG-hat − NDCG| (Eqs. 16–18 vs hard ranks) averaged over the two directions.
     Returns rows ``{batch, source, τ, error}``."""
-    import torch
-
-    from coherent_itr import losses
-
     n_images = next(iter(sources.values()))[0].shape[0]
     rows = []
     for b in range(n_batches):
@@ -374,13 +361,6 @@ def n3_margins(err_direct: pd.DataFrame, tau: float | None = None) -> list[float
 def fig6(nd: pd.DataFrame, title: str):
     """Fig. 6: epoch means of NDCG-hat and NDCG per listwise arm (one panel each), per direction; lines
     are means over seeds, bands 95% bootstrap intervals over seeds (seaborn); one legend outside the panels."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from reproduce import report
-
-    from . import plotting
-
     long = nd.melt(id_vars=["arm", "seed", "epoch", "direction"], var_name="quantity", value_name="value")
     arms = list(dict.fromkeys(long["arm"]))
     fig, axes = plt.subplots(1, len(arms), figsize=(4.4 * len(arms), 3.4), sharey=True, squeeze=False)
@@ -406,13 +386,6 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
     """Fig. 7: |NDCG-hat − NDCG| (log scale) (a) per epoch of the τ-sweep runs, (b) per τ on test batches
     of trained and random embeddings; points are means, bars/bands 95% bootstrap intervals (over seeds in
     (a), over seeds × batches in (b)); dashed line at 0.01 (the paper's bound); each panel's legend right of it."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from reproduce import report
-
-    from . import plotting
-
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
     sns.lineplot(data=err_epoch, x="epoch", y="error", hue="τ", marker="o", errorbar=("ci", 95), ax=axes[0])
     axes[0].set(ylabel="|NDCG-hat − NDCG| (epoch means, log scale)", title="(a) during training (τ-sweep runs)")
@@ -440,10 +413,6 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
 def fig_tau(dft: pd.DataFrame, ys: list, baseline: pd.Series, title: str):
     """Figs. 8–9: metric vs τ (log scale; :func:`reproduce.report.sweep_plot`: mean over seeds, 95%
     interval bars) with the Triplet (mean) mean as a dashed line (``baseline[column]``); legend outside."""
-    from reproduce import report
-
-    from . import plotting
-
     fig = report.sweep_plot(dft, "τ", ys, "τ (sigmoid temperature, log scale)", logx=True, title=title)
     for ax, (col, _) in zip(fig.axes, ys):
         ax.axhline(baseline[col], ls="--", c="grey", label=f"{TRIP} (mean over seeds)")
@@ -477,7 +446,7 @@ def paper_overhead(blocks: dict) -> float:
     return float(t.iloc[1] / t.iloc[0] - 1.0)
 
 
-BENCH_CSV = Path(__file__).resolve().parents[2] / "results" / "benchmarks" / "listwise_overhead.csv"
+BENCH_CSV = ROOT / "results" / "benchmarks" / "listwise_overhead.csv"
 
 
 def overhead_benchmark(path=BENCH_CSV) -> pd.DataFrame | None:
@@ -516,8 +485,6 @@ def table_beside_paper(summ, cols, blocks, ours_label, out, name, caption, digit
     only), readable headers (:func:`headers`); ``caption`` gets :func:`reproduce.report.collapse_note` when a
     row has collapsed runs. Saves ``<out>/listwise/<name>.csv`` (``summ``'s columns of ``cols``, their stds,
     seed and collapse counts) and ``.md`` (caption + the shown table); displays both. Returns the shown table."""
-    from reproduce import report
-
     ours = report.flat(report.pretty(summ, cols, digits))
     view = headers(report.flat(report.side_by_side(ours, blocks, ours_label)) if blocks else ours)
     if "n_collapsed" in summ and (summ["n_collapsed"] > 0).any():
@@ -525,8 +492,6 @@ def table_beside_paper(summ, cols, blocks, ours_label, out, name, caption, digit
     keep = [c for c in summ if c.removesuffix("_std") in cols or c in ("n_seeds", "n_collapsed")]
     report.save_table(summ[keep], out, "listwise", name, caption, view)
     if show:
-        from IPython.display import Markdown, display
-
         display(Markdown(caption), view)
     return view
 

@@ -17,6 +17,11 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+import warnings
+
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.patches import Rectangle
+from matplotlib.transforms import Bbox
 
 LEGEND_RIGHT = dict(loc="upper left", bbox_to_anchor=(1.01, 1))
 MIN_WRAP = 8  # characters: text is never wrapped narrower than this
@@ -167,10 +172,6 @@ def fit_text(fig, rounds: int = 4):
 
 
 def _tight(fig) -> None:
-    import warnings
-
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
-
     if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         return
     with warnings.catch_warnings():
@@ -237,8 +238,6 @@ def _overlap(a, b, tol: float) -> bool:
 
 def _data_paths(ax):
     """Display-space paths of the data of ``ax``: its lines (with their markers' points) and bar patches."""
-    from matplotlib.patches import Rectangle
-
     paths = []
     for line in ax.lines:
         if line.get_visible() and len(line.get_xydata()) > 0:
@@ -270,7 +269,6 @@ def layout_problems(fig, tol: float = 1.0) -> list[str]:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             problems.append(f"legend lists {twice} more than once")
-    from matplotlib.transforms import Bbox
 
     for ax in fig.axes:
         if not ax.get_visible():

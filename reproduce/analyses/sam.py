@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from IPython.display import Markdown
 
 from coherent_itr import metrics
+from coherent_itr import data as data_mod
+from coherent_itr.metrics import HumanJudgements, provider_agreement
 
-from .. import calibration, report
+from .. import calibration, labels, report
 from .. import claims as registry
 from ..study import paired_effect
+from . import plotting
 
 METHOD = {
     "triplet": "VSE++ (Triplet-HN)",
@@ -100,7 +106,6 @@ def beside_paper(
 
 def headers(df: pd.DataFrame) -> pd.DataFrame:
     """Readable column headers (:mod:`reproduce.labels`, SAM's own diagnostics and Table 1 relevances)."""
-    from .. import labels
 
     def name(c):
         return labels.label(c) if labels.has_label(c) else {**GRID_DIAGNOSTICS, **RELEVANCE, **MARGIN_COLUMNS}.get(c, c)
@@ -111,8 +116,6 @@ def headers(df: pd.DataFrame) -> pd.DataFrame:
 def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: str):
     """Save ``numbers`` (CSV, full precision) and the readable ``table`` (Markdown, headers by :func:`headers`)
     as ``<results>/sam/<name>.{csv,md}`` and return the captioned Markdown table to display."""
-    from IPython.display import Markdown
-
     view = headers(table).astype(object)  # object cells: an integer column stays integer in the Markdown
     report.save_table(numbers, pg.out, pg.paper, name, caption, view)
     return Markdown(caption + "\n\n" + report.markdown_table(view))
@@ -121,11 +124,6 @@ def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: 
 def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
     """SAM Tables 2–3 as curves: each metric against the share of training images (log axis), one line per
     method, mean over seeds with a 95% interval band."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes.flat, panels):
         sns.lineplot(data=df, x="fraction_pct", y=col, hue="method", errorbar=("ci", 95), marker="o", ax=ax)
@@ -194,11 +192,6 @@ def grid_table(df: pd.DataFrame, cols: list[str], blocks: dict, ours_label: str)
 def grid_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
     """SAM Tables 4–5 as a figure: each metric against τ, one line per sampling (RS / HN / SN), one row of
     panels per variant × keep-triplet; mean over seeds with 95% interval bars (none with one seed)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     rows = list(df.groupby(["variant", "keep"], sort=False).groups)
     fig, axes = plt.subplots(
         len(rows), len(panels), figsize=(4.4 * len(panels), 3.3 * len(rows)), squeeze=False, sharey="col"
@@ -241,8 +234,6 @@ def margin_values(phi_matrices, tau: float) -> np.ndarray:
 def margin_batches(split, batch_size: int, n_batches: int = 50, seed: int = 0) -> list[np.ndarray]:
     """φ = CIDEr-D (candidate among the references, as the study trains SAM) of ``n_batches`` random training
     batches drawn as the training loop draws them (:func:`reproduce.calibration.relevance_batches`)."""
-    from coherent_itr import data as data_mod
-
     provider = data_mod.relevance_provider("cider", split, include_candidate=True)
     return calibration.relevance_batches(
         provider, split.n_images, split.captions_per_image, batch_size=batch_size, n_batches=n_batches, seed=seed
@@ -257,10 +248,6 @@ def margin_table(phi_matrices, taus) -> pd.DataFrame:
 
 def margin_figure(phi_matrices, taus, title: str):
     """Histogram of the SAM Eq. 7 margins on real batches for every τ, with the authors' clamp at α = 1."""
-    import matplotlib.pyplot as plt
-
-    from . import plotting
-
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for t in taus:
         ax.hist(margin_values(phi_matrices, t), bins=80, histtype="step", density=True, label=f"τ = {t:g}")
@@ -287,8 +274,6 @@ def gt_matrix(image_of_caption, n_images: int) -> np.ndarray:
 
 
 def _judgement_sets(fold_rows, yard_rel, hum, gt, rng) -> dict:
-    from coherent_itr.metrics import HumanJudgements
-
     out = {}
     if hum is None:
         ii, jj = np.meshgrid(fold_rows, np.arange(gt.shape[1]), indexing="ij")
@@ -320,8 +305,6 @@ def agreement_folds(
     mix (all GT pairs + random non-GT pairs, 57% GT; its non-GT subset is left out: a subsample of the
     "every pair" one). Flickr8k: the expert / CrowdFlower scores of ``hum`` over their judged pairs.
     Rows: fold, pair set, subset (all / non-GT pairs), relevance (provider key), pearson, n_pairs."""
-    from coherent_itr.metrics import provider_agreement
-
     ioc = np.asarray(image_of_caption)
     gt, fold_of = gt_matrix(ioc, n_images), folds(n_images, n_folds)
     rng, rows = np.random.default_rng(seed), []
@@ -491,11 +474,6 @@ def fig3_table(f3: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def fig3_figure(f3: pd.DataFrame, title: str, ms=MS):
     """SAM Fig. 3: R@5 (hit of G̃) rises and Semantic Recall@5 falls as m grows; mean over seeds with 95%
     interval bands, one row of panels per relevance that ranks G̃."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from . import plotting
-
     rels = list(dict.fromkeys(f3["G̃ from"]))
     fig, axes = plt.subplots(len(rels), 2, figsize=(11, 3.8 * len(rels)), squeeze=False)
     for axrow, rname in zip(axes, rels):

@@ -10,16 +10,19 @@ of claim U6 live in the library (:mod:`coherent_itr.losses.identities`), shared 
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 
 from coherent_itr.losses import identities
 
+from .. import labels, report
 from .. import claim_rows as curves
 from .. import claims as registry
-from .. import labels, report
 from ..ledger import mean_ci
 from ..study import paired_effect
+from . import plotting
 
 ARMS = ["Triplet-HN", "VLC", "Unified"]  # Tables 1–2: the three losses, in the paper's order
 INF = "γ=∞ (Triplet-HN)"  # the γ → ∞ end of the scale sweep (Fig. 5b)
@@ -204,6 +207,7 @@ def collapse_caption(summary_df: pd.DataFrame) -> str:
 def show(pg, name: str, caption: str, numbers: pd.DataFrame, view: pd.DataFrame | None = None) -> None:
     """Save ``numbers`` as ``<results>/unified/<name>_<data>.csv`` and ``view`` (default ``numbers``;
     headers and numbers through :func:`reproduce.labels.readable`) with ``caption`` as ``.md``, and show it."""
+    # looked up when called: tests replace IPython.display.display
     from IPython.display import Markdown, display
 
     view = labels.readable(numbers if view is None else view)
@@ -557,8 +561,6 @@ def identity_claim_rows(ident: pd.DataFrame) -> list[dict]:
 def legend_outside(fig, ax=None):
     """One legend for ``fig`` outside the data (:func:`reproduce.analyses.plotting.legend_outside`), text fitted
     (:func:`reproduce.analyses.plotting.fit_text`). Returns ``fig``."""
-    from . import plotting
-
     plotting.legend_outside(fig, ax=ax)
     return plotting.fit_text(fig)
 
@@ -600,9 +602,6 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
     """Fig. 4 analogue, similarities: per arm, the mean positive and hardest-negative cosines on the
     validation set after each epoch (top) and in the sampled training batches at each sampled step
     (bottom; :func:`iterations`), mean over seeds with 95% bands."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
     order = ["positive s_ii", "hardest negative max_{j≠i} s_ij"]
 
     def long(frame, x, cols):
@@ -643,9 +642,6 @@ def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
     """Fig. 4 analogue, gradients: the tangent gradient norms of :data:`GRADS` (Unified Eqs. 11–12, 17–18)
     at every sampled training step, mean over seeds with 95% bands, log scale; VLC also ÷ γ (dashed,
     :func:`with_vlc_scaled`)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
     g = with_vlc_scaled(its, gamma, [c for c, _ in GRADS])
     scaled = vlc_scaled_name(gamma)
     dashes = {a: ((4, 2) if a == scaled else "") for a in g.arm.unique()}
@@ -667,8 +663,6 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     """Fig. 5 analogue: test RSUM along (a) the margin sweep at the study's γ and (b) the scale sweep at
     m = 0.2 with γ = ∞ (Triplet-HN) at the right end; points: mean over seeds with 95% interval bars;
     dashed lines: VLC and Triplet-HN of Tables 1–2 (mean) with their 95% Student-t band over seeds."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     def ref_line(ax, arm, color, label):
         m, lo, hi = mean_ci(t1[t1.arm == arm].rsum)
