@@ -23,19 +23,18 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
-from . import notebooks
-from .notebooks import PAPER_NOTEBOOKS
-from .paths import ROOT
+from .paths import PAPER_NOTEBOOKS, ROOT
 from .profiles import PROFILES, profile_for
 
 NO_ENVIRONMENT = (
     "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
     "with `make venv`, then run `.venv/bin/python -m reproduce` (or `make reproduce`)"
 )
-try:
+try:  # the study's environment (standard library above, below it what the environment installs)
     from coherent_itr import paths
+    from tqdm.auto import tqdm
+
+    from . import notebooks
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
     sys.exit(2)
