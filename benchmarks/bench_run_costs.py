@@ -24,14 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "results" / "benchmarks"
-MODEL_FIELDS = ("embed_dim", "word_dim", "text_hidden", "batch_size", "epochs", "early_stop_patience", "lr_decay_epoch")
+MODEL_FIELDS = ("embed_dim", "word_dim", "text_hidden", "batch_size", "early_stop_patience", "lr_decay_epoch")
 
 
 def observations(data: str, profile_name: str = "default", cache_root=None):
     """One row per cached training entry of ``data`` with the profile's model and schedule."""
     import pandas as pd
 
+    from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
+    from reproduce.profiles import run_seconds
     from reproduce.study import profile_for
 
     prof = profile_for(profile_name, data)
@@ -58,6 +60,7 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
         rows.append(
             {
                 "loss": c["loss"],
+                "kind": "full" if c["epochs"] == prof.model["epochs"] else "rung",
                 "lr": c["lr"],
                 "warmup_epochs": c.get("warmup_epochs", 0),
                 "train_fraction": c.get("train_fraction", 1.0),
@@ -68,6 +71,7 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
                 "val_s_per_epoch": t["val_s"] / n,
                 "fixed_s": t["total_s"] - t["train_s"] - t["val_s"],
                 "total_s": t["total_s"],
+                "estimated_s": run_seconds(Config.from_dict(c), data, evaluated=False),
                 "eval_s": evals.get(r.get("run_key")),
                 "finished": rec_path.stat().st_mtime,
             }
@@ -78,7 +82,7 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
 def summary(obs):
     """Per loss (full-data runs): runs, median training / validation seconds per epoch, fixed seconds, median
     epochs run, median whole-run seconds, median evaluation seconds."""
-    full = obs[obs.train_fraction == 1.0]
+    full = obs[(obs.train_fraction == 1.0) & (obs.kind == "full")]
     g = full.groupby("loss")
     return (
         g.agg(
@@ -89,14 +93,18 @@ def summary(obs):
             epochs_run=("epochs_run", "median"),
             total_s=("total_s", "median"),
             eval_s=("eval_s", "median"),
+            actual_over_estimate=("total_s", "sum"),
+            estimated_s=("estimated_s", "sum"),
         )
         .reset_index()
+        .assign(actual_over_estimate=lambda d: d.actual_over_estimate / d.estimated_s)
+        .drop(columns="estimated_s")
         .sort_values("total_s", ascending=False)
     )
 
 
 def epochs_by_lr(obs):
-    full = obs[obs.train_fraction == 1.0]
+    full = obs[(obs.train_fraction == 1.0) & (obs.kind == "full")]
     return full.pivot_table(index="loss", columns="lr", values="epochs_run", aggfunc="median")
 
 
@@ -115,8 +123,12 @@ def main(argv=None) -> None:
         "",
         f"{len(obs)} training runs ({int((obs.train_fraction == 1.0).sum())} on the whole training split), "
         f"{int(obs.eval_s.notna().sum())} evaluated; finished over {wall:.0f} min; "
-        f"{sum(obs.total_s) / 3600:.2f} worker-hours of `train()`. Machine: {os.cpu_count()} CPUs; timed inside "
-        "the driver's workers (two side by side). Produced by `benchmarks/bench_run_costs.py`.",
+        f"{sum(obs.total_s) / 3600:.2f} worker-hours of `train()` ({int((obs.kind == 'rung').sum())} of the runs are "
+        f"successive-halving rungs). The cost model (`reproduce.profiles.run_seconds`, training only) priced the same "
+        f"runs at {sum(obs.estimated_s) / 3600:.2f} worker-hours: actual / estimate = "
+        f"{sum(obs.total_s) / sum(obs.estimated_s):.2f} (per loss below). Machine: {os.cpu_count()} CPUs; timed "
+        "inside the workers (two side by side; other jobs may have shared the cores). Produced by "
+        "`benchmarks/bench_run_costs.py`.",
         "",
         s.to_markdown(index=False, floatfmt=".2f"),
         "",
