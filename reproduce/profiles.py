@@ -56,7 +56,7 @@ asks for a long run of 2× the cap, 80 epochs: not affordable on this machine).
 **Cost** — :func:`reproduce.progress.estimate_cost` (``python -m reproduce.progress``) prices the plan from the
 per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
 early stopping replayed on the learning curves); ``results/manifest.json`` records what a run really took.
-On this 2-core machine the whole protocol prices at ≈ 33 worker-hours (≈ 17 h of wall time at two workers):
+On this 2-core machine the whole protocol prices at ≈ 30 worker-hours (≈ 15 h of wall time at two workers):
 it does not fit one sitting here. The driver is resumable (a stopped run loses only the runs in flight), a
 machine with more cores or a Ray cluster divides it (``docs/cluster.md``), and a GPU the more.
 
@@ -307,14 +307,14 @@ COSTS = {
 # Seconds a training epoch of the synthetic world (118 steps) costs beyond Triplet-HN's, per loss: half the
 # difference of a Flickr8k epoch's training seconds (235 steps) in the learning curves, two workers side by side.
 LOSS_EXTRA_S = {
-    "listwise": 6.6,
-    "sam": 5.4,
     "adaptive_ladder": 5.0,
     "ladder": 4.2,
     "sndcg": 3.4,
+    "listwise": 2.5,  # the Flickr8k runs of 2026-11-25 (bench_run_costs): 14.9 s / epoch against Triplet-HN's 11.6
     "bcls": 2.4,
     "sam_authors": 1.3,
     "kendall_sw_hs": 0.75,
+    "sam": 0.7,  # the Flickr8k runs of 2026-11-25: 11.4 s / epoch (the learning curve's 20.3 s shared its cores)
 }
 # Epochs a full-data run trains before early stopping (patience 3 after the warm-up) ends it, at a good lr: the
 # learning curves with early stopping replayed on them (fast arms: best epoch + 3; the slow arms from the
