@@ -1,0 +1,93 @@
+"""The main comparison (X1) of the new protocol as far as the run cache holds it, read without training.
+
+For every X1 main arm on ``--data``: the tuning trials (successive halving: each setting's rung, and the
+validation RSUM of those that went on), the setting the protocol chooses (``reproduce.tuning``: the same code
+the driver uses, health check of the other seeds included), and the test RSUM of each seed's run at that
+setting — for the arms whose runs are all cached; the others are listed as pending. Nothing is trained or
+evaluated here (``RunCache.load(..., evaluate=False)``). This is a progress report of a study that runs over
+several sittings, not the ledger: no interval, no verdict.
+
+    FLICKR8K_DIR=... python benchmarks/bench_first_runs.py --data flickr8k
+
+Writes ``results/benchmarks/first_runs_<data>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "results" / "benchmarks"
+
+
+def arm_rows(data: str, paper: str = "overview"):
+    """(rows of the table, pending arm names) from the run cache."""
+    from coherent_itr.runs import RunCache
+    from reproduce import tuning
+    from reproduce.study import profile_for
+
+    prof = profile_for("default", data)
+    cache = RunCache()
+    rows, pending = [], []
+    for arm in tuning.main_arms(prof, paper):
+        trials, missing = tuning.arm_trials(arm, prof, cache)
+        if missing:
+            pending.append(f"{arm.name} ({len(missing)} tuning run(s) missing)")
+            continue
+        fam = tuning.Family(tuning.tuning_key(arm, prof), arm, [arm.name], trials, None)
+        chosen = tuning.health_checked_choice(fam, prof, cache)
+        runs = [cache.load(c, evaluate=False) for c in arm.configs(prof, **tuning._setting(chosen))]
+        if any(r is None for r in runs):
+            pending.append(f"{arm.name} ({sum(r is None for r in runs)} of {len(runs)} seed(s) missing)")
+            continue
+        test = [float(r.record["test"]["rsum"]) for r in runs]
+        went = [t for t in trials if t.get("went_on", True)]
+        rows.append(
+            {
+                "arm": arm.name,
+                "chosen lr": chosen["lr"],
+                "warm-up": chosen["warmup_epochs"],
+                "val RSUM": round(chosen["val_rsum"], 1),
+                "settings (went on / grid)": f"{len(went)} / {len(trials)}",
+                "test RSUM per seed": " ".join(f"{x:.1f}" for x in test),
+                "mean": round(statistics.mean(test), 1),
+                "sd": round(statistics.stdev(test), 1) if len(test) > 1 else float("nan"),
+                "epochs run": " ".join(str(r.record["epochs_run"]) for r in runs),
+            }
+        )
+    return rows, pending
+
+
+def main(argv=None) -> None:
+    import pandas as pd
+
+    from reproduce.tables import markdown_table
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", choices=("synthetic", "flickr8k"), required=True)
+    a = ap.parse_args(argv)
+    rows, pending = arm_rows(a.data)
+    lines = [
+        f"# The main comparison (X1) of the new protocol so far, {a.data}",
+        "",
+        "Read from the run cache by `benchmarks/bench_first_runs.py` (nothing trained): each arm tuned on the "
+        "validation split by the protocol of `reproduce/profiles.py` (successive halving, the health check of the "
+        "other seeds), then its 5 seeds at the chosen setting; test RSUM of each seed. A progress report, not the "
+        "ledger: no interval and no verdict until the whole study has run.",
+        "",
+        markdown_table(pd.DataFrame(rows), index=False) if rows else "(no arm complete yet)",
+        "",
+    ]
+    if pending:
+        lines += ["Pending: " + "; ".join(pending) + ".", ""]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"first_runs_{a.data}.md").write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
