@@ -39,8 +39,9 @@ def arm_rows(data: str, paper: str = "overview"):
             pending.append(f"{arm.name} ({len(missing)} tuning run(s) missing)")
             continue
         fam = tuning.Family(tuning.tuning_key(arm, prof), arm, [arm.name], trials, None)
-        chosen = tuning.health_checked_choice(fam, prof, cache)
-        runs = [cache.load(c, evaluate=False) for c in arm.configs(prof, **tuning._setting(chosen))]
+        fam.chosen = chosen = tuning.health_checked_choice(fam, prof, cache)
+        finals = tuning.arm_configs(arm, tuning.main_arms(prof, paper), prof, {fam.key: fam})  # the driver's own
+        runs = [cache.load(c, evaluate=False) for c in finals]
         if any(r is None for r in runs):
             pending.append(f"{arm.name} ({sum(r is None for r in runs)} of {len(runs)} seed(s) missing)")
             continue
