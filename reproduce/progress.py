@@ -24,8 +24,8 @@
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -37,7 +37,16 @@ from coherent_itr.data.synthetic import SCALES
 
 from . import experiments, tuning
 from .prepare import train_rows
-from .profiles import ASSUMED_STEP_SPEEDUP, COSTS, COSTS_MODEL, Profile, expected_epochs, profile_for, run_seconds
+from .profiles import (
+    ASSUMED_STEP_SPEEDUP,
+    COSTS,
+    COSTS_MODEL,
+    PROFILES,
+    Profile,
+    expected_epochs,
+    profile_for,
+    run_seconds,
+)
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
 # what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
@@ -482,5 +491,20 @@ def cost_table(profile: str = "default", workers: int = 2) -> str:
     )
 
 
+def main(argv=None) -> None:
+    """``python -m reproduce.progress [--profile P] [--workers N]``: the cost table of :func:`cost_table`."""
+    ap = argparse.ArgumentParser(
+        prog="python -m reproduce.progress",
+        description="What the whole protocol of a profile costs on the study's 2-core machine, before any run "
+        "(runs, worker-hours, wall time per data set).",
+    )
+    ap.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    ap.add_argument("--workers", type=int, default=2, help="parallel training processes (default: 2)")
+    a = ap.parse_args(argv)
+    if a.workers < 1:
+        ap.error(f"--workers must be ≥ 1, got {a.workers}")
+    print(cost_table(a.profile, a.workers))
+
+
 if __name__ == "__main__":
-    print(cost_table(sys.argv[1] if len(sys.argv) > 1 else "default"))
+    main()

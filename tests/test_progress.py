@@ -223,3 +223,16 @@ def test_the_data_card_alone_plans_no_run():
     est = progress.plan_data_set(get_profile("smoke"), "synthetic", [], [], [], EvaluatingCache(planted))
     assert est.runs == 0 and est.prepare_s == 0.0
     assert progress.paper_cost_lines(get_profile("paper"), "flickr8k", [], workers=2, device="cpu") == []
+
+
+def test_the_cost_command_takes_flags_and_names_a_bad_one(capsys):
+    """``python -m reproduce.progress --help`` once failed with "unknown profile '--help'"."""
+    with pytest.raises(SystemExit) as e:
+        progress.main(["--help"])
+    assert e.value.code == 0 and "--workers" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        progress.main(["--workers", "0"])
+    assert e.value.code == 2 and "--workers must be ≥ 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        progress.main(["--profile", "huge"])
+    assert "invalid choice: 'huge'" in capsys.readouterr().err
