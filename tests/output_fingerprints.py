@@ -69,7 +69,7 @@ def canonical(obj, digits: int | None = 12):
 
 
 def digest(obj, digits: int | None = 12) -> str:
-    text = json.dumps(canonical(obj, digits), ensure_ascii=False, sort_keys=True)
+    text = json.dumps(canonical(obj, digits), ensure_ascii=False)  # keys in their order: a dict's order is output
     return hashlib.sha256(text.encode()).hexdigest()
 
 
