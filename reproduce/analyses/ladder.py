@@ -355,6 +355,15 @@ def fig6_batches(train, provider, sampling: str, adaptive=None, n_batches=20, ba
     }
 
 
+def _legends_and_title(fig, axes, title: str):
+    """``fig`` with each panel's legend to its right (:data:`LEGEND`), the title and its text fitted
+    (:func:`reproduce.analyses.plotting.fit_text`)."""
+    for ax in axes:
+        ax.legend(**LEGEND)
+    fig.suptitle(title)
+    return plotting.fit_text(fig)
+
+
 def fig6_figure(f6: dict, title: str, clip: int = 30):
     """Fig. 6 analogue in three panels: the density of off-diagonal relevance (mean over batches, 95% band)
     with θ; the share of rows per n≥θ (counts above ``clip`` pooled; mean, 95% band over batches); the share of
@@ -410,10 +419,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         ylabel="share of rows (%)",
         title="adaptive ladder: levels per row",
     )
-    for ax in axes:
-        ax.legend(**LEGEND)
-    fig.suptitle(title)
-    return plotting.fit_text(fig)
+    return _legends_and_title(fig, axes, title)
 
 
 # --- θ calibrated to the relevance model (calibration.py) ------------------------------------------------
@@ -497,10 +503,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
         yscale="log",
         title="share of pairs a threshold admits",
     )
-    for ax in axes:
-        ax.legend(**LEGEND)
-    fig.suptitle(title)
-    return plotting.fit_text(fig)
+    return _legends_and_title(fig, axes, title)
 
 
 def literal_of(arm: str) -> str | None:
