@@ -259,6 +259,19 @@ def ladder_calibrated_arms(profile: Profile) -> list[Arm]:
     return arms
 
 
+# S1, S2: the losses trained on 10 %, 25 % and 100 % of the data (name, loss, parameters, relevance)
+_SAM_FRACTION_LOSSES = (
+    ("Triplet-HN", "triplet", None, {}),
+    ("+ SAM", "sam", SAM_PAPER, CIDER),
+    ("+ SAM (authors' code)", "sam_authors", SAM_AUTHORS, CIDER),
+)
+# S3: the τ × sampling × keep grid, once per SAM variant (group, name prefix, loss, family)
+_SAM_GRIDS = (
+    ("grid", "", "sam", "100% data, + SAM"),
+    ("grid_authors", "authors ", "sam_authors", "100% data, + SAM (authors' code)"),
+)
+
+
 def sam_arms(profile: Profile) -> list[Arm]:
     """SAM as the paper writes it (``sam``: SN = the furthest negative, no clamp, weight 1) and as the
     authors coded it (``sam_authors``: "soft" = the near-hardest negative, margin clamped at 1, weight 5);
@@ -267,66 +280,17 @@ def sam_arms(profile: Profile) -> list[Arm]:
     arms = []
     for frac in (0.1, 0.25, 1.0):
         kw = {"train_fraction": frac} if frac < 1.0 else {}
-        arms.append(
-            _arm(
-                p,
-                "fraction",
-                f"{frac:.0%} data, Triplet-HN",
-                "triplet",
-                **kw,
-                **({} if frac == 1.0 else {"family": "100% data, Triplet-HN"}),
-            )
-        )
-        arms.append(
-            _arm(
-                p,
-                "fraction",
-                f"{frac:.0%} data, + SAM",
-                "sam",
-                SAM_PAPER,
-                **kw,
-                **CIDER,
-                **({} if frac == 1.0 else {"family": "100% data, + SAM"}),
-            )
-        )
-        arms.append(
-            _arm(
-                p,
-                "fraction",
-                f"{frac:.0%} data, + SAM (authors' code)",
-                "sam_authors",
-                SAM_AUTHORS,
-                **kw,
-                **CIDER,
-                **({} if frac == 1.0 else {"family": "100% data, + SAM (authors' code)"}),
-            )
-        )
+        for what, loss, params, extra in _SAM_FRACTION_LOSSES:
+            family = {} if frac == 1.0 else {"family": f"100% data, {what}"}
+            arms.append(_arm(p, "fraction", f"{frac:.0%} data, {what}", loss, params, **kw, **extra, **family))
     # S3 is no trend claim: the τ grid keeps its ends and the paper default (τ = 3, 10)
     for tau in profile.thin((3.0, 5.0, 10.0), keep=(3.0,), min_points=2):
         for sampling in ("RS", "HN", "SN"):
             for keep in (True, False):
-                arms.append(
-                    _arm(
-                        p,
-                        "grid",
-                        f"τ={tau:g} {sampling} keep={keep}",
-                        "sam",
-                        {"tau": tau, "sampling": sampling, "keep_triplet": keep},
-                        **CIDER,
-                        family="100% data, + SAM",
-                    )
-                )
-                arms.append(
-                    _arm(
-                        p,
-                        "grid_authors",
-                        f"authors τ={tau:g} {sampling} keep={keep}",
-                        "sam_authors",
-                        {"tau": tau, "sampling": sampling, "keep_triplet": keep},
-                        **CIDER,
-                        family="100% data, + SAM (authors' code)",
-                    )
-                )
+                for group, prefix, loss, family in _SAM_GRIDS:
+                    params = {"tau": tau, "sampling": sampling, "keep_triplet": keep}
+                    name = f"{prefix}τ={tau:g} {sampling} keep={keep}"
+                    arms.append(_arm(p, group, name, loss, params, **CIDER, family=family))
     return arms
 
 

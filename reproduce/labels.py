@@ -92,24 +92,32 @@ def _k(m, default="whole list") -> str:
     return m["k"] if m["k"] else default
 
 
+def _dir(m) -> str:
+    """The direction a key's match names, in words (``i2t`` → "image→text")."""
+    return DIRECTIONS[m["d"]]
+
+
+def _graded(m, name: str, kind: str, unit: str | None = None, positives: bool = False) -> dict:
+    """The :class:`MetricInfo` fields of a metric measured against the yardstick the key's match names (``m["r"]``;
+    ``positives``: the yardstick picks the positives), higher is better."""
+    yardstick = ("positives: " if positives else "") + YARDSTICKS[m["r"]]
+    return dict(name=name, yardstick=yardstick, unit=unit, kind=kind, higher_is_better=True)
+
+
 # (pattern, builder(match) -> dict of MetricInfo fields). Order matters only for overlapping patterns.
 _PATTERNS: list[tuple[str, object]] = [
     (r"rsum", lambda m: dict(name="RSUM (sum of R@1,5,10 both directions, %)", kind="rsum", higher_is_better=True)),
     (
         rf"{_D}_r(?P<k>\d+)",
-        lambda m: dict(name=f"R@{m['k']} {DIRECTIONS[m['d']]}", unit="%", kind="percent", higher_is_better=True),
+        lambda m: dict(name=f"R@{m['k']} {_dir(m)}", unit="%", kind="percent", higher_is_better=True),
     ),
     (
         rf"{_D}_medr",
-        lambda m: dict(
-            name=f"median rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank", higher_is_better=False
-        ),
+        lambda m: dict(name=f"median rank of the ground truth, {_dir(m)}", kind="rank", higher_is_better=False),
     ),
     (
         rf"{_D}_meanr",
-        lambda m: dict(
-            name=f"mean rank of the ground truth, {DIRECTIONS[m['d']]}", kind="rank", higher_is_better=False
-        ),
+        lambda m: dict(name=f"mean rank of the ground truth, {_dir(m)}", kind="rank", higher_is_better=False),
     ),
     (
         r"i2t_map",
@@ -117,84 +125,42 @@ _PATTERNS: list[tuple[str, object]] = [
             name="mAP image→text (its 5 captions as positives)", unit="0…1", kind="unit", higher_is_better=True
         ),
     ),
-    (
-        rf"cs(?P<k>\d+)_{_D}_{_R}",
-        lambda m: dict(
-            name=f"CS@{m['k']} {DIRECTIONS[m['d']]}",
-            yardstick=YARDSTICKS[m["r"]],
-            unit="τ-b, −1…1",
-            kind="correlation",
-            higher_is_better=True,
-        ),
-    ),
-    (
-        rf"tau_{_D}_{_R}",
-        lambda m: dict(
-            name=f"Kendall τ over all candidates, {DIRECTIONS[m['d']]}",
-            yardstick=YARDSTICKS[m["r"]],
-            unit="−1…1",
-            kind="correlation",
-            higher_is_better=True,
-        ),
-    ),
+    (rf"cs(?P<k>\d+)_{_D}_{_R}", lambda m: _graded(m, f"CS@{m['k']} {_dir(m)}", "correlation", "τ-b, −1…1")),
+    (rf"tau_{_D}_{_R}", lambda m: _graded(m, f"Kendall τ over all candidates, {_dir(m)}", "correlation", "−1…1")),
     (
         rf"ndcg(?P<k>\d*)_{_D}_{_R}",
-        lambda m: dict(
-            name=(f"NDCG@{m['k']}" if m["k"] else "NDCG (whole list)") + f" {DIRECTIONS[m['d']]}",
-            yardstick=YARDSTICKS[m["r"]],
-            unit="0…1",
-            kind="unit",
-            higher_is_better=True,
-        ),
+        lambda m: _graded(m, (f"NDCG@{m['k']}" if m["k"] else "NDCG (whole list)") + f" {_dir(m)}", "unit", "0…1"),
     ),
     (
         rf"ncs(?P<k>\d+)(?P<ngt>ngt)?_{_D}_{_R}",
-        lambda m: dict(
-            name=f"NCS@{m['k']} {DIRECTIONS[m['d']]}" + (", ground truth removed" if m["ngt"] else ""),
-            yardstick=YARDSTICKS[m["r"]],
-            unit="%",
-            kind="percent",
-            higher_is_better=True,
+        lambda m: _graded(
+            m, f"NCS@{m['k']} {_dir(m)}" + (", ground truth removed" if m["ngt"] else ""), "percent", "%"
         ),
     ),
     (
         rf"nsum(?P<ngt>ngt)?_{_R}",
-        lambda m: dict(
-            name="Nsum" + (", ground truth removed," if m["ngt"] else "") + " (sum of NCS@1,5,10 both directions, %)",
-            yardstick=YARDSTICKS[m["r"]],
-            kind="rsum",
-            higher_is_better=True,
+        lambda m: _graded(
+            m,
+            "Nsum" + (", ground truth removed," if m["ngt"] else "") + " (sum of NCS@1,5,10 both directions, %)",
+            "rsum",
         ),
     ),
     (
         rf"sr(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}",
-        lambda m: dict(
-            name=f"Semantic Recall@{m['k']} (|G̃|={m['m']}) {DIRECTIONS[m['d']]}",
-            yardstick=YARDSTICKS[m["r"]],
-            unit="%",
-            kind="percent",
-            higher_is_better=True,
-        ),
+        lambda m: _graded(m, f"Semantic Recall@{m['k']} (|G̃|={m['m']}) {_dir(m)}", "percent", "%"),
     ),
     (
         rf"srhit(?P<k>\d+)m(?P<m>\d+)_{_D}_{_R}",
-        lambda m: dict(
-            name=f"hit rate of G̃ (|G̃|={m['m']}) in the top {m['k']}, {DIRECTIONS[m['d']]}",
-            yardstick=YARDSTICKS[m["r"]],
-            unit="%",
-            kind="percent",
-            higher_is_better=True,
-        ),
+        lambda m: _graded(m, f"hit rate of G̃ (|G̃|={m['m']}) in the top {m['k']}, {_dir(m)}", "percent", "%"),
     ),
     (
         rf"(?P<what>mapr|rprec|r1|ap)_{_D}_{_R}",
-        lambda m: dict(
-            name={"mapr": "mAP@R", "rprec": "R-Precision", "r1": "R@1", "ap": "AP"}[m["what"]]
-            + f" {DIRECTIONS[m['d']]}",
-            yardstick="positives: " + YARDSTICKS[m["r"]],
-            unit="%",
-            kind="percent",
-            higher_is_better=True,
+        lambda m: _graded(
+            m,
+            {"mapr": "mAP@R", "rprec": "R-Precision", "r1": "R@1", "ap": "AP"}[m["what"]] + f" {_dir(m)}",
+            "percent",
+            "%",
+            positives=True,
         ),
     ),
     (

@@ -225,77 +225,131 @@ def build_ledger(
     """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
 
     ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``;
-    ``null_pair_diffs`` — ``{(dataset, metric key): [per-seed differences of a null pair, …]}``."""
-    effects = registry.paper_effects()
+    ``null_pair_diffs`` — ``{(dataset, metric key): [per-seed differences of a null pair, …]}``.
+
+    The steps: each notebook row becomes a ledger row, the primary ones recognised (:func:`_notebook_rows`); a
+    placeholder stands for every primary no row tests (:func:`_placeholder_rows`); the noise floors
+    (:func:`_noise_floors`), thresholds and p-values (:func:`_add_test`); Holm per data set
+    (:func:`_holm_families`); the verdicts (:func:`_decide_row`), the budget columns (:func:`_budget_columns`)
+    and the last flags; the rows in ledger order (:func:`_ordered`)."""
     seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
     datasets = list(dict.fromkeys([*datasets, *seen_data]))
+    out, primaries = _notebook_rows(nb_rows, collapsed)
+    out += _placeholder_rows(nb_rows, datasets, primaries)
+    floors = _noise_floors(out, null_pair_diffs)
+    effects = registry.paper_effects()
+    for o in out:
+        _add_test(o, floors, effects)
+    families = _holm_families(out, datasets)
+    for o in out:
+        _decide_row(o)
+    for fam in families.values():
+        _budget_columns(fam)
+    for o in out:
+        o["direction"] = _direction(o["kind"])
+        o["larger_than_paper"] = (
+            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
+        )
+    return _ordered(out, datasets)
+
+
+def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[dict], dict]:
+    """The ledger row of every notebook row (:func:`_ledger_row`) and ``{(claim id, data set): statement}`` of
+    the rows that are a claim's primary (:func:`_is_primary`)."""
     out, primaries = [], {}
     declared = {(r.get("id"), r.get("dataset")) for r in nb_rows if str(r.get("role", "")) == "primary"}
     for r in nb_rows:
-        cid, data = r.get("id"), r.get("dataset")
-        c = registry.CLAIMS.get(cid)
-        if (cid, data) in declared:  # a row computed by claim id (reproduce.claim_rows) is THE primary
-            is_primary = str(r.get("role", "")) == "primary"
-            if is_primary and (c is None or r.get("statement") != c.primary.statement):
-                raise ValueError(
-                    f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
-                    f"primary contrast ({r.get('statement')!r}); write it with "
-                    f"reproduce.claim_rows.primary_row"
-                )
-        else:
-            is_primary = c is not None and isinstance(data, str) and c.primary.matches(data, row=r)
-        if is_primary:
-            if (cid, data) in primaries:
-                raise ValueError(
-                    f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
-                    f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
-                    f"legacy matcher in reproduce/data/claims.toml specific"
-                )
-            primaries[(cid, data)] = r.get("statement")
-        sign = (
-            int(c.primary.legacy_for(data).get("sign") or 1)
-            if is_primary and str(r.get("role", "")) != "primary"
-            else 1
-        )
-        est, eff = row_estimate(r, sign)
-        kind = (
-            str(r.get("kind"))
-            if isinstance(r.get("kind"), str) and r.get("kind") in ("direction", "equivalence", "identity")
-            else "direction"
-        )
-        prim = c.primary if is_primary else None
-        is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
-        out.append(
-            {
-                "id": cid,
-                "paper": r.get("paper") if isinstance(r.get("paper"), str) else (c.paper if c else ""),
-                "role": "primary"
-                if is_primary
-                else ("exploratory" if str(r.get("role", "")) == "exploratory" else "secondary"),
-                "dataset": data if isinstance(data, str) else "",
-                "statement": prim.statement if prim else r.get("statement"),
-                "metric": prim.metric_label(data) if prim else r.get("metric"),
-                "unit": prim.unit if prim else "",
-                "kind": prim.kind if prim else kind,
-                "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
-                "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
-                "n_seeds": est.n,
-                "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
-                "_est": est,
-                "_eff": eff,
-                "_mkey": (
-                    str(prim.metric_for(data))
-                    if prim and prim.measure == "arms"
-                    else (metric_key(r.get("metric")) if not prim and _is_arm_contrast(r) else None)
-                ),
-                "_collapsed": is_col,
-                "_why": why,
-                "notebook": r.get("notebook") if isinstance(r.get("notebook"), str) else (c.notebook if c else ""),
-                "source": r.get("source") if isinstance(r.get("source"), str) else (c.source if c else ""),
-                "note": r.get("note") if isinstance(r.get("note"), str) else "",
-            }
-        )
+        c = registry.CLAIMS.get(r.get("id"))
+        is_primary = _is_primary(r, c, declared, primaries)
+        out.append(_ledger_row(r, c, is_primary, collapsed))
+    return out, primaries
+
+
+def _is_primary(r: dict, c, declared: set, primaries: dict) -> bool:
+    """Whether notebook row ``r`` is the primary row of its claim ``c`` on its data set: where a row of that claim
+    and data set is declared ``role="primary"`` (``declared``: their (id, data set)), that row, which must be
+    the registry's primary contrast; elsewhere the row the registry's legacy matcher picks. A primary row is
+    recorded in ``primaries``; a second one for the same claim and data set is an error."""
+    cid, data = r.get("id"), r.get("dataset")
+    if (cid, data) in declared:  # a row computed by claim id (reproduce.claim_rows) is THE primary
+        is_primary = str(r.get("role", "")) == "primary"
+        if is_primary and (c is None or r.get("statement") != c.primary.statement):
+            raise ValueError(
+                f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
+                f"primary contrast ({r.get('statement')!r}); write it with "
+                f"reproduce.claim_rows.primary_row"
+            )
+    else:
+        is_primary = c is not None and isinstance(data, str) and c.primary.matches(data, row=r)
+    if is_primary:
+        if (cid, data) in primaries:
+            raise ValueError(
+                f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
+                f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
+                f"legacy matcher in reproduce/data/claims.toml specific"
+            )
+        primaries[(cid, data)] = r.get("statement")
+    return is_primary
+
+
+def _row_kind(r: dict) -> str:
+    """The row's kind when it names a known one (direction, equivalence, identity), else ``direction``."""
+    kind = r.get("kind")
+    return str(kind) if isinstance(kind, str) and kind in ("direction", "equivalence", "identity") else "direction"
+
+
+def _noise_key(r: dict, prim, data) -> str | None:
+    """The (data set, metric key) group whose noise floor the row shares and feeds: a primary of two arms, its
+    registry metric; another row contrasting two arms on a test-record metric, that metric; else None."""
+    if prim:
+        return str(prim.metric_for(data)) if prim.measure == "arms" else None
+    return metric_key(r.get("metric")) if _is_arm_contrast(r) else None
+
+
+def _text_or(r: dict, key: str, default: str) -> str:
+    return r.get(key) if isinstance(r.get(key), str) else default
+
+
+def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
+    """The ledger row of notebook row ``r`` of claim ``c`` (None: not in the registry): a primary row takes its
+    statement, metric, unit, kind and arms from the registry (a legacy row stated the other way round is
+    flipped, the registry's ``sign``); its estimate (``_est``), per-seed effects (``_eff``), noise-floor group
+    (``_mkey``) and whether an arm collapsed (``_collapsed``, ``_why``) are kept for the next steps."""
+    data = r.get("dataset")
+    role = str(r.get("role", ""))
+    sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary and role != "primary" else 1
+    est, eff = row_estimate(r, sign)
+    prim = c.primary if is_primary else None
+    is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
+    return {
+        "id": r.get("id"),
+        "paper": _text_or(r, "paper", c.paper if c else ""),
+        "role": "primary" if is_primary else ("exploratory" if role == "exploratory" else "secondary"),
+        "dataset": data if isinstance(data, str) else "",
+        "statement": prim.statement if prim else r.get("statement"),
+        "metric": prim.metric_label(data) if prim else r.get("metric"),
+        "unit": prim.unit if prim else "",
+        "kind": prim.kind if prim else _row_kind(r),
+        "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
+        "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
+        "n_seeds": est.n,
+        "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
+        "_est": est,
+        "_eff": eff,
+        "_mkey": _noise_key(r, prim, data),
+        "_collapsed": is_col,
+        "_why": why,
+        "notebook": _text_or(r, "notebook", c.notebook if c else ""),
+        "source": _text_or(r, "source", c.source if c else ""),
+        "note": _text_or(r, "note", ""),
+    }
+
+
+def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> list[dict]:
+    """An ``inconclusive`` primary row for every claim and data set that no notebook row is the primary of,
+    saying why: the claim's notebook ran on that data set but wrote no primary row, or it did not run."""
     tested_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows}
+    out = []
     for c in registry.CLAIMS.values():
         for data in datasets:
             if (c.id, data) in primaries:
@@ -330,43 +384,58 @@ def build_ledger(
                     ),
                 }
             )
-    # noise floor per (data set, metric key): contrasts' per-seed sds + declared null pairs
-    floors = {}
+    return out
+
+
+def _noise_floors(out: list[dict], null_pair_diffs: dict | None) -> dict:
+    """``{(data set, metric key): (noise floor, df)}``: ``NOISE_K`` × the sd pooled over the per-seed effects of
+    the group's contrasts (healthy rows of ≥ 2 seeds) and its declared null pairs; NaN without any df."""
     groups: dict = {}
     for o in out:
         if o["_mkey"] and not o["_collapsed"] and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
             e = o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"])
             groups.setdefault((o["dataset"], o["_mkey"]), []).append(e)
+    floors = {}
     for key in set(groups) | set(null_pair_diffs or {}):
         sd, df = pooled_sd(groups.get(key, []), (null_pair_diffs or {}).get(key, []))
         floors[key] = (NOISE_K * sd if df else math.nan, df)
-    # thresholds, p-values, Holm per data set over decidable primary rows
-    for o in out:
-        c = registry.CLAIMS.get(o["id"])
-        prim = o["role"] == "primary"
-        pe = _f(effects.loc[o["id"], "paper_effect"]) if prim and o["id"] in effects.index else math.nan
-        o["paper_effect"] = pe
-        o["paper_source"] = (
-            f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
-            f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
-            if prim and o["id"] in effects.index
-            else ""
-        )
-        nf = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0))[0] if o["_mkey"] else math.nan
-        o["noise_floor"] = nf
-        o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
-        est = o["_est"]
-        if o["kind"] == "equivalence":
-            o["p_unadj"] = est.p_equivalent(o["threshold"]) if o["threshold"] > 0 else math.nan
-        elif o["kind"] == "direction":
-            o["p_unadj"] = est.p_zero()
-        else:
-            o["p_unadj"] = math.nan
-        ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
-        o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
-        o["effect"] = est.effect
-        o["ci95_low"], o["ci95_high"] = est.interval(0.95)
-        o["p_adj"] = math.nan
+    return floors
+
+
+def _add_test(o: dict, floors: dict, effects: pd.DataFrame) -> None:
+    """Row ``o``'s paper effect and its source (primary rows), noise floor, threshold, unadjusted p-value (the
+    direction test, or the equivalence test against the threshold; none for an identity), ratio to the paper
+    effect, effect and 95% interval; ``p_adj`` NaN until :func:`_holm_families`."""
+    c = registry.CLAIMS.get(o["id"])
+    prim = o["role"] == "primary"
+    pe = _f(effects.loc[o["id"], "paper_effect"]) if prim and o["id"] in effects.index else math.nan
+    o["paper_effect"] = pe
+    o["paper_source"] = (
+        f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
+        f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
+        if prim and o["id"] in effects.index
+        else ""
+    )
+    nf = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0))[0] if o["_mkey"] else math.nan
+    o["noise_floor"] = nf
+    o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
+    est = o["_est"]
+    if o["kind"] == "equivalence":
+        o["p_unadj"] = est.p_equivalent(o["threshold"]) if o["threshold"] > 0 else math.nan
+    elif o["kind"] == "direction":
+        o["p_unadj"] = est.p_zero()
+    else:
+        o["p_unadj"] = math.nan
+    ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
+    o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
+    o["effect"] = est.effect
+    o["ci95_low"], o["ci95_high"] = est.interval(0.95)
+    o["p_adj"] = math.nan
+
+
+def _holm_families(out: list[dict], datasets: list) -> dict:
+    """``{data set: its Holm family}``: the primary rows with a p-value that are neither collapsed nor identity
+    checks; each gets its Holm-adjusted ``p_adj`` and the ``_level`` its interval is drawn at."""
     families = {}
     for data in datasets:
         fam = [
@@ -385,52 +454,65 @@ def build_ledger(
         for o in fam:
             o["_level"] = adjusted_level(o["p_unadj"], o["p_adj"], m)
         families[data] = fam
-    for o in out:
-        est = o["_est"]
-        if o.get("_missing"):
-            o.update(verdict="inconclusive", reason=o["_missing"], ci_low=math.nan, ci_high=math.nan)
-            continue
-        kind = o["kind"]
-        tol = o["tolerance"] if kind == "identity" else None
-        if kind == "identity" and (tol is None or not np.isfinite(tol)):
-            o.update(
-                verdict="inconclusive", reason="identity row without a tolerance", ci_low=math.nan, ci_high=math.nan
-            )
-            continue
-        if kind == "equivalence" and not o["threshold"] > 0:
-            o.update(
-                verdict="inconclusive", reason="equivalence row without a tolerance", ci_low=math.nan, ci_high=math.nan
-            )
-            continue
-        v, why, lo, hi = decide(
-            kind,
-            est,
-            o["threshold"],
-            p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
-            level=o.get("_level"),
-            collapsed=o["_collapsed"],
-            collapse_reason=o["_why"],
-            tolerance=tol,
+    return families
+
+
+def _no_verdict_reason(o: dict) -> str:
+    """Why row ``o`` is ``inconclusive`` without applying the rule, or "": a placeholder (no notebook row), an
+    identity or an equivalence row without a tolerance."""
+    if o.get("_missing"):
+        return o["_missing"]
+    if o["kind"] == "identity" and (o["tolerance"] is None or not np.isfinite(o["tolerance"])):
+        return "identity row without a tolerance"
+    if o["kind"] == "equivalence" and not o["threshold"] > 0:
+        return "equivalence row without a tolerance"
+    return ""
+
+
+def _decide_row(o: dict) -> None:
+    """Row ``o``'s verdict, reason and interval (:func:`reproduce.ledger.decide`), or ``inconclusive`` with
+    :func:`_no_verdict_reason`. The reason says when the interval is over seeds only, unadjusted (not a primary
+    row) or without a noise floor (:func:`_interval_notes`)."""
+    why = _no_verdict_reason(o)
+    if why:
+        o.update(verdict="inconclusive", reason=why, ci_low=math.nan, ci_high=math.nan)
+        return
+    kind, est = o["kind"], o["_est"]
+    tol = o["tolerance"] if kind == "identity" else None
+    v, why, lo, hi = decide(
+        kind,
+        est,
+        o["threshold"],
+        p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
+        level=o.get("_level"),
+        collapsed=o["_collapsed"],
+        collapse_reason=o["_why"],
+        tolerance=tol,
+    )
+    if kind in ("direction", "equivalence") and est.n >= 2:
+        why += _interval_notes(o)
+    o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+
+
+def _interval_notes(o: dict) -> str:
+    """What the reason adds about a direction or equivalence row's interval (``"; …"`` each, or "")."""
+    notes = ""
+    if o["n_boot"] == 0:
+        notes += (
+            "; interval over seeds only (no per-query data stored for this row)"
+            if str(o.get("metric", "")).startswith("rsum")
+            else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
         )
-        if kind in ("direction", "equivalence") and est.n >= 2:
-            if o["n_boot"] == 0:
-                why += (
-                    "; interval over seeds only (no per-query data stored for this row)"
-                    if str(o.get("metric", "")).startswith("rsum")
-                    else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
-                )
-            if o["role"] != "primary":
-                why += "; unadjusted 95% interval (not a primary row)"
-            if not np.isfinite(o["noise_floor"]):
-                why += "; no noise floor for this measure"
-        o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
-    for fam in families.values():
-        _budget_columns(fam)
-    for o in out:
-        o["direction"] = _direction(o["kind"])
-        o["larger_than_paper"] = (
-            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
-        )
+    if o["role"] != "primary":
+        notes += "; unadjusted 95% interval (not a primary row)"
+    if not np.isfinite(o["noise_floor"]):
+        notes += "; no noise floor for this measure"
+    return notes
+
+
+def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
+    """The ledger's rows in order — primary, secondary, exploratory; then claim order of the registry (unknown
+    ids last); then data set — and columns (:data:`COLUMNS`)."""
     df = pd.DataFrame(out)
     order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
     role_order = {"primary": 0, "secondary": 1, "exploratory": 2}

@@ -229,81 +229,109 @@ def figure_qualitative(
     arms = list(sims)
     norm = mcolors.Normalize(0.0, 1.0) if rels[colour_by].min() >= 0 else mcolors.Normalize(-1.0, 1.0)
     cmap = plt.get_cmap(CMAP)
-    n_rows, n_cols = len(image_idx), 1 + len(arms)
-    fig = plt.figure(figsize=(3.0 + 4.6 * len(arms), 2.9 * n_rows + 1.5))
+    style = dict(k=k, rels=rels, colour_by=colour_by, norm=norm, cmap=cmap, have_expert=human is not None, wrap=wrap)
+    fig, gs = _qualitative_grid(len(image_idx), len(arms))
+    for r, qi in enumerate(image_idx):
+        _draw_query_image(fig.add_subplot(gs[r, 0]), split, qi, images_dir)
+        tab = top_k_table(sims, split, qi, k, "image", rels, human)
+        for c, arm in enumerate(arms, start=1):
+            ax = fig.add_subplot(gs[r, c])
+            _draw_captions(ax, tab[tab.arm == arm], arm if r == 0 else None, **style)
+    cax = fig.add_subplot(gs[len(image_idx), 1:])
+    cb = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), cax=cax, orientation="horizontal")
+    cb.set_label(f"marker colour: {_rel_name(colour_by)}", fontsize=8)
+    cb.ax.tick_params(labelsize=7)
+    explain = _figure_caption(k, rule, rels, human is not None)
+    fig.text(0.5, 0.06, textwrap.fill(explain, 150), ha="center", va="top", fontsize=8)
+    return fig
+
+
+def _qualitative_grid(n_rows: int, n_arms: int):
+    """The figure of :func:`figure_qualitative` and its grid: a narrow image column, one column per arm, a row per
+    image and a thin last row for the colour bar."""
+    fig = plt.figure(figsize=(3.0 + 4.6 * n_arms, 2.9 * n_rows + 1.5))
     gs = fig.add_gridspec(
         n_rows + 1,
-        n_cols,
-        width_ratios=[0.9] + [1.6] * len(arms),
+        1 + n_arms,
+        width_ratios=[0.9] + [1.6] * n_arms,
         height_ratios=[1.0] * n_rows + [0.09],
         hspace=0.25,
         wspace=0.05,
         bottom=0.11,
     )
-    have_expert = human is not None
-    for r, qi in enumerate(image_idx):
-        ax = fig.add_subplot(gs[r, 0])
-        ax.set_axis_off()
-        p = image_path(split, qi, images_dir)
-        if p is not None:
-            with Image.open(p) as im:
-                im = im.convert("RGB")
-                im.thumbnail((400, 400))
-                ax.imshow(np.asarray(im))
-            ax.set_title(f"test image {qi}\n{split.image_ids[qi]}", fontsize=7)
-        else:
-            refs = "\n".join(
-                textwrap.fill(f"• {split.captions[c]}", 34) for c in np.flatnonzero(split.image_of_caption == qi)[:3]
-            )
-            ax.text(
-                0.5,
-                0.5,
-                f"test image {qi}\n{split.image_ids[qi]}\n(no photo; its captions:)\n{refs}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                transform=ax.transAxes,
-            )
-        tab = top_k_table(sims, split, qi, k, "image", rels, human)
-        for c, arm in enumerate(arms, start=1):
-            ax = fig.add_subplot(gs[r, c])
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
-            ax.set_axis_off()
-            if r == 0:
-                ax.set_title(arm, fontsize=10, fontweight="bold")
-            sub = tab[tab.arm == arm]
-            h = 1.0 / k
-            for _, row in sub.iterrows():
-                y = 1.0 - (row["rank"] - 0.5) * h
-                v = row[colour_by]
-                ax.add_patch(
-                    Rectangle(
-                        (0.0, y - 0.32 * h), 0.05, 0.64 * h, color=cmap(norm(v)), transform=ax.transAxes, clip_on=False
-                    )
-                )
-                meta = (
-                    " · ".join(f"{_SHORT.get(n, n)} {row[n]:.2f}" for n in rels)
-                    + (f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"]) else "")
-                    + (" ★" if row["gt"] else "")
-                )
-                txt = textwrap.fill(f"{int(row['rank'])}. {row['text']}", wrap)
-                ax.text(
-                    0.07,
-                    y,
-                    f"{txt}\n   [{meta}]",
-                    va="center",
-                    ha="left",
-                    fontsize=7,
-                    transform=ax.transAxes,
-                    linespacing=1.1,
-                )
-    cax = fig.add_subplot(gs[n_rows, 1:])
-    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-    cb = fig.colorbar(sm, cax=cax, orientation="horizontal")
-    cb.set_label(f"marker colour: {_rel_name(colour_by)}", fontsize=8)
-    cb.ax.tick_params(labelsize=7)
-    explain = (
+    return fig, gs
+
+
+def _draw_query_image(ax, split, qi: int, images_dir) -> None:
+    """Test image ``qi`` in ``ax``: its photo (at most 400 px) titled with its index and id, or, without a photo,
+    its index, id and first three captions as text."""
+    ax.set_axis_off()
+    p = image_path(split, qi, images_dir)
+    if p is not None:
+        with Image.open(p) as im:
+            im = im.convert("RGB")
+            im.thumbnail((400, 400))
+            ax.imshow(np.asarray(im))
+        ax.set_title(f"test image {qi}\n{split.image_ids[qi]}", fontsize=7)
+        return
+    refs = "\n".join(
+        textwrap.fill(f"• {split.captions[c]}", 34) for c in np.flatnonzero(split.image_of_caption == qi)[:3]
+    )
+    ax.text(
+        0.5,
+        0.5,
+        f"test image {qi}\n{split.image_ids[qi]}\n(no photo; its captions:)\n{refs}",
+        ha="center",
+        va="center",
+        fontsize=7,
+        transform=ax.transAxes,
+    )
+
+
+def _caption_meta(row, rels: dict, have_expert: bool) -> str:
+    """``SBERT 0.71 · r* 0.64 · E 3.3 ★``: a caption's relevance values, its expert score when judged and ★ when it
+    was written for the image."""
+    return (
+        " · ".join(f"{_SHORT.get(n, n)} {row[n]:.2f}" for n in rels)
+        + (f" · E {row['expert']:.1f}" if have_expert and np.isfinite(row["expert"]) else "")
+        + (" ★" if row["gt"] else "")
+    )
+
+
+def _draw_captions(ax, sub: pd.DataFrame, title, *, k, rels, colour_by, norm, cmap, have_expert, wrap) -> None:
+    """One arm's top-``k`` captions for one image (``sub``: its rows of :func:`top_k_table`) in ``ax``, top-down by
+    rank: a marker coloured by relevance ``colour_by`` and the wrapped caption with :func:`_caption_meta`;
+    ``title`` (the arm) over the first row only."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_axis_off()
+    if title is not None:
+        ax.set_title(title, fontsize=10, fontweight="bold")
+    h = 1.0 / k
+    for _, row in sub.iterrows():
+        y = 1.0 - (row["rank"] - 0.5) * h
+        v = row[colour_by]
+        ax.add_patch(
+            Rectangle((0.0, y - 0.32 * h), 0.05, 0.64 * h, color=cmap(norm(v)), transform=ax.transAxes, clip_on=False)
+        )
+        meta = _caption_meta(row, rels, have_expert)
+        txt = textwrap.fill(f"{int(row['rank'])}. {row['text']}", wrap)
+        ax.text(
+            0.07,
+            y,
+            f"{txt}\n   [{meta}]",
+            va="center",
+            ha="left",
+            fontsize=7,
+            transform=ax.transAxes,
+            linespacing=1.1,
+        )
+
+
+def _figure_caption(k: int, rule: str, rels: dict, have_expert: bool) -> str:
+    """The text under :func:`figure_qualitative`: what is shown, how the images were picked (``rule``) and what
+    each value beside a caption means."""
+    return (
         f"Top-{k} captions retrieved for each test image (image→text) under each arm. "
         + (rule + " " if rule else "")
         + "[…]: "
@@ -316,8 +344,6 @@ def figure_qualitative(
         )
         + " · ★: a caption written for this image (ground truth)."
     )
-    fig.text(0.5, 0.06, textwrap.fill(explain, 150), ha="center", va="top", fontsize=8)
-    return fig
 
 
 # --------------------------------------------------------------------------------------------------

@@ -355,6 +355,15 @@ def fig6_batches(train, provider, sampling: str, adaptive=None, n_batches=20, ba
     }
 
 
+def _legends_and_title(fig, axes, title: str):
+    """``fig`` with each panel's legend to its right (:data:`LEGEND`), the title and its text fitted
+    (:func:`reproduce.analyses.plotting.fit_text`)."""
+    for ax in axes:
+        ax.legend(**LEGEND)
+    fig.suptitle(title)
+    return plotting.fit_text(fig)
+
+
 def fig6_figure(f6: dict, title: str, clip: int = 30):
     """Fig. 6 analogue in three panels: the density of off-diagonal relevance (mean over batches, 95% band)
     with θ; the share of rows per n≥θ (counts above ``clip`` pooled; mean, 95% band over batches); the share of
@@ -410,10 +419,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         ylabel="share of rows (%)",
         title="adaptive ladder: levels per row",
     )
-    for ax in axes:
-        ax.legend(**LEGEND)
-    fig.suptitle(title)
-    return plotting.fit_text(fig)
+    return _legends_and_title(fig, axes, title)
 
 
 # --- θ calibrated to the relevance model (calibration.py) ------------------------------------------------
@@ -497,10 +503,7 @@ def theta_figure(values: np.ndarray, table: pd.DataFrame, title: str):
         yscale="log",
         title="share of pairs a threshold admits",
     )
-    for ax in axes:
-        ax.legend(**LEGEND)
-    fig.suptitle(title)
-    return plotting.fit_text(fig)
+    return _legends_and_title(fig, axes, title)
 
 
 def literal_of(arm: str) -> str | None:
@@ -561,135 +564,126 @@ def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) 
 
     ``frames``: ``Study.results`` per group (table1, beta2, levels, lminmax); ``f6``: :func:`fig6_batches`."""
     t1, tb, tl, tm = (frames[g] for g in ("table1", "beta2", "levels", "lminmax"))
-    vse, man, ada = "VSE++", "Ladder (manual)", "Ladder (adaptive)"
+    return [
+        *_l1_rows(t1, yard, yard_name, dataset),
+        *_l2_rows(tb, yard, yard_name, dataset),
+        *_l3_rows(tl, yard, yard_name, dataset),
+        *_l4_rows(tm, yard, yard_name, dataset),
+        *_l5_rows(f6, dataset),
+        *_l6_rows(t1, dataset),
+    ]
+
+
+_VSE, _MANUAL, _ADAPTIVE = "VSE++", "Ladder (manual)", "Ladder (adaptive)"
+
+
+def _contrast(dataset: str, cid: str, source, statement, metric, df, a, b, note="", **kw) -> list[dict]:
+    """The notebook row of the per-seed contrast ``a − b`` of ``metric`` in ``df`` (paired by seed), or none when
+    that contrast is the registry's primary of ``cid`` on ``dataset`` (``Page.finish`` adds it by claim id)."""
+    if registry.claim(cid).primary.matches(dataset, arm_a=a, arm_b=b, metric=metric):
+        return []
+    effects = paired_effect(df, metric, a, b)
+    return [
+        dict(
+            cid=cid,
+            source=source,
+            statement=statement,
+            metric=metric,
+            arms=f"{a} − {b}",
+            effects=effects,
+            note=note,
+            **kw,
+        )
+    ]
+
+
+def _l1_rows(t1: pd.DataFrame, yard: str, yard_name: str, dataset: str) -> list[dict]:
+    """L1 (Tables I/III): the manual ladder over VSE++ on CS@100 / CS@1000 both directions against Sentence-BERT
+    and against the independent yardstick; RSUM within ±5 % of VSE++'s (equivalence)."""
+    src = "Tables I, III"
     rows = []
-
-    def add(cid, source, statement, metric, df, a, b, note="", **kw):
-        if not registry.claim(cid).primary.matches(dataset, arm_a=a, arm_b=b, metric=metric):
-            effects = paired_effect(df, metric, a, b)
-            rows.append(
-                dict(
-                    cid=cid,
-                    source=source,
-                    statement=statement,
-                    metric=metric,
-                    arms=f"{a} − {b}",
-                    effects=effects,
-                    note=note,
-                    **kw,
-                )
-            )
-
-    src1 = "Tables I, III"
     for k in (100, 1000):
         for d in DIRS:
-            add(
-                "L1",
-                src1,
-                f"Ladder (manual) raises CS@{k} {d} over VSE++ (Sentence-BERT)",
-                f"cs{k}_{d}_sbert",
-                t1,
-                man,
-                vse,
-                CIRCULAR,
-            )
+            statement = f"Ladder (manual) raises CS@{k} {d} over VSE++ (Sentence-BERT)"
+            rows += _contrast(dataset, "L1", src, statement, f"cs{k}_{d}_sbert", t1, _MANUAL, _VSE, CIRCULAR)
     for m in present(t1.columns, [yard_key(t1.columns, k, d, yard) for k in (100, 1000) for d in DIRS]):
-        add(
-            "L1",
-            src1,
-            f"Ladder (manual) raises coherence ({m}) over VSE++ against {yard_name}",
-            m,
-            t1,
-            man,
-            vse,
-            "independent yardstick: the row a practitioner should read",
-        )
-    tol = 0.05 * float(t1[t1.arm == vse]["rsum"].mean())
-    add(
+        statement = f"Ladder (manual) raises coherence ({m}) over VSE++ against {yard_name}"
+        note = "independent yardstick: the row a practitioner should read"
+        rows += _contrast(dataset, "L1", src, statement, m, t1, _MANUAL, _VSE, note)
+    tol = 0.05 * float(t1[t1.arm == _VSE]["rsum"].mean())
+    rows += _contrast(
+        dataset,
         "L1",
-        src1,
+        src,
         "Ladder (manual) keeps R@K comparable to VSE++ (RSUM within ±5% of VSE++'s)",
         "rsum",
         t1,
-        man,
-        vse,
+        _MANUAL,
+        _VSE,
         f"equivalence: tolerance = 5% of the VSE++ mean RSUM = {tol:.2f} RSUM points",
         kind="equivalence",
         tolerance=tol,
     )
-    src2 = "Tables IV, V"
+    return rows
+
+
+def _l2_rows(tb: pd.DataFrame, yard: str, yard_name: str, dataset: str) -> list[dict]:
+    """L2 (Tables IV/V): from β₂ = 0 to 0.5 CS@100 i2t rises (Sentence-BERT and the independent yardstick) and
+    RSUM drops, for the manual and the adaptive (2, 2) ladder."""
+    src = "Tables IV, V"
     m2 = yard_key(tb.columns, 100, "i2t", yard)
+    rows = []
     for sel in ("manual", "auto(2,2)"):
         hi, lo = f"{sel} β₂=0.5", f"{sel} β₂=0"
-        add(
-            "L2",
-            src2,
-            f"{sel}: CS@100 i2t rises from β₂ = 0 to 0.5 (Sentence-BERT)",
-            "cs100_i2t_sbert",
-            tb,
-            hi,
-            lo,
-            CIRCULAR,
-        )
+        statement = f"{sel}: CS@100 i2t rises from β₂ = 0 to 0.5 (Sentence-BERT)"
+        rows += _contrast(dataset, "L2", src, statement, "cs100_i2t_sbert", tb, hi, lo, CIRCULAR)
         if m2:
-            add(
-                "L2",
-                src2,
-                f"{sel}: coherence ({m2}) rises from β₂ = 0 to 0.5 against {yard_name}",
-                m2,
-                tb,
-                hi,
-                lo,
-                "independent yardstick",
-            )
-        add("L2", src2, f"{sel}: RSUM drops from β₂ = 0 to 0.5", "rsum", tb, lo, hi)
-    src3 = "Tables VI, VII"
+            statement = f"{sel}: coherence ({m2}) rises from β₂ = 0 to 0.5 against {yard_name}"
+            rows += _contrast(dataset, "L2", src, statement, m2, tb, hi, lo, "independent yardstick")
+        rows += _contrast(dataset, "L2", src, f"{sel}: RSUM drops from β₂ = 0 to 0.5", "rsum", tb, lo, hi)
+    return rows
+
+
+def _l3_rows(tl: pd.DataFrame, yard: str, yard_name: str, dataset: str) -> list[dict]:
+    """L3 (Tables VI/VII): L = 2 over L = 1 on CS@100, L = 3 over L = 2 on CS@200 (i2t), against Sentence-BERT and
+    the independent yardstick (on Flickr8k the expert agreement, not K-specific)."""
+    src = "Tables VI, VII"
+    rows = []
     for k, a, b, what in (
         (100, "L=2", "L=1", "L = 2 raises CS@100 over L = 1"),
         (200, "L=3", "L=2", "L = 3 raises CS@200 over L = 2"),
     ):
-        add("L3", src3, f"{what} (i2t, Sentence-BERT)", f"cs{k}_i2t_sbert", tl, a, b, CIRCULAR)
+        rows += _contrast(dataset, "L3", src, f"{what} (i2t, Sentence-BERT)", f"cs{k}_i2t_sbert", tl, a, b, CIRCULAR)
         m = yard_key(tl.columns, k, "i2t", yard)
         if m:
-            add(
-                "L3",
-                src3,
-                f"{what} (i2t) against {yard_name} ({m})",
-                m,
-                tl,
-                a,
-                b,
-                "independent yardstick" + ("" if m.startswith("cs") else "; not K-specific on Flickr8k"),
-            )
-    src4 = "Tables VIII, IX"
+            note = "independent yardstick" + ("" if m.startswith("cs") else "; not K-specific on Flickr8k")
+            rows += _contrast(dataset, "L3", src, f"{what} (i2t) against {yard_name} ({m})", m, tl, a, b, note)
+    return rows
+
+
+def _l4_rows(tm: pd.DataFrame, yard: str, yard_name: str, dataset: str) -> list[dict]:
+    """L4 (Tables VIII/IX): the adaptive bounds (2, 4) over every fixed (k, k) on CS@100 i2t (Sentence-BERT and the
+    independent yardstick) and on RSUM."""
+    src = "Tables VIII, IX"
     m4 = yard_key(tm.columns, 100, "i2t", yard)
+    rows = []
     for fixed in fixed_bounds(tm.arm.unique()):
-        add(
-            "L4",
-            src4,
-            f"(2,4) beats {fixed} on CS@100 i2t (Sentence-BERT)",
-            "cs100_i2t_sbert",
-            tm,
-            "(2,4)",
-            fixed,
-            CIRCULAR,
-        )
+        statement = f"(2,4) beats {fixed} on CS@100 i2t (Sentence-BERT)"
+        rows += _contrast(dataset, "L4", src, statement, "cs100_i2t_sbert", tm, "(2,4)", fixed, CIRCULAR)
         if m4:
-            add(
-                "L4",
-                src4,
-                f"(2,4) beats {fixed} on coherence against {yard_name} ({m4})",
-                m4,
-                tm,
-                "(2,4)",
-                fixed,
-                "independent yardstick",
-            )
-        add("L4", src4, f"(2,4) beats {fixed} on RSUM", "rsum", tm, "(2,4)", fixed)
+            statement = f"(2,4) beats {fixed} on coherence against {yard_name} ({m4})"
+            rows += _contrast(dataset, "L4", src, statement, m4, tm, "(2,4)", fixed, "independent yardstick")
+        rows += _contrast(dataset, "L4", src, f"(2,4) beats {fixed} on RSUM", "rsum", tm, "(2,4)", fixed)
+    return rows
+
+
+def _l5_rows(f6: dict, dataset: str) -> list[dict]:
+    """L5 (Fig. 6, one effect per training batch of :func:`fig6_batches`): the overdispersion − 1 of n≥θ over the
+    rows (the registry's primary, measured here) and the share of rows with a non-modal level count − 0.10."""
     fig6_stats = f6["stats"]
     batches = f"{len(fig6_stats)} train batches of {f6['batch_size']}"
     p5 = registry.claim("L5").primary
-    rows.append(
+    return [
         dict(
             cid="L5",
             source="Fig. 6",
@@ -701,9 +695,7 @@ def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) 
             note="per batch: std over query rows of the number of candidates with Sentence-BERT relevance "
             "≥ θ, divided by the binomial std expected if every row had the batch's share ≥ θ; effect = "
             "ratio − 1 (> 0: a fixed θ splits rows unevenly, the paper's argument for adaptive levels)",
-        )
-    )
-    rows.append(
+        ),
         dict(
             cid="L5",
             source="Fig. 6",
@@ -714,18 +706,16 @@ def claim_rows(frames: dict, yard: str, yard_name: str, dataset: str, f6: dict) 
             note="per batch: share of query rows whose silhouette-chosen number of levels differs from the "
             "batch's most common one, minus 0.10 ('widely' read as: more than one row in ten needs another "
             "ladder)",
-        )
-    )
-    for arm in (man, ada):
-        add(
-            "L6",
-            "Table XI",
-            f"{arm} raises image→text mAP (5 paired captions as positives) over VSE++",
-            "i2t_map",
-            t1,
-            arm,
-            vse,
-        )
+        ),
+    ]
+
+
+def _l6_rows(t1: pd.DataFrame, dataset: str) -> list[dict]:
+    """L6 (Table XI): the manual and the adaptive ladder over VSE++ on image→text mAP."""
+    rows = []
+    for arm in (_MANUAL, _ADAPTIVE):
+        statement = f"{arm} raises image→text mAP (5 paired captions as positives) over VSE++"
+        rows += _contrast(dataset, "L6", "Table XI", statement, "i2t_map", t1, arm, _VSE)
     return rows
 
 
