@@ -175,7 +175,15 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
         sns.lineplot(
-            data=hist, x="epoch", y=col, hue=hue, style=hue, markers=True, errorbar=("ci", 95), ax=ax
+            data=hist,
+            x="epoch",
+            y=col,
+            hue=hue,
+            style=hue,
+            markers=True,
+            errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
+            ax=ax,
         )  # a marker shape and a dash per series: a curve under another still shows
         ax.set_xlabel("epoch")
         ax.set_ylabel(label)
@@ -200,7 +208,9 @@ def sweep_plot(
     x}`` (dashed grey lines, named in the legend, not written over the data)."""
     fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
-        sns.pointplot(data=df, x=x, y=col, errorbar=("ci", 95), native_scale=True, ax=ax, capsize=0.1)
+        sns.pointplot(
+            data=df, x=x, y=col, errorbar=("ci", 95), seed=plotting.BOOT_SEED, native_scale=True, ax=ax, capsize=0.1
+        )
         if logx:
             ax.set_xscale("log")
         for k, (name, val) in enumerate((marks or {}).items()):

@@ -638,3 +638,15 @@ def test_wrap_keeps_words_and_width():
     assert out.replace("\n", " ") == "a long label with several words in it"
     assert max(len(line) for line in out.split("\n")) <= 12
     assert plotting.wrap("supercalifragilistic word", 8).split("\n")[0] == "supercalifragilistic"
+
+
+def test_the_same_results_draw_the_same_pixels():
+    """Seaborn's 95% bands are bootstrapped; unseeded, the ladder's Fig. 6 view drew other pixels at every call."""
+    f6 = ladder.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
+    drawn = []
+    for _ in range(2):
+        fig = ladder.fig6_figure(f6.copy(), "Fig. 6 analogue")
+        fig.canvas.draw()
+        drawn.append(bytes(fig.canvas.buffer_rgba()))
+        plt.close(fig)
+    assert drawn[0] == drawn[1]

@@ -201,7 +201,15 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
         lf = long_form(df, keys)
         lf["yardstick"] = [yardstick_label(k, yard_name) for k in lf.metric]
         sns.barplot(
-            data=lf, x="arm", y="value", hue="yardstick", hue_order=hue_order, order=order, errorbar=("ci", 95), ax=ax
+            data=lf,
+            x="arm",
+            y="value",
+            hue="yardstick",
+            hue_order=hue_order,
+            order=order,
+            errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
+            ax=ax,
         )
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("")
@@ -232,6 +240,7 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
             hue=h,
             order=order,
             errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
             dodge=0.3 if many else False,
             capsize=0.08,
             ax=ax,
@@ -375,6 +384,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         x="relevance",
         y="density",
         errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
         drawstyle="steps-mid",
         label="off-diagonal pairs (mean over batches)",
         ax=axes[0],
@@ -395,6 +405,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         x="n_above",
         y="pct",
         errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
         marker="o",
         markersize=3,
         label="rows (mean over batches)",
@@ -410,6 +421,7 @@ def fig6_figure(f6: dict, title: str, clip: int = 30):
         x="levels",
         y="share",
         errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
         ax=axes[2],
         color="C2",
         label="adaptive ladder (2, 4)",

@@ -202,6 +202,7 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
         order=arms,
         hue_order=arms,
         errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
         capsize=0.1,
         ax=axes[0],
         legend=False,
@@ -214,6 +215,7 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
         hue="arm",
         hue_order=arms,
         errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
         capsize=0.1,
         ax=axes[1],
     )
@@ -373,6 +375,7 @@ def fig6(nd: pd.DataFrame, title: str):
             style="direction",
             marker="o",
             errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
             ax=ax,
         )
         ax.set(title=f"arm = {arm}", xlabel="epoch", ylabel="batch NDCG (0–1, epoch mean)")
@@ -387,10 +390,27 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
     of trained and random embeddings; points are means, bars/bands 95% bootstrap intervals (over seeds in
     (a), over seeds × batches in (b)); dashed line at 0.01 (the paper's bound); each panel's legend right of it."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
-    sns.lineplot(data=err_epoch, x="epoch", y="error", hue="τ", marker="o", errorbar=("ci", 95), ax=axes[0])
+    sns.lineplot(
+        data=err_epoch,
+        x="epoch",
+        y="error",
+        hue="τ",
+        marker="o",
+        errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
+        ax=axes[0],
+    )
     axes[0].set(ylabel="|NDCG-hat − NDCG| (epoch means, log scale)", title="(a) during training (τ-sweep runs)")
     sns.pointplot(
-        data=err_direct, x="τ", y="error", hue="source", native_scale=True, errorbar=("ci", 95), capsize=0.1, ax=axes[1]
+        data=err_direct,
+        x="τ",
+        y="error",
+        hue="source",
+        native_scale=True,
+        errorbar=("ci", 95),
+        seed=plotting.BOOT_SEED,
+        capsize=0.1,
+        ax=axes[1],
     )
     axes[1].set_xscale("log")
     axes[1].set(

@@ -126,7 +126,16 @@ def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str)
     method, mean over seeds with a 95% interval band."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes.flat, panels):
-        sns.lineplot(data=df, x="fraction_pct", y=col, hue="method", errorbar=("ci", 95), marker="o", ax=ax)
+        sns.lineplot(
+            data=df,
+            x="fraction_pct",
+            y=col,
+            hue="method",
+            errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
+            marker="o",
+            ax=ax,
+        )
         ax.set_xscale("log")
         ax.set_xticks([10, 25, 100], labels=["10", "25", "100"])
         ax.set_xlabel("training images used (%, log scale)")
@@ -208,6 +217,7 @@ def grid_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
                 linestyles=[":", "--", "-"],
                 markers=["s", "^", "o"],
                 errorbar=("ci", 95),
+                seed=plotting.BOOT_SEED,
                 dodge=0.3,
                 capsize=0.05,
                 ax=ax,
@@ -482,7 +492,15 @@ def fig3_figure(f3: pd.DataFrame, title: str, ms=MS):
             axrow, [("R@5 hit", "R@5: any of G̃ in the top 5 (%)"), ("SR@5", "SR@5: share of G̃ in the top 5 (%)")]
         ):
             sns.lineplot(
-                data=sub, x="m", y=col, hue="method", style="direction", errorbar=("ci", 95), markers=True, ax=ax
+                data=sub,
+                x="m",
+                y=col,
+                hue="method",
+                style="direction",
+                errorbar=("ci", 95),
+                seed=plotting.BOOT_SEED,
+                markers=True,
+                ax=ax,
             )
             ax.set_xticks(list(ms))
             ax.set_xlabel("m = |G̃| (relevant non-GT items per query)")

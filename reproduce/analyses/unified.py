@@ -671,11 +671,19 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
             hue="pair",
             hue_order=order,
             errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
             marker="o",
             ax=top,
         )
         sns.lineplot(
-            data=tr[tr.arm == arm], x="step", y="cosine", hue="pair", hue_order=order, errorbar=("ci", 95), ax=bottom
+            data=tr[tr.arm == arm],
+            x="step",
+            y="cosine",
+            hue="pair",
+            hue_order=order,
+            errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
+            ax=bottom,
         )
         epoch_marks(bottom, its[its.arm == arm])
         top.set_title(f"{arm} — validation set, per epoch", fontsize=10)
@@ -699,7 +707,17 @@ def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
     dashes = {a: ((4, 2) if a == scaled else "") for a in g.arm.unique()}
     fig, axes = plt.subplots(1, len(GRADS), figsize=(4.8 * len(GRADS), 3.8), squeeze=False)
     for ax, (col, label) in zip(axes.flat, GRADS):
-        sns.lineplot(data=g, x="step", y=col, hue="arm", style="arm", dashes=dashes, errorbar=("ci", 95), ax=ax)
+        sns.lineplot(
+            data=g,
+            x="step",
+            y=col,
+            hue="arm",
+            style="arm",
+            dashes=dashes,
+            errorbar=("ci", 95),
+            seed=plotting.BOOT_SEED,
+            ax=ax,
+        )
         epoch_marks(ax, its)
         ax.set_yscale("log")
         ax.set_xlabel("training step")
@@ -726,7 +744,7 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     x_inf = float(finite.g.max()) + 40.0
     inf_rows = gm[~np.isfinite(gm.g)].assign(g=x_inf)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    point = dict(x="m", y="rsum", errorbar=("ci", 95), native_scale=True, capsize=0.1)
+    point = dict(x="m", y="rsum", errorbar=("ci", 95), seed=plotting.BOOT_SEED, native_scale=True, capsize=0.1)
     sns.pointplot(data=mg, ax=a, color="C0", label=f"Unified, γ={gamma:g}", **point)
     ref_line(a, "VLC", "C3", f"VLC (γ={gamma:g})")
     ref_line(a, "Triplet-HN", "C7", "Triplet-HN")
