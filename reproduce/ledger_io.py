@@ -268,12 +268,16 @@ def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[di
 def _is_primary(r: dict, c, declared: set, primaries: dict) -> bool:
     """Whether notebook row ``r`` is the primary row of its claim ``c`` on its data set: where a row of that claim
     and data set is declared ``role="primary"`` (``declared``: their (id, data set)), that row, which must be
-    the registry's primary contrast; elsewhere the row the registry's legacy matcher picks. A primary row is
-    recorded in ``primaries``; a second one for the same claim and data set is an error."""
+    the registry's primary contrast (a row of a stale file that is not — older code wrote it — counts as a
+    secondary row); elsewhere the row the registry's legacy matcher picks. A primary row is recorded in
+    ``primaries``; a second one for the same claim and data set is an error."""
     cid, data = r.get("id"), r.get("dataset")
     if (cid, data) in declared:  # a row computed by claim id (reproduce.claim_rows) is THE primary
         is_primary = str(r.get("role", "")) == "primary"
-        if is_primary and (c is None or r.get("statement") != c.primary.statement):
+        outdated = is_primary and (c is None or r.get("statement") != c.primary.statement)
+        if outdated and str(r.get("note", "")).startswith("STALE"):
+            is_primary = False  # a stale file was written by older code: its row is kept as a secondary, marked STALE
+        elif outdated:
             raise ValueError(
                 f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
                 f"primary contrast ({r.get('statement')!r}); write it with "

@@ -519,6 +519,12 @@ def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_pa
     _write(tmp_path, "bcls", "synthetic", [{**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}])
     with pytest.raises(ValueError, match="not the registry's primary"):
         ledger_io.collect(tmp_path)
+    # the same file written by older code (stale): a secondary row marked STALE, and a placeholder primary
+    [f] = list(tmp_path.rglob("claims_synthetic.csv"))
+    df = ledger_io.collect(tmp_path, stale={f: "written with other inputs"}).query("id == 'B1'")
+    old = df[df.metric == "other"].iloc[0]
+    assert old["role"] != "primary" and str(old["note"]).startswith("STALE (written with other inputs)")
+    assert ((df.role == "primary") & (df.dataset == "synthetic")).sum() == 1
 
 
 def test_ledger_says_when_training_health_was_not_evaluated(tmp_path):
