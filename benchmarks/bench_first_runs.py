@@ -5,7 +5,7 @@ validation RSUM of those that went on), the setting the protocol chooses (``repr
 the driver uses, health check of the other seeds included), and the test RSUM of each seed's run at that
 setting — for the arms whose runs are all cached; the others are listed as pending. Nothing is trained or
 evaluated here (``RunCache.load(..., evaluate=False)``). This is a progress report of a study that runs over
-several sittings, not the ledger: no interval, no verdict.
+several sittings, not the ledger: no verdict (the complete arms get the main comparison's intervals).
 
     FLICKR8K_DIR=... python benchmarks/bench_first_runs.py --data flickr8k
 
@@ -110,7 +110,7 @@ def main(argv=None) -> None:
         "Read from the run cache by `benchmarks/bench_first_runs.py` (nothing trained): each arm tuned on the "
         "validation split by the protocol of `reproduce/profiles.py` (successive halving, the health check of the "
         "other seeds), then its 5 seeds at the chosen setting; test RSUM of each seed. A progress report, not the "
-        "ledger: no interval and no verdict until the whole study has run.",
+        "ledger: no verdict until the whole study has run (the intervals of the complete arms are below).",
         "",
         markdown_table(pd.DataFrame(rows), index=False) if rows else "(no arm complete yet)",
         "",
