@@ -136,19 +136,15 @@ class BCLSLoss(CompositeLoss):
         owner = "bcls"
         check_choice(owner, "triplet", triplet, ("triplet_sn", "triplet"))
         check_choice(owner, "kendall", kendall, ("kendall_sw_hs", "kendall"))
+        terms = (
+            ("triplet", triplet, weight_triplet, triplet_params),
+            ("kendall", kendall, weight_kendall, kendall_params),
+        )
         super().__init__(
             owner,
             [
-                (
-                    triplet,
-                    _check_weight(owner, "weight_triplet", weight_triplet),
-                    _check_params(owner, "triplet_params", triplet_params),
-                ),
-                (
-                    kendall,
-                    _check_weight(owner, "weight_kendall", weight_kendall),
-                    _check_params(owner, "kendall_params", kendall_params),
-                ),
+                (name, _check_weight(owner, f"weight_{role}", w), _check_params(owner, f"{role}_params", p))
+                for role, name, w, p in terms
             ],
         )
 

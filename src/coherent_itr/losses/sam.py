@@ -91,11 +91,54 @@ def _phi(owner: str, rel: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return phi
 
 
-@register("sam")
-class SAMLoss(ITRLoss):
-    """SAM (Eq. 7) with the paper's sampling definitions; see the module docstring for options."""
+class _SAMBase(ITRLoss):
+    """What SAM's two readings share: the relevance they need, the optional VSE++ Triplet-HN term
+    (margin ``triplet_margin``, hardest negatives), the generator of their random negatives, and the
+    diagnostics common to both."""
 
     requires_relevance = True
+
+    def _setup(
+        self, owner: str, tau, sampling, weight, keep_triplet, triplet_margin, reduction, seed, generator
+    ) -> None:
+        _check_sam_args(owner, tau, sampling, weight, generator)
+        self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
+        self.keep_triplet = bool(keep_triplet)
+        self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction=reduction)
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
+
+    @property
+    def honours_warmup(self) -> bool:
+        """Warm-up changes this loss only through its Triplet-HN term: the SAM term's own negative sampling
+        does not read ``self.warmup``, so without ``keep_triplet`` the warm-up changes nothing."""
+        return self.keep_triplet and self.triplet.honours_warmup
+
+    def _with_triplet(self, loss: torch.Tensor, sim: torch.Tensor) -> torch.Tensor:
+        """``loss`` plus the Triplet-HN term when ``keep_triplet``."""
+        return loss + self.triplet(sim) if self.keep_triplet else loss
+
+    def _record(self, margins, hinges, negatives, extra: dict) -> None:
+        """``self.diagnostics`` from the (image→text, text→image) pairs of margins, hinges and sampled negative
+        indices: mean margins, active hinge shares, the negatives, ``extra`` and the Triplet-HN term's own
+        (prefixed ``triplet_``)."""
+        (a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx) = margins, hinges, negatives
+        with torch.no_grad():
+            self.diagnostics = {
+                "margin_mean_i2t": float(a_i2t.mean()),
+                "margin_mean_t2i": float(a_t2i.mean()),
+                **extra,
+                "active_fraction_i2t": float((h_i2t > 0).double().mean()),
+                "active_fraction_t2i": float((h_t2i > 0).double().mean()),
+                "negatives_i2t": m_idx.tolist(),
+                "negatives_t2i": l_idx.tolist(),
+            }
+            if self.keep_triplet:
+                self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
+
+
+@register("sam")
+class SAMLoss(_SAMBase):
+    """SAM (Eq. 7) with the paper's sampling definitions; see the module docstring for options."""
 
     def __init__(
         self,
@@ -114,25 +157,15 @@ class SAMLoss(ITRLoss):
     ) -> None:
         super().__init__()
         owner = "sam"
-        _check_sam_args(owner, tau, sampling, weight, generator)
         if margin_min is not None and margin_max is not None and margin_min > margin_max:
             raise ValueError(f"{owner}: margin_min={margin_min} > margin_max={margin_max}; expected min ≤ max")
         check_choice(owner, "margin_pairing", margin_pairing, ("matched", "crossed"))
         check_choice(owner, "t2i_phi", t2i_phi, ("anchor_refs", "candidate_refs"))
         check_choice(owner, "reduction", reduction, ("sum", "mean"))
-        self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
+        self._setup(owner, tau, sampling, weight, keep_triplet, triplet_margin, reduction, seed, generator)
         self.margin_min = None if margin_min is None else float(margin_min)
         self.margin_max = None if margin_max is None else float(margin_max)
         self.margin_pairing, self.t2i_phi, self.reduction = margin_pairing, t2i_phi, reduction
-        self.keep_triplet = bool(keep_triplet)
-        self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction=reduction)
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
-
-    @property
-    def honours_warmup(self) -> bool:
-        """Warm-up changes this loss only through its Triplet-HN term: the SAM term's own negative sampling
-        does not read ``self.warmup``, so without ``keep_triplet`` the warm-up changes nothing."""
-        return self.keep_triplet and self.triplet.honours_warmup
 
     def _clamp(self, m: torch.Tensor) -> torch.Tensor:
         if self.margin_min is not None or self.margin_max is not None:
@@ -160,22 +193,13 @@ class SAMLoss(ITRLoss):
         a_i2t, a_t2i = self._clamp(a_i2t), self._clamp(a_t2i)
         h_i2t = (a_i2t + sim[q, m_idx] - pos).clamp(min=0)
         h_t2i = (a_t2i + sim[l_idx, q] - pos).clamp(min=0)
-        loss = self.weight * reduce(h_i2t + h_t2i, self.reduction)
-        if self.keep_triplet:
-            loss = loss + self.triplet(sim)
+        loss = self._with_triplet(self.weight * reduce(h_i2t + h_t2i, self.reduction), sim)
         with torch.no_grad():
-            self.diagnostics = {
-                "margin_mean_i2t": float(a_i2t.mean()),
-                "margin_mean_t2i": float(a_t2i.mean()),
+            extra = {
                 "negative_margin_fraction": float(((a_i2t < 0).double().mean() + (a_t2i < 0).double().mean()) / 2),
-                "active_fraction_i2t": float((h_i2t > 0).double().mean()),
-                "active_fraction_t2i": float((h_t2i > 0).double().mean()),
                 "sampled_negative_sim_mean": float((sim[q, m_idx].mean() + sim[l_idx, q].mean()) / 2),
-                "negatives_i2t": m_idx.tolist(),
-                "negatives_t2i": l_idx.tolist(),
             }
-            if self.keep_triplet:
-                self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
+        self._record((a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx), extra)
         return loss
 
 
@@ -189,7 +213,7 @@ def _code_rank_pick(values: torch.Tensor, sampling: str, generator: torch.Genera
 
 
 @register("sam_authors")
-class SAMAuthorsLoss(ITRLoss):
+class SAMAuthorsLoss(_SAMBase):
     """SAM as the authors' public code computes it (``ContrastiveLossMetric``; reference-implementations
     notes) — the paper's text is :class:`SAMLoss`. Per anchor row q of ``sim`` (image q, caption q):
 
@@ -210,8 +234,6 @@ class SAMAuthorsLoss(ITRLoss):
     the hinge is ``[0 + 0]_+ = 0``, as in the code.
     """
 
-    requires_relevance = True
-
     def __init__(
         self,
         tau: float = 3.0,
@@ -224,18 +246,8 @@ class SAMAuthorsLoss(ITRLoss):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        _check_sam_args("sam_authors", tau, sampling, weight, generator)
-        self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
+        self._setup("sam_authors", tau, sampling, weight, keep_triplet, triplet_margin, "sum", seed, generator)
         self.margin_max = float(margin_max)
-        self.keep_triplet = bool(keep_triplet)
-        self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction="sum")
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
-
-    @property
-    def honours_warmup(self) -> bool:
-        """Warm-up changes this loss only through its Triplet-HN term (the code's "soft" sampling does not
-        read ``self.warmup``), so without ``keep_triplet`` the warm-up changes nothing."""
-        return self.keep_triplet and self.triplet.honours_warmup
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
@@ -252,22 +264,12 @@ class SAMAuthorsLoss(ITRLoss):
         a_t2i = ((phi_pos - phi[q, m_idx]) / self.tau).clamp(max=self.margin_max)
         h_i2t = (d[q, m_idx] + a_i2t).clamp(min=0)
         h_t2i = (e[q, l_idx] + a_t2i).clamp(min=0)
-        loss = self.weight * (h_i2t + h_t2i).sum()
-        if self.keep_triplet:
-            loss = loss + self.triplet(sim)
+        loss = self._with_triplet(self.weight * (h_i2t + h_t2i).sum(), sim)
         with torch.no_grad():
-            self.diagnostics = {
-                "margin_mean_i2t": float(a_i2t.mean()),
-                "margin_mean_t2i": float(a_t2i.mean()),
-                "margin_clamped_fraction": float(
-                    ((a_i2t >= self.margin_max).double().mean() + (a_t2i >= self.margin_max).double().mean()) / 2
-                ),
+            clamped = ((a_i2t >= self.margin_max).double().mean() + (a_t2i >= self.margin_max).double().mean()) / 2
+            extra = {
+                "margin_clamped_fraction": float(clamped),
                 "self_sampled_fraction": float(((m_idx == q).double().mean() + (l_idx == q).double().mean()) / 2),
-                "active_fraction_i2t": float((h_i2t > 0).double().mean()),
-                "active_fraction_t2i": float((h_t2i > 0).double().mean()),
-                "negatives_i2t": m_idx.tolist(),
-                "negatives_t2i": l_idx.tolist(),
             }
-            if self.keep_triplet:
-                self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
+        self._record((a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx), extra)
         return loss

@@ -165,9 +165,7 @@ def kendall_tau(
     """Kendall τ between similarity and relevance over all candidates of each query (BCLS Eq. 2, Table VI).
 
     Args:
-        sim: (n_images, n_captions) similarities.
-        image_of_caption: (n_captions,) image index of every caption.
-        rel: (n_images, n_captions) relevance.
+        sim, image_of_caption, rel: as for :func:`coherent_score`.
         variant: ``"a"`` (BCLS Eq. 2) or ``"b"`` (τ-b).
         directions: ``"i2t"`` and / or ``"t2i"``.
         chunk: queries per block.

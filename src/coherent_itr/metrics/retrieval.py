@@ -65,8 +65,7 @@ def t2i_ranks(sim, image_of_caption, chunk: int | None = None) -> np.ndarray:
     """Rank of the ground-truth image of every caption query (pessimistic ties).
 
     Args:
-        sim: (n_images, n_captions) similarities.
-        image_of_caption: (n_captions,) image index of every caption.
+        sim, image_of_caption: as for :func:`i2t_ranks`.
         chunk: caption queries per block (default: about one million matrix entries per block).
 
     Returns:

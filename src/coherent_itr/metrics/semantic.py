@@ -404,9 +404,8 @@ def semantic_recall(
     """Semantic Recall@K with |G̃| = m (SAM Eq. 4) and the hit rate of G̃ in the top K (SAM Fig. 3).
 
     Args:
-        sim: (n_images, n_captions) similarities.
-        image_of_caption: (n_captions,) image index of every caption.
-        rel: (n_images, n_captions) relevance.
+        sim, image_of_caption, rel: (n_images, n_captions) similarities, (n_captions,) image of every caption,
+            (n_images, n_captions) relevance.
         ks: the cut-offs K.
         ms: the sizes m of G̃, the m most relevant candidates.
         remove_gt: remove each query's ground truth first (as SAM Fig. 3).
