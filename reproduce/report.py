@@ -181,8 +181,7 @@ def curves(hist: pd.DataFrame, ys: list[tuple[str, str]], hue: str = "arm", titl
             hue=hue,
             style=hue,
             markers=True,
-            errorbar=("ci", 95),
-            seed=plotting.BOOT_SEED,
+            **plotting.BANDS,
             ax=ax,
         )  # a marker shape and a dash per series: a curve under another still shows
         ax.set_xlabel("epoch")
@@ -208,9 +207,7 @@ def sweep_plot(
     x}`` (dashed grey lines, named in the legend, not written over the data)."""
     fig, axes = plt.subplots(1, len(ys), figsize=(4.6 * len(ys), 3.4), squeeze=False)
     for ax, (col, label) in zip(axes.flat, ys):
-        sns.pointplot(
-            data=df, x=x, y=col, errorbar=("ci", 95), seed=plotting.BOOT_SEED, native_scale=True, ax=ax, capsize=0.1
-        )
+        sns.pointplot(data=df, x=x, y=col, **plotting.BANDS, native_scale=True, ax=ax, capsize=0.1)
         if logx:
             ax.set_xscale("log")
         for k, (name, val) in enumerate((marks or {}).items()):

@@ -394,7 +394,7 @@ def b7_note(bench: pd.DataFrame, table: pd.DataFrame) -> str:
 def b7_figure(bench: pd.DataFrame, title: str):
     """B7: forward + backward time vs N per loss on log–log axes (mean over repetitions with a 95% band)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(data=bench, x="N", y="ms", hue="loss", errorbar=("ci", 95), seed=plotting.BOOT_SEED, marker="o", ax=ax)
+    sns.lineplot(data=bench, x="N", y="ms", hue="loss", **plotting.BANDS, marker="o", ax=ax)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size N (pairs)")

@@ -201,8 +201,7 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
         hue="arm",
         order=arms,
         hue_order=arms,
-        errorbar=("ci", 95),
-        seed=plotting.BOOT_SEED,
+        **plotting.BANDS,
         capsize=0.1,
         ax=axes[0],
         legend=False,
@@ -214,8 +213,7 @@ def fig_tables5_7(df5: pd.DataFrame, yard: str, title: str):
         y="value",
         hue="arm",
         hue_order=arms,
-        errorbar=("ci", 95),
-        seed=plotting.BOOT_SEED,
+        **plotting.BANDS,
         capsize=0.1,
         ax=axes[1],
     )
@@ -374,8 +372,7 @@ def fig6(nd: pd.DataFrame, title: str):
             hue="quantity",
             style="direction",
             marker="o",
-            errorbar=("ci", 95),
-            seed=plotting.BOOT_SEED,
+            **plotting.BANDS,
             ax=ax,
         )
         ax.set(title=f"arm = {arm}", xlabel="epoch", ylabel="batch NDCG (0–1, epoch mean)")
@@ -396,8 +393,7 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
         y="error",
         hue="τ",
         marker="o",
-        errorbar=("ci", 95),
-        seed=plotting.BOOT_SEED,
+        **plotting.BANDS,
         ax=axes[0],
     )
     axes[0].set(ylabel="|NDCG-hat − NDCG| (epoch means, log scale)", title="(a) during training (τ-sweep runs)")
@@ -407,8 +403,7 @@ def fig7(err_epoch: pd.DataFrame, err_direct: pd.DataFrame, batch_size: int, tit
         y="error",
         hue="source",
         native_scale=True,
-        errorbar=("ci", 95),
-        seed=plotting.BOOT_SEED,
+        **plotting.BANDS,
         capsize=0.1,
         ax=axes[1],
     )

@@ -27,6 +27,8 @@ LEGEND_RIGHT = dict(loc="upper left", bbox_to_anchor=(1.01, 1))
 # seaborn draws its 95% confidence bands from a fresh, unseeded generator unless given a seed: every figure's
 # bootstrap intervals use this one, so the same results draw the same pixels
 BOOT_SEED = 0
+#: seaborn keyword arguments of every 95 % band: ``sns.lineplot(..., **BANDS)``
+BANDS = dict(errorbar=("ci", 95), seed=BOOT_SEED)
 MIN_WRAP = 8  # characters: text is never wrapped narrower than this
 
 

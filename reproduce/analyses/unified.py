@@ -670,8 +670,7 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
             y="cosine",
             hue="pair",
             hue_order=order,
-            errorbar=("ci", 95),
-            seed=plotting.BOOT_SEED,
+            **plotting.BANDS,
             marker="o",
             ax=top,
         )
@@ -681,8 +680,7 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
             y="cosine",
             hue="pair",
             hue_order=order,
-            errorbar=("ci", 95),
-            seed=plotting.BOOT_SEED,
+            **plotting.BANDS,
             ax=bottom,
         )
         epoch_marks(bottom, its[its.arm == arm])
@@ -714,8 +712,7 @@ def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
             hue="arm",
             style="arm",
             dashes=dashes,
-            errorbar=("ci", 95),
-            seed=plotting.BOOT_SEED,
+            **plotting.BANDS,
             ax=ax,
         )
         epoch_marks(ax, its)
@@ -744,7 +741,7 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     x_inf = float(finite.g.max()) + 40.0
     inf_rows = gm[~np.isfinite(gm.g)].assign(g=x_inf)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    point = dict(x="m", y="rsum", errorbar=("ci", 95), seed=plotting.BOOT_SEED, native_scale=True, capsize=0.1)
+    point = dict(x="m", y="rsum", **plotting.BANDS, native_scale=True, capsize=0.1)
     sns.pointplot(data=mg, ax=a, color="C0", label=f"Unified, γ={gamma:g}", **point)
     ref_line(a, "VLC", "C3", f"VLC (γ={gamma:g})")
     ref_line(a, "Triplet-HN", "C7", "Triplet-HN")
