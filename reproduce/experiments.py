@@ -19,6 +19,7 @@ anchor image's 5 references (candidate included, as the SAM code) for SAM.
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field, fields
 
 from coherent_itr import losses
@@ -444,3 +445,22 @@ def plan(profile: Profile, papers=None) -> list[Config]:
             for cfg in arm.configs(profile):
                 seen.setdefault(cfg.key(), cfg)
     return list(seen.values())
+
+
+def study_losses() -> list[tuple[str, dict]]:
+    """Every ``(loss, params)`` a planned run of any profile on either data set trains with, then every
+    registered loss the plan does not use, with its default parameters (``weighted_sum``: Triplet-HN plus
+    half S-NDCG), sorted: what the device checks run (``tests/test_device_meta.py`` on CPU under the meta
+    default device, ``benchmarks/bench_cuda.py`` on CUDA against CPU)."""
+    seen: dict[str, tuple[str, dict]] = {}
+    for name in profile_mod.PROFILES:
+        for data in ("synthetic", "flickr8k"):
+            for cfg in plan(profile_mod.profile_for(name, data)):
+                seen.setdefault(json.dumps([cfg.loss, cfg.loss_params], sort_keys=True), (cfg.loss, cfg.loss_params))
+    used = {loss for loss, _ in seen.values()}
+    for name in losses.available():
+        if name not in used:
+            terms = [{"name": "triplet"}, {"name": "sndcg", "weight": 0.5}]
+            params = {"terms": terms} if name == "weighted_sum" else {}
+            seen[json.dumps([name, params])] = (name, params)
+    return [seen[k] for k in sorted(seen)]

@@ -7,7 +7,6 @@ as it must for CUDA inputs."""
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 
 import numpy as np
@@ -18,6 +17,7 @@ from coherent_itr import data as data_mod
 from coherent_itr import losses
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
+from reproduce import experiments
 
 
 @contextmanager
@@ -38,28 +38,7 @@ def test_the_meta_default_catches_a_tensor_created_without_a_device():
     assert torch.zeros(1).device.type == "cpu"  # the default is restored
 
 
-def _study_losses() -> list[tuple[str, dict]]:
-    """Every (loss, params) a planned run of any profile on either data set trains with, then every registered
-    loss the plan does not use, with its default parameters."""
-    from reproduce import experiments
-    from reproduce.profiles import PROFILES
-    from reproduce.study import profile_for
-
-    seen: dict[str, tuple[str, dict]] = {}
-    for name in PROFILES:
-        for data in ("synthetic", "flickr8k"):
-            for cfg in experiments.plan(profile_for(name, data)):
-                seen.setdefault(json.dumps([cfg.loss, cfg.loss_params], sort_keys=True), (cfg.loss, cfg.loss_params))
-    used = {loss for loss, _ in seen.values()}
-    for name in losses.available():
-        if name not in used:
-            terms = [{"name": "triplet"}, {"name": "sndcg", "weight": 0.5}]
-            params = {"terms": terms} if name == "weighted_sum" else {}
-            seen[json.dumps([name, params])] = (name, params)
-    return [seen[k] for k in sorted(seen)]
-
-
-STUDY_LOSSES = _study_losses()
+STUDY_LOSSES = experiments.study_losses()
 
 
 def test_every_registered_loss_is_covered():

@@ -1,0 +1,367 @@
+"""Check and benchmark: the CUDA path (issue "the papers' own scale on a GPU", items 3–4). Needs a GPU.
+
+1. **losses** — every loss the study trains (:func:`reproduce.experiments.study_losses`) on a planted batch
+   (B = 128, float32 similarities in [−1, 1], relevance in [0, 1] with a unit diagonal; TF32 off):
+   value and gradient w.r.t. the similarities on CUDA against the same on CPU. Passes when
+   ``|Δ value| ≤ 1e-5 · max(1, |value|)`` and ``max |Δ grad| ≤ 1e-5 · max(1, max |grad|)``.
+2. **tiny run** — :func:`coherent_itr.train.train` of VSE++ (and of the listwise loss, with the synthetic
+   world's true relevance) on the smoke synthetic world, 3 epochs, on CUDA and on CPU: both complete;
+   their test RSUM side by side (equal only up to kernel differences: a GRU's cuDNN kernels are not
+   the CPU's).
+3. **step** — one study training step (``train._train_step``, VSE++ / Triplet-HN, batch 128, the synthetic
+   default world's captions) at the ``default`` model (words / GRU / joint 128 / 128 / 128) and the
+   ``paper`` model (300 / 1024 / 1024): float32, TF32 and bf16 autocast; the median of timed steps after
+   warm-up steps, each synchronised; the study runs in deterministic-kernel mode, so this does too.
+4. **parallel** — N processes on the one GPU, each a whole ``train()`` of VSE++ for 2 epochs on the synthetic
+   default world (validation each epoch, test evaluation excluded): runs per hour for N = 1, 4, 8 (default
+   model) and N = 1, 4 (paper model) — what prices the protocol on such a machine.
+
+    python benchmarks/bench_cuda.py [--out DIR] [--quick]
+
+Writes ``cuda.md`` and ``cuda.json`` into ``--out`` (default ``results/benchmarks/``) after every part, so
+a run cut off by its time limit still leaves what it measured. Without CUDA it says so and exits 2
+(``--allow-cpu`` runs every part with CPU standing in for CUDA: a check of this script, not a result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from coherent_itr import data as data_mod  # noqa: E402
+from coherent_itr import losses, metrics  # noqa: E402
+from coherent_itr import train as T  # noqa: E402
+from coherent_itr.determinism import use_deterministic_kernels  # noqa: E402
+from reproduce import experiments, profiles  # noqa: E402
+
+TOL = 1e-5
+TOL64 = 1e-10
+MODELS = {
+    "default": dict(profiles.PROFILES["default"].model),
+    "paper": dict(profiles.PROFILES["paper"].model),
+}
+
+
+def vsepp_config(model: str, device: str, **over):
+    """The overview's VSE++ arm at ``model``'s sizes on the synthetic default world, seed 0."""
+    prof = profiles.profile_for(model, "synthetic")
+    cfg = experiments.overview_arms(prof)[0].configs(prof)[0]
+    return dataclasses.replace(cfg, device=device, data_scale="default", **over)
+
+
+# --- 1. losses ----------------------------------------------------------------------------------------
+def planted(b: int = 128, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    sim = (torch.rand(b, b, generator=g, dtype=torch.float64) * 2 - 1).float()
+    sim += 0.5 * torch.eye(b)  # positives above most negatives, as in training
+    rel = torch.rand(b, b, generator=g)
+    rel.fill_diagonal_(1.0)
+    return sim.clamp(-1, 1), rel
+
+
+def loss_value_grad(name: str, params: dict, sim: torch.Tensor, rel: torch.Tensor, device: str, dtype=torch.float32):
+    crit = losses.build(name, **params).to(device)
+    s = sim.to(device, dtype).clone().requires_grad_()
+    value = crit(s, rel.to(device, dtype) if getattr(crit, "requires_relevance", False) else None)
+    value.backward()
+    return float(value.detach().cpu()), s.grad.detach().cpu()
+
+
+def check_losses(dev: str, dtype=torch.float32, tol: float = TOL) -> list[dict]:
+    """Every study loss on CUDA against CPU at ``dtype``; float64 separates an implementation difference
+    from float32 rounding amplified by a loss's conditioning (a temperature τ scales it by 1/τ)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sim, rel = planted()
+    rows = []
+    for name, params in experiments.study_losses():
+        row = {"loss": name, "params": json.dumps(params, sort_keys=True), "dtype": str(dtype).split(".")[-1]}
+        try:
+            v_cpu, g_cpu = loss_value_grad(name, params, sim, rel, "cpu", dtype)
+            v_dev, g_dev = loss_value_grad(name, params, sim, rel, dev, dtype)
+            dv, dg = abs(v_dev - v_cpu), float((g_dev - g_cpu).abs().max())
+            g_scale = max(1.0, float(g_cpu.abs().max()))
+            ok = dv <= tol * max(1.0, abs(v_cpu)) and dg <= tol * g_scale
+            row.update(value_cpu=v_cpu, value_diff=dv, grad_max_abs=g_scale, grad_max_diff=dg, passed=bool(ok))
+        except Exception as e:  # noqa: BLE001 — a failure is a row of the report, not the end of the check
+            row.update(passed=False, error=f"{type(e).__name__}: {e}")
+        rows.append(row)
+    return rows
+
+
+# --- 2. tiny runs -------------------------------------------------------------------------------------
+def tiny_runs(dev: str) -> list[dict]:
+    out = []
+    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
+        for device in (dev, "cpu"):
+            cfg = dataclasses.replace(
+                vsepp_config("default", device, loss=loss, **extra), data_scale="smoke", epochs=3, warmup_epochs=0
+            )
+            t0 = time.perf_counter()
+            res = T.train(cfg, progress=False)
+            test = data_mod.load_splits("synthetic", scale="smoke", seed=cfg.data_seed).test
+            sim = np.asarray(res.arrays["test_img"]) @ np.asarray(res.arrays["test_cap"]).T
+            out.append(
+                {
+                    "loss": loss,
+                    "device": device,
+                    "epochs_run": len(res.history),
+                    "best_val_rsum": max(h.get("val_rsum", float("nan")) for h in res.history),
+                    "test_rsum": float(metrics.retrieval_metrics(sim, test.image_of_caption)["rsum"]),
+                    "wall_s": time.perf_counter() - t0,
+                }
+            )
+    return out
+
+
+def determinism(dev: str) -> list[dict]:
+    """The same config and seed twice on ``dev``: identical validation history and test embeddings?"""
+    out = []
+    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
+        cfg = dataclasses.replace(
+            vsepp_config("default", dev, loss=loss, **extra), data_scale="smoke", epochs=3, warmup_epochs=0
+        )
+        a, b = (T.train(cfg, progress=False) for _ in range(2))
+        va = [h["val_rsum"] for h in a.history]
+        vb = [h["val_rsum"] for h in b.history]
+        d = float(np.abs(np.asarray(a.arrays["test_img"]) - np.asarray(b.arrays["test_img"])).max())
+        out.append(
+            {
+                "loss": loss,
+                "device": dev,
+                "val_rsum_a": " ".join(f"{v:.2f}" for v in va),
+                "val_rsum_b": " ".join(f"{v:.2f}" for v in vb),
+                "same_history": va == vb,
+                "test_embedding_max_diff": d,
+            }
+        )
+    return out
+
+
+# --- 3. step time -------------------------------------------------------------------------------------
+def step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
+    rows = []
+    for model in ("default", "paper"):
+        for mode in ("float32", "tf32", "bf16"):
+            torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+            torch.backends.cudnn.allow_tf32 = mode == "tf32"
+            cfg = vsepp_config(model, dev, bf16=mode == "bf16", warmup_epochs=0)
+            run = T._setup(cfg, None, None)
+            g = torch.Generator().manual_seed(1234)
+            batches = [b for b in T._batches(run.tr.n_images, run.tr.captions_per_image, cfg, g)]
+            batches = [b for b in batches if len(b[0]) == cfg.batch_size][: warm + n_steps]
+            times = []
+            for k, (img, cap) in enumerate(batches):
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                T._train_step(run, img, cap, diagnose=False)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                if k >= warm:
+                    times.append(time.perf_counter() - t0)
+            ms = 1e3 * statistics.median(times)
+            rows.append(
+                {
+                    "model": model,
+                    "sizes": f"{cfg.word_dim}/{cfg.text_hidden}/{cfg.embed_dim}",
+                    "mode": mode,
+                    "step_ms": ms,
+                    "steps_timed": len(times),
+                    "steps_per_epoch": len(batches) and run.tr.n_captions // cfg.batch_size,
+                }
+            )
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    return rows
+
+
+# --- 4. parallel runs ---------------------------------------------------------------------------------
+def child(model: str, dev: str, epochs: int) -> None:
+    """One process of the parallel part: a whole train() of VSE++; prints one JSON line."""
+    cfg = vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1)
+    t0 = time.perf_counter()
+    res = T.train(cfg, progress=False)
+    print(json.dumps({"train_s": time.perf_counter() - t0, "epochs": len(res.history)}), flush=True)
+
+
+def parallel(dev: str, plan: list[tuple[str, int]], epochs: int) -> list[dict]:
+    rows = []
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for model, n in plan:
+        cmd = [sys.executable, __file__, "--child", model, "--device", dev, "--epochs", str(epochs)]
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(n)]
+        outs = [p.communicate() for p in procs]
+        wall = time.perf_counter() - t0
+        done = [json.loads(o.decode().strip().splitlines()[-1]) for o, _ in outs if o.strip()]
+        errors = [e.decode()[-400:] for (o, e), p in zip(outs, procs) if p.returncode != 0]
+        mean_train = statistics.mean(d["train_s"] for d in done) if done else float("nan")
+        rows.append(
+            {
+                "model": model,
+                "processes": n,
+                "epochs_each": epochs,
+                "finished": len(done),
+                "wall_s": wall,
+                "train_s_mean": mean_train,
+                "epochs_per_hour": 3600 * sum(d["epochs"] for d in done) / wall,
+                "errors": errors,
+            }
+        )
+    return rows
+
+
+# --- report -------------------------------------------------------------------------------------------
+def environment(dev: str) -> dict:
+    env = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "device": dev,
+    }
+    if dev == "cuda":
+        env.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    try:
+        env["commit"] = subprocess.check_output(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], text=True
+        ).strip()
+    except (OSError, subprocess.CalledProcessError):
+        env["commit"] = "unknown"
+    return env
+
+
+def _table(rows: list[dict], cols: list[str]) -> list[str]:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:.2f}"
+        return str(v).replace("|", "\\|")
+
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + [
+        "| " + " | ".join(cell(r.get(c, "")) for c in cols) + " |" for r in rows
+    ]
+
+
+def write(out: Path, report: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    e = report["environment"]
+    lines = [
+        "# The CUDA path: losses against CPU, tiny runs, step time, parallel runs",
+        "",
+        f"{e['date']}; {e.get('gpu', e['device'])}, CUDA {e.get('cuda', '—')}, cuDNN {e.get('cudnn', '—')}, "
+        f"torch {e['torch']}, {e['cpus']} CPUs, load average {tuple(round(x, 2) for x in e['load_average'])}, "
+        f"commit {e['commit']}. Produced by `benchmarks/bench_cuda.py`.",
+    ]
+    if "losses" in report:
+        rows = report["losses"]
+        bad = [r for r in rows if not r["passed"]]
+        lines += [
+            "",
+            f"## 1. Losses, CUDA against CPU (float32, TF32 off, B = 128): {len(rows) - len(bad)} of {len(rows)} "
+            f"within {TOL:g} (relative to max(1, |x|))",
+            "",
+            *_table(bad or rows[:0], ["loss", "params", "value_diff", "grad_max_diff", "error"]),
+            "",
+            f"Largest value difference {max(r.get('value_diff', 0) for r in rows):.2e}, largest gradient "
+            f"difference {max(r.get('grad_max_diff', 0) for r in rows):.2e} (every row: `cuda.json`).",
+        ]
+    if "losses_float64" in report:
+        rows = report["losses_float64"]
+        bad = [r for r in rows if not r["passed"]]
+        lines += [
+            "",
+            f"Float64 (tolerance {TOL64:g}): {len(rows) - len(bad)} of {len(rows)} agree; largest value difference "
+            f"{max(r.get('value_diff', 0) for r in rows):.2e}, largest gradient difference "
+            f"{max(r.get('grad_max_diff', 0) for r in rows):.2e}.",
+            *([""] + _table(bad, ["loss", "params", "value_diff", "grad_max_diff", "error"]) if bad else []),
+        ]
+    if "determinism" in report:
+        lines += ["", "## 2b. Same config and seed twice on the device (deterministic-kernel mode)", ""]
+        lines += _table(
+            report["determinism"],
+            ["loss", "device", "val_rsum_a", "val_rsum_b", "same_history", "test_embedding_max_diff"],
+        )
+    if "tiny_runs" in report:
+        lines += ["", "## 2. Tiny runs (smoke synthetic world, 3 epochs, seed 0)", ""]
+        lines += _table(report["tiny_runs"], ["loss", "device", "epochs_run", "best_val_rsum", "test_rsum", "wall_s"])
+    if "steps" in report:
+        lines += ["", "## 3. One training step (VSE++, batch 128, synthetic default world; median ms)", ""]
+        lines += _table(report["steps"], ["model", "sizes", "mode", "step_ms", "steps_timed", "steps_per_epoch"])
+    if "parallel" in report:
+        lines += ["", "## 4. Runs in parallel on the one GPU (whole train() of VSE++, validation each epoch)", ""]
+        lines += _table(
+            report["parallel"],
+            ["model", "processes", "epochs_each", "finished", "wall_s", "train_s_mean", "epochs_per_hour"],
+        )
+    for part, err in report.get("errors", {}).items():
+        lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
+    for name, text in (("cuda.md", "\n".join(lines) + "\n"), ("cuda.json", json.dumps(report, indent=1, default=str))):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / name)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "results" / "benchmarks"))
+    ap.add_argument("--quick", action="store_true", help="fewer steps and processes (a check of the script)")
+    ap.add_argument("--allow-cpu", action="store_true", help="CPU stands in for CUDA (checks the script only)")
+    ap.add_argument("--parts", default="losses,losses_float64,tiny_runs,determinism,steps,parallel")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
+    ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    use_deterministic_kernels()
+    if a.child:
+        child(a.child, a.device, a.epochs)
+        return 0
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu" and not a.allow_cpu:
+        print("bench_cuda: no CUDA device here (torch.cuda.is_available() is False); nothing measured", file=sys.stderr)
+        return 2
+    report: dict = {"environment": environment(dev), "errors": {}}
+    parts = {
+        "losses": lambda: check_losses(dev),
+        "losses_float64": lambda: check_losses(dev, torch.float64, TOL64),
+        "determinism": lambda: determinism(dev),
+        "tiny_runs": lambda: tiny_runs(dev),
+        "steps": lambda: step_times(dev, n_steps=5 if a.quick else 40, warm=2 if a.quick else 10),
+        "parallel": lambda: parallel(
+            dev,
+            [("default", 1), ("default", 2)]
+            if a.quick
+            else [("default", 1), ("default", 4), ("default", 8), ("default", 16), ("paper", 1), ("paper", 4)],
+            epochs=1 if a.quick else 2,
+        ),
+    }
+    for name in a.parts.split(","):
+        t0 = time.perf_counter()
+        try:
+            report[name] = parts[name]()
+        except Exception:  # noqa: BLE001 — later parts still run; the report names the failure
+            report["errors"][name] = traceback.format_exc()
+            print(report["errors"][name], file=sys.stderr)
+        print(f"bench_cuda: {name} {time.perf_counter() - t0:.1f} s", flush=True)
+        write(Path(a.out), report)
+    return 1 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""``benchmarks/bench_cuda.py`` (the CUDA check, run on a GPU machine): without CUDA it refuses with one line
+and exit status 2 instead of measuring CPU as if it were a GPU; its report lists every loss that failed the
+CUDA-vs-CPU comparison, with ``|`` escaped in the table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_cuda", ROOT / "benchmarks" / "bench_cuda.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_without_cuda_it_refuses_and_measures_nothing(bench, tmp_path, capsys):
+    assert bench.main(["--out", str(tmp_path)]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_report_lists_the_losses_that_failed(bench, tmp_path):
+    env = {"date": "d", "torch": "t", "cpus": 1, "load_average": (0.0, 0.0, 0.0), "device": "cuda", "commit": "c"}
+    ok = {"loss": "triplet", "params": "{}", "value_diff": 0.0, "grad_max_diff": 0.0, "passed": True}
+    bad = {"loss": "listwise", "params": '{"a|b": 1}', "value_diff": 1e-7, "grad_max_diff": 9e-5, "passed": False}
+    bench.write(tmp_path, {"environment": env, "losses": [ok, bad], "errors": {}})
+    md = (tmp_path / "cuda.md").read_text()
+    assert "1 of 2 within" in md
+    assert '| listwise | {"a\\|b": 1} |' in md and "| triplet |" not in md
+    assert json.loads((tmp_path / "cuda.json").read_text())["losses"][1]["passed"] is False
