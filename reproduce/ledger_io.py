@@ -648,15 +648,40 @@ def stability_cell(r) -> str:
     return f"{100 * s:.0f}%" + (" *fragile*" if _flag(r.get("fragile")) else "")
 
 
+def is_stale(r) -> bool:
+    """Whether the row comes from a claim file no execution with the current inputs wrote (its note starts
+    ``STALE``, :func:`_read_notebook_rows`): an earlier run's numbers."""
+    return str(r.get("note") or "").startswith("STALE")
+
+
+STALE_MARK = "*stale*: an earlier run's, see the note in `claims.csv`"
+
+
 def verdict_cell(r) -> str:
     """The verdict in bold, with *not decidable at this budget* (inconclusive rows) or *larger than the
-    paper — check the baseline* (reproduced rows more than LARGER_THAN_PAPER × the paper's effect)."""
+    paper — check the baseline* (reproduced rows more than LARGER_THAN_PAPER × the paper's effect), and
+    the *stale* mark of a row from an earlier run (:func:`is_stale`)."""
     v = f"**{r['verdict']}**"
     if r["verdict"] == "inconclusive" and _flag(r.get("decidable")) is False:
         v += " (not decidable at this budget)"
     if _flag(r.get("larger_than_paper")):
         v += " (larger than the paper — check the baseline)"
+    if is_stale(r):
+        v += f" — {STALE_MARK}"
     return v
+
+
+def stale_sentence(df: pd.DataFrame) -> str:
+    """One sentence when some primary rows are stale: how many, and that their numbers are an earlier run's."""
+    prim = df[df["role"] == "primary"]
+    n = int(sum(is_stale(r) for r in prim.to_dict("records")))
+    if not n:
+        return ""
+    return (
+        f"**{n} of {len(prim)} primary rows are stale**: their claim files were written by an earlier run "
+        "(other code or protocol) and no execution with the current inputs has replaced them. They are marked "
+        "*stale* below; read their verdicts as that run's, not this ledger's."
+    )
 
 
 def _cell(s) -> str:
@@ -719,6 +744,7 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "One primary row decides a claim per data set; every column and the unadjusted values are in "
         "`claims.csv`. Legend at the end.",
         *([] if health_known else ["", NO_HEALTH]),
+        *(["", stale_sentence(df)] if stale_sentence(df) else []),
         "",
         "## Primary rows",
         "",

@@ -189,6 +189,23 @@ def test_ledger_columns_on_planted_rows(tmp_path):
     assert "**inconclusive** (not decidable at this budget)" in back and "100%" in back
 
 
+def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
+    (tmp_path / "bcls").mkdir()
+    f = tmp_path / "bcls" / "claims_synthetic.csv"
+    pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0, 58.0, 61.0])]).to_csv(f, index=False)
+    fresh = ledger_io.markdown(ledger_io.collect(tmp_path))
+    assert "*stale*" not in fresh and "primary rows are stale" not in fresh
+    df = ledger_io.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
+    b1 = df[(df["role"] == "primary") & (df["id"] == "B1") & (df["dataset"] == "synthetic")].iloc[0]
+    assert b1["note"].startswith("STALE (written by 01_bcls.ipynb")
+    md = (tmp_path / "claims.md").read_text()
+    n_prim = int((df["role"] == "primary").sum())
+    assert f"**1 of {n_prim} primary rows are stale**" in md
+    line = next(x for x in md.splitlines() if x.startswith("| B1 |") and "| synthetic |" in x)
+    assert line.endswith(f"**reproduced** (larger than the paper — check the baseline) — {ledger_io.STALE_MARK} |")
+    assert sum("*stale*" in x for x in md.splitlines() if x.startswith("| ")) == 1
+
+
 # --- the plain summary ----------------------------------------------------------------------------
 def _planted_ledger():
     rows = []
