@@ -20,6 +20,7 @@ from coherent_itr.io import atomic_write_bytes, atomic_write_text
 
 from .analyses import plotting
 from .tables import MAX_MD_COLUMNS, SHORT_HEADER, markdown_table, md_cell, short_header  # noqa: F401 (report.md_cell …)
+from .tables import round_significant as readable  # noqa: F401 (report.readable, used by notebooks)
 
 RECALL_COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
 
@@ -118,19 +119,6 @@ def caption(artefact: str, what: str, units: str, setup: str) -> str:
     """A table caption: what it is, the set-up (data set, profile, seeds), that cells are mean ± std over
     seeds, and the units."""
     return f"{artefact} ({setup}): {what}. Mean ± std over seeds. Units: {units}."
-
-
-def readable(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
-    """A copy of ``df`` whose float cells are rounded to ``digits`` significant digits (for Markdown)."""
-
-    def sig(x):
-        return float(f"{x:.{digits}g}") if isinstance(x, (float, np.floating)) and np.isfinite(x) else x
-
-    out = df.copy()
-    for c in out.columns:
-        if pd.api.types.is_float_dtype(out[c]) or out[c].dtype == object:
-            out[c] = out[c].map(sig)
-    return out
 
 
 def save_table(

@@ -89,3 +89,16 @@ def markdown_table(df: pd.DataFrame, index: bool = True, max_columns: int = MAX_
     if legend:
         out += "\n\nColumns:\n\n" + "\n".join(legend)
     return out
+
+
+def round_significant(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """A copy of ``df`` whose float cells are rounded to ``digits`` significant digits (for Markdown)."""
+
+    def sig(x):
+        return float(f"{x:.{digits}g}") if isinstance(x, (float, np.floating)) and np.isfinite(x) else x
+
+    out = df.copy()
+    for c in out.columns:
+        if pd.api.types.is_float_dtype(out[c]) or out[c].dtype == object:
+            out[c] = out[c].map(sig)
+    return out

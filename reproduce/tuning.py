@@ -55,7 +55,7 @@ from coherent_itr.health import HEALTH_KEYS, cone, is_collapsed
 
 from . import experiments
 from .profiles import HN_WARMUP_FIELD, Profile
-from .tables import markdown_table
+from .tables import markdown_table, round_significant
 
 # the only fields of a run record the tuner reads (no "test", no timing)
 VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health", "warmup")
@@ -666,7 +666,7 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
     fam = family_table(profile, papers)
     sweeps = fam[~fam["main"]].drop(columns=["main"])
 
-    body = (markdown_table(df, index=False) if len(df) else "") + "\n"
+    body = (markdown_table(round_significant(df), index=False) if len(df) else "") + "\n"
     if g and len(sweeps):
         body += (
             "\n## Families: the main arm whose tuned setting each other arm uses\n\n"
