@@ -42,6 +42,22 @@ YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per da
 }
 
 
+TUNING_HEADERS = {
+    "rung_val_rsum": "val RSUM at the rung (%)",
+    "went_on": "went on to the cap",
+    "hardneg_cos": "hardest-negative cosine",
+    "warmup_epochs": "warm-up epochs",
+}
+
+
+def _tuning_header(column: str) -> str:
+    """A tuning-table column as a reader's header: the metric label, a tuning word, or the name in words with
+    any metric key in it labelled (never a raw key such as ``rsum``, ``tests/test_committed_notebooks.py``)."""
+    if labels.has_label(column):
+        return labels.label(column)
+    return TUNING_HEADERS.get(column) or labels.in_text(column.replace("_", " "))
+
+
 @dataclass
 class Page:
     paper: str
@@ -106,7 +122,7 @@ class Page:
         if words:
             cap += "\n\n" + "\n".join(f"* {w}" for w in words)
 
-        view = view.rename(columns=lambda c: labels.label(c) if labels.has_label(c) else c.replace("_", " "))
+        view = report.readable(view).rename(columns=_tuning_header)
         report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index(view.columns[0]))
         if show:
             display(Markdown(cap + "\n\n" + report.markdown_table(view, index=False)))

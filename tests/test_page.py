@@ -211,3 +211,20 @@ def test_effects_markdown_escapes_pipes_in_cells():
     )
     (table,) = tables_of(page.effects_markdown(df))
     assert all(len(row) == len(table[0]) for row in table) and table[1][2] == "A \\| B"
+
+
+def test_tuning_headers_never_show_a_raw_metric_key():
+    import re
+
+    from reproduce import labels
+
+    # every column the tuning table has (tuning._rows) plus one unknown name carrying a metric key
+    cols = ["arm", "loss", "lr", "warmup_epochs", "val_rsum", "best_epoch", "epochs_run", "collapsed",
+            "collapse_reason", "hardneg_cos", "narrow_cone", "rung_val_rsum", "went_on", "other_seeds", "chosen",
+            "final_val_rsum"]  # fmt: skip
+    for c in cols:
+        header = page._tuning_header(c)
+        raw = [t for t in re.findall(r"[A-Za-z0-9_@]+", header) if labels.is_metric_key(t)]
+        assert raw == [], (c, header)
+    assert page._tuning_header("rung_val_rsum") == "val RSUM at the rung (%)"
+    assert "rsum" not in page._tuning_header("final_val_rsum")
