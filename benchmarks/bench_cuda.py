@@ -259,6 +259,13 @@ def _table(rows: list[dict], cols: list[str]) -> list[str]:
     ]
 
 
+def _largest(rows: list[dict]) -> str:
+    """The largest value and gradient differences of a loss comparison, in words."""
+    dv = max(r.get("value_diff", 0) for r in rows)
+    dg = max(r.get("grad_max_diff", 0) for r in rows)
+    return f"largest value difference {dv:.2e}, largest gradient difference {dg:.2e}"
+
+
 def write(out: Path, report: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     e = report["environment"]
@@ -279,17 +286,14 @@ def write(out: Path, report: dict) -> None:
             "",
             *_table(bad or rows[:0], ["loss", "params", "value_diff", "grad_max_diff", "error"]),
             "",
-            f"Largest value difference {max(r.get('value_diff', 0) for r in rows):.2e}, largest gradient "
-            f"difference {max(r.get('grad_max_diff', 0) for r in rows):.2e} (every row: `cuda.json`).",
+            f"{_largest(rows).capitalize()} (every row: `cuda.json`).",
         ]
     if "losses_float64" in report:
         rows = report["losses_float64"]
         bad = [r for r in rows if not r["passed"]]
         lines += [
             "",
-            f"Float64 (tolerance {TOL64:g}): {len(rows) - len(bad)} of {len(rows)} agree; largest value difference "
-            f"{max(r.get('value_diff', 0) for r in rows):.2e}, largest gradient difference "
-            f"{max(r.get('grad_max_diff', 0) for r in rows):.2e}.",
+            f"Float64 (tolerance {TOL64:g}): {len(rows) - len(bad)} of {len(rows)} agree; {_largest(rows)}.",
             *([""] + _table(bad, ["loss", "params", "value_diff", "grad_max_diff", "error"]) if bad else []),
         ]
     if "determinism" in report:
