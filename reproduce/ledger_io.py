@@ -738,13 +738,14 @@ NO_HEALTH = (
 
 
 def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
+    stale = stale_sentence(df)
     out = [
         "# Claims ledger",
         "",
         "One primary row decides a claim per data set; every column and the unadjusted values are in "
         "`claims.csv`. Legend at the end.",
         *([] if health_known else ["", NO_HEALTH]),
-        *(["", stale_sentence(df)] if stale_sentence(df) else []),
+        *(["", stale] if stale else []),
         "",
         "## Primary rows",
         "",
