@@ -55,8 +55,8 @@ outputs (profile smoke: under results/smoke/ instead of results/):
   results/claims.csv, .md       the claims ledger (rows of a notebook that failed or did not run with the
                                 current inputs are marked STALE with the reason)
   results/manifest.json         what produced the results, phase timings, failures
-  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper, only when
-                                nothing failed and nothing is stale
+  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper when
+                                nothing failed (stale rows are shown as awaiting a current run)
 
 run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
   same for make, {PROG} and notebooks in Lab), two kinds of entries:
@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         default="default",
         choices=list(PROFILES),
-        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = what "
-        "a 2-core CPU runs in about an hour, paper = the papers' sizes (for GPUs)",
+        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = the "
+        "study's protocol (about an hour on one GPU, several sittings of a 2-core CPU: docs/compute.md), "
+        "paper = the papers' sizes (for GPUs)",
     )
     ap.add_argument(
         "--data",
@@ -454,7 +455,8 @@ def collapsed_arms(args, sets: list[str]) -> dict:
 
 
 def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
-    """Ledger (stale claims marked), README (only when all is well), manifest; the exit status."""
+    """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
+    status."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from . import ledger_io
 
@@ -466,13 +468,16 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     failed = bool(out.failed_runs or out.failed_notebooks)
     table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
     if args.profile != "smoke":
-        if failed or stale:
-            print(
-                f"reproduce: README.md NOT updated ({'failures' if failed else 'stale claims'}, see above)", flush=True
-            )
+        if failed:
+            print("reproduce: README.md NOT updated (failures, see above)", flush=True)
         else:
             ledger_io.update_readme(table, args.profile)
-            print("reproduce: README.md claims-ledger table rewritten", flush=True)
+            n_stale = int(ledger_io.summary_counts(table)[ledger_io.STALE].sum()) if len(table) else 0
+            print(
+                "reproduce: README.md claims-ledger table rewritten"
+                + (f" ({n_stale} stale primary rows shown as awaiting a current run)" if n_stale else ""),
+                flush=True,
+            )
     failures = {
         "runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
         "notebooks": [

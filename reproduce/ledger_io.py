@@ -351,8 +351,10 @@ def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
 
 def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> list[dict]:
     """An ``inconclusive`` primary row for every claim and data set that no notebook row is the primary of,
-    saying why: the claim's notebook ran on that data set but wrote no primary row, or it did not run."""
+    saying why: the claim's notebook ran on that data set but wrote no primary row, or it did not run. When
+    that notebook's claim file is stale (:func:`is_stale`), so is the placeholder: a current run may write the row."""
     tested_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows}
+    stale_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows if is_stale(r)}
     out = []
     for c in registry.CLAIMS.values():
         for data in datasets:
@@ -380,7 +382,11 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
                     "_why": "",
                     "notebook": c.notebook,
                     "source": c.source,
-                    "note": "",
+                    "note": (
+                        "STALE (its notebook's claim file is an earlier run's, written before this contrast)"
+                        if (c.notebook, data) in stale_files
+                        else ""
+                    ),
                     "_missing": (
                         "its notebook's claim file has no row for the primary contrast yet"
                         if ran
@@ -655,6 +661,15 @@ def is_stale(r) -> bool:
 
 
 STALE_MARK = "*stale*: an earlier run's, see the note in `claims.csv`"
+STALE = "stale"  # the README's category of a stale primary row (summary_counts, primary_table)
+STALE_CELL = "*stale*: awaits a run with the current inputs ([claims.md](results/claims.md) keeps the earlier run's)"
+
+
+def _stale_mask(rows: pd.DataFrame) -> pd.Series:
+    """Boolean Series: which of ``rows`` are stale (:func:`is_stale`)."""
+    if "note" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["note"].fillna("").astype(str).str.startswith("STALE")
 
 
 def verdict_cell(r) -> str:
@@ -785,7 +800,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
 
 
 def primary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per claim id: the primary row's verdict (and effect) per data set."""
+    """One line per claim id: the primary row's verdict (and effect) per data set; a stale row
+    (:func:`is_stale`) shows neither its effect nor its verdict, only that it awaits a current run."""
     prim = df[df["role"] == "primary"]
     datasets = list(dict.fromkeys(prim["dataset"]))
     rows = []
@@ -793,16 +809,20 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
         line = {"id": cid, "paper": c.paper, "claim": c.primary.statement}
         for d in datasets:
             r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
-            line[d] = r["verdict"].iloc[0] if len(r) else "not tested"
-            line[f"{d}_effect"] = effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
-            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r else math.nan
-            line[f"{d}_cell"] = verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
+            stale = bool(len(r)) and is_stale(r.iloc[0].to_dict())
+            line[d] = STALE if stale else r["verdict"].iloc[0] if len(r) else "not tested"
+            line[f"{d}_effect"] = "—" if stale else effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
+            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r and not stale else math.nan
+            line[f"{d}_cell"] = (
+                STALE_CELL if stale else verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
+            )
         rows.append(line)
     return pd.DataFrame(rows)
 
 
 def summary_markdown(df: pd.DataFrame) -> str:
-    """The README table: primary rows only, one line per claim, with the tally per data set."""
+    """The README table: primary rows only, one line per claim, with the tally per data set (stale rows
+    counted apart, :func:`primary_table`)."""
     t = primary_table(df)
     datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and "_" not in c]
     head = (
@@ -824,7 +844,9 @@ def summary_markdown(df: pd.DataFrame) -> str:
     tallies = []
     for d in datasets:
         n = t[d].value_counts()
-        tallies.append(f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in LEGEND))
+        tallies.append(
+            f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in (*LEGEND, STALE) if v in LEGEND or n.get(v, 0))
+        )
     return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
 
 
@@ -835,15 +857,18 @@ SUMMARY_CATEGORIES = (
     "not decidable at this budget",
     "inconclusive",
     "not testable",
+    STALE,
 )
 
 
 def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Primary rows per data set (rows) and category (columns, :data:`SUMMARY_CATEGORIES`): the verdicts,
-    with ``inconclusive`` split into *not decidable at this budget* (decidable flag False) and the rest."""
+    with ``inconclusive`` split into *not decidable at this budget* (decidable flag False) and the rest; a
+    stale row (:func:`is_stale`) counts as *stale*, whatever its earlier verdict."""
     prim = df[df["role"] == "primary"]
     not_decidable = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else False
     cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & not_decidable), SUMMARY_CATEGORIES[3])
+    cat = cat.where(~_stale_mask(prim), STALE)
     t = pd.crosstab(prim["dataset"], cat).reindex(columns=list(SUMMARY_CATEGORIES), fill_value=0)
     return t.reindex(list(dict.fromkeys(prim["dataset"]))).fillna(0).astype(int)
 
@@ -853,8 +878,9 @@ def caveat(df: pd.DataFrame) -> str:
     primary rows of all data sets — (a) reproduced rows flagged *larger than the paper*, among reproduced
     rows; (b) *fragile* rows, among decided rows (reproduced, not reproduced, no effect); (c) rows *not
     decidable at this budget*, among all primary rows — the largest one (ties in the order a, b, c) is
-    stated. Empty when all three are 0."""
+    stated, stale rows (:func:`is_stale`) left out. Empty when all three are 0."""
     prim = df[df["role"] == "primary"]
+    prim = prim[~_stale_mask(prim)]
     flag = {
         c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
         for c in ("larger_than_paper", "fragile")
@@ -944,8 +970,21 @@ def assert_notebook_agrees(summary: pd.DataFrame, ledger: pd.DataFrame) -> None:
         raise AssertionError("the notebook disagrees with results/claims.csv:\n  " + "\n  ".join(bad))
 
 
+def _readme_stale_sentence(df: pd.DataFrame) -> str:
+    """The README's line on stale primary rows (empty when there are none): how many, and where their numbers are."""
+    prim = df[df["role"] == "primary"] if len(df) else df
+    n = int(_stale_mask(prim).sum()) if len(prim) else 0
+    if not n:
+        return ""
+    return (
+        f"**{n} of {len(prim)} primary rows await a run with the current inputs**: they show *stale* below, "
+        "without a verdict; [results/claims.md](results/claims.md) keeps the earlier run's numbers."
+    )
+
+
 def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md") -> None:
-    """Replace the summary table between the ledger markers of README.md (primary rows only)."""
+    """Replace the summary table between the ledger markers of README.md (primary rows only; stale rows
+    without their earlier verdicts, :func:`primary_table`)."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         return
@@ -955,6 +994,7 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
         f"{BEGIN}\n"
         + plain_summary(df)
         + "\n"
+        + (f"{_readme_stale_sentence(df)}\n\n" if _readme_stale_sentence(df) else "")
         + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
         f"data set (declared in `reproduce/data/claims.toml`), our effect with its Holm-adjusted interval and the "

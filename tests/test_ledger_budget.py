@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from reproduce import claims as registry
 from reproduce import ledger_io
 from reproduce.ledger import (
     ALPHA,
@@ -200,10 +201,41 @@ def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
     assert b1["note"].startswith("STALE (written by 01_bcls.ipynb")
     md = (tmp_path / "claims.md").read_text()
     n_prim = int((df["role"] == "primary").sum())
-    assert f"**1 of {n_prim} primary rows are stale**" in md
+    # B1's row, and the placeholders of the other BCLS claims on the synthetic world (their notebook's claim file
+    # is the stale one: a current run may write them); BCLS on flickr8k did not run at all: not stale
+    n_bcls = sum(c.notebook == "01_bcls" for c in registry.CLAIMS.values())
+    assert n_bcls > 1
+    assert f"**{n_bcls} of {n_prim} primary rows are stale**" in md
     line = next(x for x in md.splitlines() if x.startswith("| B1 |") and "| synthetic |" in x)
     assert line.endswith(f"**reproduced** (larger than the paper — check the baseline) — {ledger_io.STALE_MARK} |")
-    assert sum("*stale*" in x for x in md.splitlines() if x.startswith("| ")) == 1
+    assert sum("*stale*" in x for x in md.splitlines() if x.startswith("| ")) == n_bcls
+    b2 = df[(df["role"] == "primary") & (df["id"] == "B2")].set_index("dataset")["note"].fillna("")
+    assert b2["synthetic"].startswith("STALE (its notebook's claim file") and b2["flickr8k"] == ""
+
+
+def test_readme_shows_stale_rows_without_their_verdicts_and_counts_them_apart(tmp_path):
+    (tmp_path / "bcls").mkdir()
+    f = tmp_path / "bcls" / "claims_synthetic.csv"
+    pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0, 58.0, 61.0])]).to_csv(f, index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{ledger_io.BEGIN}\nold\n{ledger_io.END}\n")
+    fresh = ledger_io.collect(tmp_path)
+    ledger_io.update_readme(fresh, "default", readme)
+    text = readme.read_text()
+    b1 = next(x for x in text.splitlines() if x.startswith("| B1 |"))
+    assert "**reproduced**" in b1 and "await a run" not in text and ledger_io.STALE_CELL not in text
+    assert ledger_io.summary_counts(fresh)[ledger_io.STALE].sum() == 0
+    df = ledger_io.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
+    counts = ledger_io.summary_counts(df)
+    n_bcls = sum(c.notebook == "01_bcls" for c in registry.CLAIMS.values())
+    assert counts.loc["synthetic", ledger_io.STALE] == n_bcls and counts.loc["synthetic", "reproduced"] == 0
+    ledger_io.update_readme(df, "default", readme)
+    text = readme.read_text()
+    b1 = next(x for x in text.splitlines() if x.startswith("| B1 |"))
+    assert ledger_io.STALE_CELL in b1 and "reproduced" not in b1 and "60" not in b1  # neither verdict nor effect
+    assert f"**{n_bcls} of {int((df['role'] == 'primary').sum())} primary rows await a run" in text
+    assert f"{n_bcls} stale" in text[text.index("Primary rows — ") :]
+    assert f"{n_bcls} stale" in text[text.index("**In short.**") : text.index("| id |")]
 
 
 # --- the plain summary ----------------------------------------------------------------------------
@@ -258,6 +290,7 @@ def test_summary_counts_by_brute_force():
         "not decidable at this budget": 1,
         "inconclusive": 1,
         "not testable": 1,
+        "stale": 0,
     }
     assert t.loc["flickr8k", "not decidable at this budget"] == 2 and t.loc["flickr8k", "reproduced"] == 1
     # read back from a CSV (flags as text / empty) the counts are the same
