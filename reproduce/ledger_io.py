@@ -99,6 +99,7 @@ COLUMNS = [
     "note",
     "health_evaluated",
     "mde_alpha",
+    "noise_floor_source",
 ]
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
@@ -398,18 +399,42 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
 
 
 def _noise_floors(out: list[dict], null_pair_diffs: dict | None) -> dict:
-    """``{(data set, metric key): (noise floor, df)}``: ``NOISE_K`` × the sd pooled over the per-seed effects of
-    the group's contrasts (healthy rows of ≥ 2 seeds) and its declared null pairs; NaN without any df."""
+    """``{(data set, metric key): (noise floor, df, source)}``: ``NOISE_K`` × the sd pooled over the per-seed
+    effects of the group's contrasts (healthy rows of ≥ 2 seeds) and its declared null pairs; NaN without any
+    df. ``source`` names the one contribution with the largest share of the pooled sum of squares
+    (:func:`_largest_share`), so that a reader sees when one unstable contrast sets the floor."""
     groups: dict = {}
     for o in out:
         if o["_mkey"] and not o["_collapsed"] and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
             e = o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"])
-            groups.setdefault((o["dataset"], o["_mkey"]), []).append(e)
+            groups.setdefault((o["dataset"], o["_mkey"]), []).append((f"{o['id']} ({o['role']}): {o['statement']}", e))
     floors = {}
     for key in set(groups) | set(null_pair_diffs or {}):
-        sd, df = pooled_sd(groups.get(key, []), (null_pair_diffs or {}).get(key, []))
-        floors[key] = (NOISE_K * sd if df else math.nan, df)
+        contrasts = groups.get(key, [])
+        nulls = (null_pair_diffs or {}).get(key, [])
+        sd, df = pooled_sd([e for _, e in contrasts], nulls)
+        floors[key] = (NOISE_K * sd if df else math.nan, df, _largest_share(contrasts, nulls) if df else "")
     return floors
+
+
+def _largest_share(contrasts: list[tuple[str, list]], null_pair_diffs: list) -> str:
+    """Which single contribution to :func:`reproduce.ledger.pooled_sd` has the largest share of its sum of
+    squares — a contrast's squares about its own mean, or all null pairs together (their mean squares) — as
+    ``"<share>% from <label>"``; empty when the sum is 0."""
+    parts = []
+    for label, e in contrasts:
+        e = np.asarray(e, dtype=float)
+        e = e[np.isfinite(e)]
+        if e.size >= 2:
+            parts.append((float(((e - e.mean()) ** 2).sum()), label))
+    null_ss = sum(float((np.asarray(d, dtype=float)[np.isfinite(d)] ** 2).sum()) for d in null_pair_diffs)
+    if null_pair_diffs:
+        parts.append((null_ss, f"the {len(null_pair_diffs)} declared null pair(s)"))
+    total = sum(ss for ss, _ in parts)
+    if not parts or total <= 0:
+        return ""
+    ss, label = max(parts, key=lambda p: p[0])
+    return f"{100 * ss / total:.0f}% from {label}"
 
 
 def _add_test(o: dict, floors: dict, effects: pd.DataFrame) -> None:
@@ -426,8 +451,9 @@ def _add_test(o: dict, floors: dict, effects: pd.DataFrame) -> None:
         if prim and o["id"] in effects.index
         else ""
     )
-    nf = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0))[0] if o["_mkey"] else math.nan
+    nf, _, source = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0, "")) if o["_mkey"] else (math.nan, 0, "")
     o["noise_floor"] = nf
+    o["noise_floor_source"] = source
     o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
     est = o["_est"]
     if o["kind"] == "equivalence":
@@ -662,7 +688,7 @@ def is_stale(r) -> bool:
 
 STALE_MARK = "*stale*: an earlier run's, see the note in `claims.csv`"
 STALE = "stale"  # the README's category of a stale primary row (summary_counts, primary_table)
-STALE_CELL = "*stale*: awaits a run with the current inputs ([claims.md](results/claims.md) keeps the earlier run's)"
+STALE_CELL = "*stale*"  # the README cell of a stale primary row; the line above the table says what it means
 
 
 def _stale_mask(rows: pd.DataFrame) -> pd.Series:
@@ -714,12 +740,19 @@ def noise_floor_markdown(df: pd.DataFrame) -> str:
         "## Noise floors",
         "",
         f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
-        "(same metric, same data set; from every contrast's seed spread and the declared null pairs).",
+        "(same metric, same data set; from every contrast's seed spread and the declared null pairs). The last "
+        "column names the one contribution with the largest share of the pooled sum of squares: a large share "
+        "means one unstable contrast sets the floor for every row of that metric.",
         "",
-        "| data | metric | noise floor |",
-        "|---|---|---|",
+        "| data | metric | noise floor | largest share of the pooled variance |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} |" for r in t.to_dict("records")]
+    src = t["noise_floor_source"] if "noise_floor_source" in t else pd.Series("", index=t.index)
+    src = src.map(lambda s: _cell(s) if isinstance(s, str) else "—")
+    lines += [
+        f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} | {s} |"
+        for r, s in zip(t.to_dict("records"), src, strict=True)
+    ]
     return "\n".join(lines) + "\n\n"
 
 
@@ -835,7 +868,8 @@ def summary_markdown(df: pd.DataFrame) -> str:
         rows.append(
             f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
             + " | ".join(
-                f"{_cell(r[d + '_effect'])} → {r[d + '_cell']} | "
+                (r[d + "_cell"] if r[d] == STALE else f"{_cell(r[d + '_effect'])} → {r[d + '_cell']}")
+                + " | "
                 + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
                 for d in datasets
             )

@@ -505,6 +505,19 @@ def test_null_pairs_enter_the_noise_floor(tmp_path):
     ss = ((np.array([60.0, 55.0, 62.0]) - 59.0) ** 2).sum() + (1 + 16 + 1)  # contrast ss (df 2) + null ss (df 3)
     assert b1["noise_floor"] == pytest.approx(2 * math.sqrt(ss / 5))
     assert "## Noise floors" in (tmp_path / "claims.md").read_text()
+    # contrast ss 26 of 44 → the largest share, named in the ledger's noise-floor table
+    assert b1["noise_floor_source"] == "59% from B1 (primary): Triplet-SN beats Triplet-HN on test RSUM"
+    assert "| 59% from B1 (primary): Triplet-SN beats Triplet-HN on test RSUM |" in (tmp_path / "claims.md").read_text()
+
+
+def test_largest_share_of_the_pooled_variance_by_hand():
+    # squares about each contrast's own mean: A 0, B 50 (0, 10), C 2 (1, 3); null pairs: 3² + 4² = 25 → total 77
+    contrasts = [("A", [5.0, 5.0, 5.0]), ("B", [0.0, 10.0]), ("C", [1.0, 3.0])]
+    assert ledger_io._largest_share(contrasts, [[3.0, 4.0]]) == f"{100 * 50 / 77:.0f}% from B"
+    assert ledger_io._largest_share(contrasts[:1] + contrasts[2:], [[3.0, 4.0]]) == (
+        f"{100 * 25 / 27:.0f}% from the 1 declared null pair(s)"
+    )
+    assert ledger_io._largest_share([("A", [5.0, 5.0])], []) == ""  # nothing varies: no share to name
 
 
 def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_path):
