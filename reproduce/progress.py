@@ -210,7 +210,9 @@ def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) 
 @dataclass
 class RunProgress:
     """Progress of every run of the invocation: a tqdm bar (opened per training phase, so the
-    preparation's bars never nest under it) whose total is the plan's bound, with a cost-based ETA."""
+    preparation's bars never nest under it) whose total is the plan's bound, with a cost-based ETA.
+    Without bars (``enabled=False``: ``--no-progress``, log files, CI) one plain line per finished run says the
+    same (:meth:`log_line`), so a log shows that hours of training are moving."""
 
     estimates: dict  # data set -> DataSetEstimate
     workers: int
@@ -225,6 +227,7 @@ class RunProgress:
     _opened: float = 0.0
     planned_s: float = 0.0  # the estimate before any work (what the end compares with)
     planned_runs: int = 0  # the plan's bound of runs before any work
+    _desc: str = ""
 
     def __post_init__(self) -> None:
         for e in self.estimates.values():
@@ -288,8 +291,17 @@ class RunProgress:
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]",
         )
         self._opened = time.perf_counter()
+        self._desc = desc
         self._refresh()
         return self
+
+    def log_line(self) -> str:
+        """The bar in one plain line: phase, runs done of the current total, time in this phase, the ETA."""
+        elapsed = time.perf_counter() - self._opened if self._bar is not None else 0.0
+        return (
+            f"{self._desc}: {self.done}/{self.total} runs done, {_minutes(elapsed)} in this phase, "
+            f"ETA ≈ {_minutes(self.eta_s())} of runs (estimate)"
+        )
 
     def run_done(self, config_dict: dict | None = None) -> None:
         """One run finished (trained, evaluated or failed): ``config_dict`` prices it."""
@@ -303,6 +315,8 @@ class RunProgress:
         if self._bar is not None:
             self._bar.update(1)
             self._refresh()
+            if not self.enabled:
+                print(self.log_line(), flush=True)
 
     def update(self, n: int = 1) -> None:
         """tqdm's ``update``: ``n`` runs finished (unpriced: they leave the ETA's calibration alone)."""

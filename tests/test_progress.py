@@ -98,6 +98,24 @@ def _cfg(seed, **kw):
     return Config(data="synthetic", data_scale="default", epochs=3, seed=seed, **kw)
 
 
+def test_without_bars_each_finished_run_is_one_log_line(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "run_estimate_s", lambda c, data, evaluated=True, trained=False: 60.0)
+    est = progress.DataSetEstimate("synthetic", [_cfg(0), _cfg(1)], [_cfg(2)], 1, prepare_s=0.0)
+    bar = progress.RunProgress({"synthetic": est}, workers=1, notebooks_s=0.0, enabled=False)
+    bar.run_done(_cfg(0).to_dict())  # no phase open: nothing printed
+    assert capsys.readouterr().out == ""
+    bar.open("tuning [synthetic]")
+    bar.run_done(_cfg(1).to_dict())
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tuning [synthetic]: 2/3 runs done, ")
+    assert "ETA ≈ " in lines[0]
+    shown = progress.RunProgress({"synthetic": est}, workers=1, notebooks_s=0.0, enabled=True)
+    shown.open("tuning [synthetic]")
+    shown.run_done(_cfg(0).to_dict())
+    shown.close()
+    assert "runs done" not in capsys.readouterr().out  # with a bar, the bar says it
+
+
 def test_the_bar_prices_each_finished_run_and_takes_the_exact_plan_after_tuning(monkeypatch):
     """Planted per-run costs: the ETA after one run uses the wall time that run took against its estimate;
     the total is the bound, then done + the exact final runs once tuning chose."""
