@@ -250,22 +250,33 @@ def paired_bootstrap(per_query_a: list[dict], per_query_b: list[dict], n_boot: i
 
 
 # --- noise floor and threshold ------------------------------------------------------------------
-def pooled_sd(contrast_effects=(), null_pair_diffs=()) -> tuple[float, int]:
-    """(σ_d, df): pooled sd of a single-seed paired difference (module doc). ``contrast_effects`` —
-    per-seed effects of any contrasts (their variance about their own mean, df n − 1);
-    ``null_pair_diffs`` — per-seed differences of arms identical in expectation (mean square, df n)."""
-    ss, df = 0.0, 0
+def pooled_parts(contrast_effects=(), null_pair_diffs=()) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """The (sum of squares, df) that each contrast and each null pair adds to :func:`pooled_sd`: a contrast's
+    per-seed effects about their own mean (df n − 1; fewer than 2 finite values add nothing, shown as (0, 0)),
+    a null pair's per-seed differences about 0 (df n). Returned as (contrast parts, null-pair parts), in the
+    given order."""
+    contrasts = []
     for e in contrast_effects:
         e = np.asarray(e, dtype=float)
         e = e[np.isfinite(e)]
-        if e.size >= 2:
-            ss += float(((e - e.mean()) ** 2).sum())
-            df += e.size - 1
+        contrasts.append((float(((e - e.mean()) ** 2).sum()), e.size - 1) if e.size >= 2 else (0.0, 0))
+    nulls = []
     for d in null_pair_diffs:
         d = np.asarray(d, dtype=float)
         d = d[np.isfinite(d)]
-        ss += float((d**2).sum())
-        df += d.size
+        nulls.append((float((d**2).sum()), d.size))
+    return contrasts, nulls
+
+
+def pooled_sd(contrast_effects=(), null_pair_diffs=()) -> tuple[float, int]:
+    """(σ_d, df): pooled sd of a single-seed paired difference (module doc). ``contrast_effects`` —
+    per-seed effects of any contrasts (their variance about their own mean, df n − 1);
+    ``null_pair_diffs`` — per-seed differences of arms identical in expectation (mean square, df n);
+    each one's part: :func:`pooled_parts`."""
+    ss, df = 0.0, 0
+    for part_ss, part_df in (p for parts in pooled_parts(contrast_effects, null_pair_diffs) for p in parts):
+        ss += part_ss
+        df += part_df
     return (math.sqrt(ss / df) if df else math.nan), df
 
 

@@ -49,6 +49,7 @@ from .ledger import (
     holm,
     holm_step_alpha,
     min_detectable_effect,
+    pooled_parts,
     pooled_sd,
     stability,
     threshold,
@@ -101,6 +102,7 @@ COLUMNS = [
     "mde_alpha",
     "noise_floor_source",
 ]
+STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (_read_notebook_rows, is_stale)
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
 
@@ -183,7 +185,7 @@ def _read_notebook_rows(results_dir: Path, stale: dict | None = None) -> list[di
         df = pd.read_csv(p)
         if p.resolve() in stale:
             df["note"] = [
-                f"STALE ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
+                f"{STALE_PREFIX} ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
                 for n in df.get("note", [None] * len(df))
             ]
         if "id" not in df.columns:
@@ -276,7 +278,7 @@ def _is_primary(r: dict, c, declared: set, primaries: dict) -> bool:
     if (cid, data) in declared:  # a row computed by claim id (reproduce.claim_rows) is THE primary
         is_primary = str(r.get("role", "")) == "primary"
         outdated = is_primary and (c is None or r.get("statement") != c.primary.statement)
-        if outdated and str(r.get("note", "")).startswith("STALE"):
+        if outdated and is_stale(r):
             is_primary = False  # a stale file was written by older code: its row is kept as a secondary, marked STALE
         elif outdated:
             raise ValueError(
@@ -384,7 +386,7 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
                     "notebook": c.notebook,
                     "source": c.source,
                     "note": (
-                        "STALE (its notebook's claim file is an earlier run's, written before this contrast)"
+                        f"{STALE_PREFIX} (its notebook's claim file is an earlier run's, written before this contrast)"
                         if (c.notebook, data) in stale_files
                         else ""
                     ),
@@ -419,17 +421,12 @@ def _noise_floors(out: list[dict], null_pair_diffs: dict | None) -> dict:
 
 def _largest_share(contrasts: list[tuple[str, list]], null_pair_diffs: list) -> str:
     """Which single contribution to :func:`reproduce.ledger.pooled_sd` has the largest share of its sum of
-    squares — a contrast's squares about its own mean, or all null pairs together (their mean squares) — as
+    squares (:func:`reproduce.ledger.pooled_parts`) — one contrast, or all null pairs together — as
     ``"<share>% from <label>"``; empty when the sum is 0."""
-    parts = []
-    for label, e in contrasts:
-        e = np.asarray(e, dtype=float)
-        e = e[np.isfinite(e)]
-        if e.size >= 2:
-            parts.append((float(((e - e.mean()) ** 2).sum()), label))
-    null_ss = sum(float((np.asarray(d, dtype=float)[np.isfinite(d)] ** 2).sum()) for d in null_pair_diffs)
+    c_parts, n_parts = pooled_parts([e for _, e in contrasts], null_pair_diffs)
+    parts = [(ss, label) for (ss, _), (label, _) in zip(c_parts, contrasts, strict=True)]
     if null_pair_diffs:
-        parts.append((null_ss, f"the {len(null_pair_diffs)} declared null pair(s)"))
+        parts.append((sum(ss for ss, _ in n_parts), f"the {len(null_pair_diffs)} declared null pair(s)"))
     total = sum(ss for ss, _ in parts)
     if not parts or total <= 0:
         return ""
@@ -683,7 +680,7 @@ def stability_cell(r) -> str:
 def is_stale(r) -> bool:
     """Whether the row comes from a claim file no execution with the current inputs wrote (its note starts
     ``STALE``, :func:`_read_notebook_rows`): an earlier run's numbers."""
-    return str(r.get("note") or "").startswith("STALE")
+    return str(r.get("note") or "").startswith(STALE_PREFIX)
 
 
 STALE_MARK = "*stale*: an earlier run's, see the note in `claims.csv`"
@@ -692,10 +689,10 @@ STALE_CELL = "*stale*"  # the README cell of a stale primary row; the line above
 
 
 def _stale_mask(rows: pd.DataFrame) -> pd.Series:
-    """Boolean Series: which of ``rows`` are stale (:func:`is_stale`)."""
+    """Boolean Series: which of ``rows`` are stale (:func:`is_stale`, for a whole table)."""
     if "note" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["note"].fillna("").astype(str).str.startswith("STALE")
+    return rows["note"].fillna("").astype(str).str.startswith(STALE_PREFIX)
 
 
 def verdict_cell(r) -> str:
@@ -715,7 +712,7 @@ def verdict_cell(r) -> str:
 def stale_sentence(df: pd.DataFrame) -> str:
     """One sentence when some primary rows are stale: how many, and that their numbers are an earlier run's."""
     prim = df[df["role"] == "primary"]
-    n = int(sum(is_stale(r) for r in prim.to_dict("records")))
+    n = int(_stale_mask(prim).sum())
     if not n:
         return ""
     return (
@@ -1007,7 +1004,7 @@ def assert_notebook_agrees(summary: pd.DataFrame, ledger: pd.DataFrame) -> None:
 def _readme_stale_sentence(df: pd.DataFrame) -> str:
     """The README's line on stale primary rows (empty when there are none): how many, and where their numbers are."""
     prim = df[df["role"] == "primary"] if len(df) else df
-    n = int(_stale_mask(prim).sum()) if len(prim) else 0
+    n = int(_stale_mask(prim).sum())
     if not n:
         return ""
     return (

@@ -23,6 +23,7 @@ from reproduce.ledger import (
     mean_ci,
     paired_bootstrap,
     per_query_recall,
+    pooled_parts,
     pooled_sd,
     query_bootstrap_var,
     rsum_of,
@@ -153,6 +154,9 @@ def test_pooled_sd_by_hand():
     # contrast [1, 2, 3]: ss 2, df 2; null pair [1, −1]: ss 2, df 2 → sqrt(4 / 4) = 1
     assert pooled_sd([[1.0, 2.0, 3.0]], [[1.0, -1.0]]) == (pytest.approx(1.0), 4)
     assert math.isnan(pooled_sd([[5.0]], [])[0])
+    # each one's part: a contrast's squares about its own mean, a null pair's about 0; a lone value adds nothing
+    parts = pooled_parts([[1.0, 2.0, 3.0], [5.0], [0.0, math.nan, 4.0]], [[1.0, -1.0], [3.0]])
+    assert parts == ([(2.0, 2), (0.0, 0), (8.0, 1)], [(2.0, 2), (9.0, 1)])
 
 
 def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0):
