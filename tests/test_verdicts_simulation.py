@@ -81,7 +81,9 @@ def test_study_noise_reads_the_ledgers_rsum_noise_floor(tmp_path):
 
 
 def test_more_seeds_detect_more_at_the_same_noise():
-    sd = STUDY_NOISE["flickr8k"]
+    # a planted σ_d (Flickr8k's under the 2026-11-24 ledger), not the committed ledger's: this is a property of
+    # the simulator, and at a floor above the planted effect no seed count detects it (the README's power table)
+    sd = 7.7
     rates = [
         simulate(sd, n_seeds=n, draws=300, planted=2 * 9.7, paper_effect=9.7, seed=4)["detect_rate"] for n in (3, 10)
     ]
