@@ -402,12 +402,13 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
 
 def _noise_floors(out: list[dict], null_pair_diffs: dict | None) -> dict:
     """``{(data set, metric key): (noise floor, df, source)}``: ``NOISE_K`` × the sd pooled over the per-seed
-    effects of the group's contrasts (healthy rows of ≥ 2 seeds) and its declared null pairs; NaN without any
-    df. ``source`` names the one contribution with the largest share of the pooled sum of squares
+    effects of the group's current contrasts (healthy rows of ≥ 2 seeds; a stale row, :func:`is_stale`, is an
+    earlier run's and feeds no floor) and its declared null pairs; NaN without any df. ``source`` names the one
+    contribution with the largest share of the pooled sum of squares
     (:func:`_largest_share`), so that a reader sees when one unstable contrast sets the floor."""
     groups: dict = {}
     for o in out:
-        if o["_mkey"] and not o["_collapsed"] and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
+        if o["_mkey"] and not o["_collapsed"] and not is_stale(o) and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
             e = o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"])
             groups.setdefault((o["dataset"], o["_mkey"]), []).append((f"{o['id']} ({o['role']}): {o['statement']}", e))
     floors = {}
@@ -692,7 +693,7 @@ def _stale_mask(rows: pd.DataFrame) -> pd.Series:
     """Boolean Series: which of ``rows`` are stale (:func:`is_stale`, for a whole table)."""
     if "note" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["note"].fillna("").astype(str).str.startswith(STALE_PREFIX)
+    return rows["note"].map(lambda n: isinstance(n, str) and n.startswith(STALE_PREFIX)).astype(bool)
 
 
 def verdict_cell(r) -> str:
@@ -709,14 +710,19 @@ def verdict_cell(r) -> str:
     return v
 
 
+def _stale_counts(df: pd.DataFrame) -> tuple[int, int]:
+    """(stale primary rows, primary rows) of a ledger."""
+    prim = df[df["role"] == "primary"] if len(df) else df
+    return int(_stale_mask(prim).sum()), len(prim)
+
+
 def stale_sentence(df: pd.DataFrame) -> str:
     """One sentence when some primary rows are stale: how many, and that their numbers are an earlier run's."""
-    prim = df[df["role"] == "primary"]
-    n = int(_stale_mask(prim).sum())
+    n, n_prim = _stale_counts(df)
     if not n:
         return ""
     return (
-        f"**{n} of {len(prim)} primary rows are stale**: their claim files were written by an earlier run "
+        f"**{n} of {n_prim} primary rows are stale**: their claim files were written by an earlier run "
         "(other code or protocol) and no execution with the current inputs has replaced them. They are marked "
         "*stale* below; read their verdicts as that run's, not this ledger's."
     )
@@ -1003,12 +1009,11 @@ def assert_notebook_agrees(summary: pd.DataFrame, ledger: pd.DataFrame) -> None:
 
 def _readme_stale_sentence(df: pd.DataFrame) -> str:
     """The README's line on stale primary rows (empty when there are none): how many, and where their numbers are."""
-    prim = df[df["role"] == "primary"] if len(df) else df
-    n = int(_stale_mask(prim).sum())
+    n, n_prim = _stale_counts(df)
     if not n:
         return ""
     return (
-        f"**{n} of {len(prim)} primary rows await a run with the current inputs**: they show *stale* below, "
+        f"**{n} of {n_prim} primary rows await a run with the current inputs**: they show *stale* below, "
         "without a verdict; [results/claims.md](results/claims.md) keeps the earlier run's numbers."
     )
 
@@ -1025,7 +1030,7 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
         f"{BEGIN}\n"
         + plain_summary(df)
         + "\n"
-        + (f"{_readme_stale_sentence(df)}\n\n" if _readme_stale_sentence(df) else "")
+        + (f"{stale}\n\n" if (stale := _readme_stale_sentence(df)) else "")
         + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
         f"data set (declared in `reproduce/data/claims.toml`), our effect with its Holm-adjusted interval and the "

@@ -12,6 +12,7 @@ from reproduce import claims as registry
 from reproduce import ledger_io
 from reproduce.ledger import (
     ALPHA,
+    NOISE_K,
     POWER,
     VERDICTS,
     ClaimResult,
@@ -312,3 +313,26 @@ def test_caveat_states_the_largest_share():
     assert "- **flickr8k** (3 claims): 1 reproduced, 0 not reproduced, 0 no effect, 2 not decidable" in text
     assert "not testable" not in text.split("\n")[3]  # flickr8k has none: not listed
     assert ledger_io.caveat(df[df["verdict"] == "no effect"]) == ""
+
+
+def test_a_stale_rows_seed_effects_feed_no_noise_floor(tmp_path):
+    """A stale claim file's per-seed effects are an earlier run's: the floor of the current rows is the one
+    they would have without that file, and the stale row reads back no floor of its own making."""
+    b1 = [60.0, 55.0, 62.0, 58.0, 61.0]
+    (tmp_path / "bcls").mkdir()
+    pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", b1)]).to_csv(
+        tmp_path / "bcls" / "claims_synthetic.csv", index=False
+    )
+    alone = ledger_io.collect(tmp_path)
+    floor = alone.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]["noise_floor"]
+    assert floor == pytest.approx(NOISE_K * np.std(b1, ddof=1))
+    (tmp_path / "unified").mkdir()
+    wild = tmp_path / "unified" / "claims_synthetic.csv"
+    pd.DataFrame([_row("B2", "BCLS vs Triplet-SN", [300.0, -200.0, 100.0, 400.0, -250.0])]).to_csv(wild, index=False)
+    with_current = ledger_io.collect(tmp_path)
+    grown = with_current.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]["noise_floor"]
+    assert grown > 10 * floor  # the wild row, current, widens the pool …
+    df = ledger_io.collect(tmp_path, stale={wild: "written by 04_unified.ipynb with other inputs"})
+    b1_row = df.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    assert b1_row["noise_floor"] == pytest.approx(floor)  # … stale, it does not
+    assert "B2" not in str(b1_row["noise_floor_source"])
