@@ -638,10 +638,32 @@ def tuning_table(profile: Profile, paper: str, cache, is_collapsed=None) -> pd.D
     return pd.DataFrame(_rows(fams, paper))
 
 
+def covered_papers(profile: Profile, papers, cache) -> list[str] | None:
+    """``papers`` (None: all) widened by every other paper whose tuning runs are all done in ``cache``
+    (:func:`tuning_run_done`); None when that is every paper."""
+    if papers is None or profile.tuning is None:
+        return papers
+    out = [
+        p
+        for p in experiments.PAPERS
+        if p in papers or all(tuning_run_done(c, profile, cache) for c in tuning_configs(profile, [p]))
+    ]
+    return None if out == list(experiments.PAPERS) else out
+
+
 def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_collapsed=None) -> pd.DataFrame:
     """``<results_dir>/tuning_summary.{csv,md}``: every tuning problem of the data set, every setting, the
-    choice (``results_dir`` is the profile's, e.g. ``results/`` or ``results/flickr8k/``)."""
-    fams = families(profile, papers, cache, is_collapsed=is_collapsed) if profile.tuning else {}
+    choice (``results_dir`` is the profile's, e.g. ``results/`` or ``results/flickr8k/``). It covers ``papers``
+    and every other paper whose tuning runs are all in ``cache`` (:func:`covered_papers`): a run of one paper
+    (``--papers bcls``) does not drop the families of the others from a summary an earlier run wrote."""
+    fams = {}
+    if profile.tuning:
+        wide = covered_papers(profile, papers, cache)
+        try:
+            fams = families(profile, wide, cache, is_collapsed=is_collapsed)
+            papers = wide
+        except TuningIncomplete:  # another paper's survivors of the rungs are not trained yet: its rungs alone
+            fams = families(profile, papers, cache, is_collapsed=is_collapsed)
     df = pd.DataFrame(_rows(fams))
     out = Path(results_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -368,6 +368,25 @@ def test_summary_written_per_data_set(tmp_path, monkeypatch):
     assert df.chosen.sum() == 3  # Triplet (mean), S-NDCG alone, Triplet + S-NDCG
 
 
+def test_a_one_paper_summary_keeps_the_families_of_papers_tuned_before(tmp_path, monkeypatch):
+    """``--papers listwise`` after a run of Unified: the summary still lists Unified's families (its tuning runs
+    are cached); a paper never tuned is not listed, and nothing is trained to list it."""
+    prof = tuned_profile()
+    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    cache = FakeCache(planted)
+    FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
+    alone = tuning.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
+    assert tuning.covered_papers(prof, ["listwise"], cache) == ["listwise"]
+    FakeExecutor().run(tuning.tuning_configs(prof, ["unified"]), cache)
+    n_trained = len(cache.trained)
+    both = tuning.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
+    assert tuning.covered_papers(prof, ["listwise"], cache) == ["listwise", "unified"]
+    assert "Unified" in " ".join(both["arm"]) and "Unified" not in " ".join(alone["arm"])
+    assert set(alone["arm"]) < set(both["arm"])
+    assert len(cache.trained) == n_trained  # nothing trained to list it
+    assert "Unified" in (tmp_path / "tuning_summary.md").read_text()
+
+
 def test_profile_without_tuning_keeps_the_old_plan():
     prof = dataclasses.replace(get_profile("smoke"), tuning=None)
     assert [c.key() for c in tuning.tuned_plan(prof, ["unified"], cache=None)] == [
