@@ -194,13 +194,24 @@ def prepare_estimate_s(data: str, configs: list) -> float:
 
 def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) -> DataSetEstimate:
     """The estimate of one data set's plan (``configs``/``todo`` as the driver planned them: the tuning
-    runs of a tuned profile, else every run); ``papers == []``: none (the data card only)."""
+    runs of a tuned profile, else every run); ``papers == []``: none (the data card only). With every tuning
+    run cached the final runs are the tuned plan's uncached ones (exact), else a bound (:func:`final_run_bounds`)."""
     if papers == []:
         return DataSetEstimate(data, [], [], 0, 0.0, exact=True)
     if profile.tuning is None:
         return DataSetEstimate(data, [], list(todo), len(todo), prepare_estimate_s(data, todo), exact=True)
-    final, every = final_run_bounds(profile, papers, cache)
     more = [c for c in tuning.survivor_stand_ins(profile, papers) if not cache.has_training(c)]
+    if not todo and not more:  # tuning is done: the final plan is known, not just bounded
+        try:
+            final = [c for c in tuning.tuned_plan(profile, papers, cache) if not cache.has(c)]
+        except tuning.TuningIncomplete:
+            pass
+        else:
+            keys = frozenset(c.key() for c in configs)
+            return DataSetEstimate(
+                data, [], final, len(final), prepare_estimate_s(data, final), exact=True, tuning_keys=keys
+            )
+    final, every = final_run_bounds(profile, papers, cache)
     prep = prepare_estimate_s(data, [*todo, *final])
     keys = frozenset(c.key() for c in [*configs, *more])
     return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=keys, tuning_more=more)

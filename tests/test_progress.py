@@ -254,3 +254,25 @@ def test_the_cost_command_takes_flags_and_names_a_bad_one(capsys):
     with pytest.raises(SystemExit):
         progress.main(["--profile", "huge"])
     assert "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatch):
+    """A rerun after everything trained used to announce the grid's bound (≤ 222 runs, 15 h) and train none:
+    with every tuning run cached the plan is the tuned plan's uncached runs — none after a finished study,
+    the exact list when some final runs are missing."""
+    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    prof = get_profile("smoke")
+    cache = EvaluatingCache(planted)
+    _drive(prof, None, cache)
+    tune = tuning.tuning_configs(prof)
+    est = progress.plan_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and est.final_todo == [] and est.runs == 0
+    lines = progress.plan_lines("smoke", progress.RunProgress({"synthetic": est}, 2, 0.0, enabled=False), True)
+    assert "≤" not in lines[0] and "0 final run(s)" in lines[0]
+    lost = tuning.tuned_plan(prof, None, cache)[-1]  # one final run lost from the cache
+    cache.evaluated.discard(lost.key())
+    est = progress.plan_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and [c.key() for c in est.final_todo] == [lost.key()]
+    # before tuning, still the bound
+    fresh = progress.plan_data_set(prof, "synthetic", None, tune, tune, EvaluatingCache(planted))
+    assert not fresh.exact
