@@ -200,18 +200,20 @@ def plan_data_set(profile, data: str, papers, configs: list, todo: list, cache) 
         return DataSetEstimate(data, [], [], 0, 0.0, exact=True)
     if profile.tuning is None:
         return DataSetEstimate(data, [], list(todo), len(todo), prepare_estimate_s(data, todo), exact=True)
-    more = [c for c in tuning.survivor_stand_ins(profile, papers) if not cache.has_training(c)]
-    if not todo and not more:  # tuning is done: the final plan is known, not just bounded
+    if not todo:  # every rung is cached: once the settings that went on are too, the final plan is known
         try:
-            final = [c for c in tuning.tuned_plan(profile, papers, cache) if not cache.has(c)]
+            went_on = tuning.survivor_configs(profile, papers, cache)
+            done = all(cache.has_training(c) for c in went_on)
+            final = [c for c in tuning.tuned_plan(profile, papers, cache) if not cache.has(c)] if done else None
         except tuning.TuningIncomplete:
-            pass
-        else:
-            keys = frozenset(c.key() for c in configs)
+            final = None
+        if final is not None:
+            keys = frozenset(c.key() for c in [*configs, *went_on])
             return DataSetEstimate(
                 data, [], final, len(final), prepare_estimate_s(data, final), exact=True, tuning_keys=keys
             )
     final, every = final_run_bounds(profile, papers, cache)
+    more = [c for c in tuning.survivor_stand_ins(profile, papers) if not cache.has_training(c)]
     prep = prepare_estimate_s(data, [*todo, *final])
     keys = frozenset(c.key() for c in [*configs, *more])
     return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=keys, tuning_more=more)

@@ -276,3 +276,24 @@ def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatc
     # before tuning, still the bound
     fresh = progress.plan_data_set(prof, "synthetic", None, tune, tune, EvaluatingCache(planted))
     assert not fresh.exact
+
+
+def test_under_successive_halving_the_plan_is_exact_once_the_settings_that_went_on_are_cached(monkeypatch):
+    """The default profile tunes by successive halving: with the rungs cached but not the runs that go on to the
+    cap, the plan is still a bound; with those cached too, it is the tuned plan's uncached runs."""
+    from test_halving import halving_profile, planted_is_collapsed
+
+    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    prof = halving_profile()
+    cache = EvaluatingCache(planted)
+    tune = tuning.tuning_configs(prof)
+    FakeExecutor().run(tune, cache, evaluate=False)
+    assert not progress.plan_data_set(prof, "synthetic", None, tune, [], cache).exact  # survivors not trained
+    went_on = tuning.survivor_configs(prof, None, cache)
+    assert went_on
+    FakeExecutor().run(went_on, cache, evaluate=False)
+    final = [c for c in tuning.tuned_plan(prof, None, cache) if not cache.has(c)]
+    est = progress.plan_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and [c.key() for c in est.final_todo] == [c.key() for c in final] and final
+    FakeExecutor().run(final, cache)
+    assert progress.plan_data_set(prof, "synthetic", None, tune, [], cache).runs == 0
