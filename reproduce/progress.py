@@ -367,8 +367,9 @@ def plan_lines(profile_name: str, progress: RunProgress, skip_notebooks: bool) -
             + (f" + {_minutes(e.prepare_s)} of data preparation" if e.prepare_s else "")
         )
     total = sum(e.runs for e in progress.estimates.values())
+    bound = "" if all(e.exact for e in progress.estimates.values()) else "≤ "
     lines.append(
-        f"plan [{profile_name}]: ≤ {total} run(s) in all; estimated wall time ≈ {_minutes(progress.planned_s)}"
+        f"plan [{profile_name}]: {bound}{total} run(s) in all; estimated wall time ≈ {_minutes(progress.planned_s)}"
         + ("" if skip_notebooks else f" (notebooks ≈ {_minutes(progress.notebooks_s)} included)")
         + " — from the per-run costs measured on the study's 2-core machine (reproduce.profiles.COSTS), "
         "every run at its expected epochs (reproduce.profiles.EXPECTED_EPOCHS: early stopping measured)"

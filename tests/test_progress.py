@@ -269,6 +269,7 @@ def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatc
     assert est.exact and est.final_todo == [] and est.runs == 0
     lines = progress.plan_lines("smoke", progress.RunProgress({"synthetic": est}, 2, 0.0, enabled=False), True)
     assert "≤" not in lines[0] and "0 final run(s)" in lines[0]
+    assert "≤" not in lines[-1] and "0 run(s) in all" in lines[-1]
     lost = tuning.tuned_plan(prof, None, cache)[-1]  # one final run lost from the cache
     cache.evaluated.discard(lost.key())
     est = progress.plan_data_set(prof, "synthetic", None, tune, [], cache)
