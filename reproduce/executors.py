@@ -70,6 +70,20 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
 
 
+def init_worker(parent_pid: int) -> None:
+    """Worker initializer: die with the driver (``die_with_parent``), and give progress bars a thread lock.
+
+    tqdm guards its bars with a cross-process lock, created at a process's first bar. In a spawned worker that
+    is a named semaphore registered with multiprocessing's resource tracker; a worker stopped by the driver
+    (Ctrl-C, SIGTERM) never unregisters it, and the tracker then warns of "leaked semaphore objects" at exit.
+    A worker's bars are off (runs train with ``progress=False``) and share no terminal with another process,
+    so a thread lock is all they need (``tqdm.set_lock``, tqdm's API for this)."""
+    from tqdm.std import tqdm as base_tqdm  # every tqdm class (auto, notebook, asyncio) inherits its lock
+
+    die_with_parent(parent_pid)
+    base_tqdm.set_lock(threading.RLock())
+
+
 @contextlib.contextmanager
 def _children_ignore_sigint():
     """Processes started inside ignore SIGINT from their first instruction (an ignored signal stays ignored
@@ -171,7 +185,7 @@ class LocalExecutor:
                 _advance(bar, cd)
         else:
             pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent, initargs=(os.getpid(),)
+                self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
             )
             try:
                 with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers

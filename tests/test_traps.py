@@ -394,7 +394,11 @@ def test_interrupt_ends_with_one_line_and_leaves_nothing_behind(tmp_path, sig):
         while sum("spawn_main" in " ".join(c.cmdline()) for c in psutil.Process(proc.pid).children()) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, "the driver started no workers in time"
             time.sleep(0.2)
-        time.sleep(1.0)
+        # a worker has trained a run: the signal lands inside real work, after a run's progress bar (tqdm)
+        # created its lock — a cross-process semaphore there used to leak when the worker was stopped
+        while sum(RunCache(cache_root).has_training(Config(**TINY, seed=s)) for s in range(N_TINY_RUNS)) <= PRE_CACHED:
+            assert time.monotonic() < deadline and proc.poll() is None, "the workers trained no run in time"
+            time.sleep(0.2)
         children = psutil.Process(proc.pid).children(recursive=True)  # the workers and multiprocessing's tracker
         signum = getattr(signal, sig)
         if signum == signal.SIGINT:
