@@ -13,6 +13,7 @@ Training runs find both on disk.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 
@@ -85,5 +86,21 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
             f"prepare [{label}]: Sentence-BERT embeddings of {len(captions):,} captions (cached by caption set)",
             flush=True,
         )
-        embed_captions(captions, progress=progress)
+        with _no_weight_loading_bar():
+            embed_captions(captions, progress=progress)
     return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _no_weight_loading_bar():
+    """transformers draws a bar over Sentence-BERT's 103 weight tensors as it loads them (milliseconds): noise
+    in every log that ignores ``--no-progress``. Off inside, transformers' own setting restored after."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()

@@ -140,6 +140,30 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     assert calls == [n_unique]
 
 
+def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, monkeypatch):
+    """transformers' "Loading weights" bar ignored ``--no-progress`` and filled every driver log: it is off while
+    the driver embeds the captions, and transformers' own setting is as it was afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from coherent_itr.data import sbert
+    from reproduce.prepare import prepare
+
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    seen = []
+    monkeypatch.setattr(
+        sbert,
+        "_encode",
+        lambda texts, bs, progress: (
+            seen.append(hf_logging.is_progress_bar_enabled()) or __import__("numpy").ones((len(texts), 384), "float32")
+        ),
+    )
+    sbert._MEMO.clear()
+    hf_logging.enable_progress_bar()
+    assert prepare(tiny_configs(1), progress=True) >= 0
+    assert seen == [False] and hf_logging.is_progress_bar_enabled()
+    sbert._MEMO.clear()
+
+
 def test_ledger_collects_its_own_profile_only(tmp_path):
     """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
     from reproduce import ledger_io
