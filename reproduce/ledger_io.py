@@ -693,7 +693,7 @@ def _stale_mask(rows: pd.DataFrame) -> pd.Series:
     """Boolean Series: which of ``rows`` are stale (:func:`is_stale`, for a whole table)."""
     if "note" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["note"].map(lambda n: isinstance(n, str) and n.startswith(STALE_PREFIX)).astype(bool)
+    return rows["note"].map(lambda n: is_stale({"note": n})).astype(bool)
 
 
 def verdict_cell(r) -> str:

@@ -662,7 +662,7 @@ def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_c
         try:
             fams = families(profile, wide, cache, is_collapsed=is_collapsed)
             papers = wide
-        except TuningIncomplete:  # another paper's survivors of the rungs are not trained yet: its rungs alone
+        except TuningIncomplete:  # another paper's survivors of the rungs are not trained yet: the invoked papers alone
             fams = families(profile, papers, cache, is_collapsed=is_collapsed)
     df = pd.DataFrame(_rows(fams))
     out = Path(results_dir)
