@@ -95,6 +95,7 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
 def _no_weight_loading_bar():
     """transformers draws a bar over Sentence-BERT's 103 weight tensors as it loads them (milliseconds): noise
     in every log that ignores ``--no-progress``. Off inside, transformers' own setting restored after."""
+    # heavy (transformers): imported only when a data set is prepared, so --help stays light
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
