@@ -115,6 +115,20 @@ def test_losses_with_their_own_seed_get_the_run_seed():
     assert len({c.key() for c in rs}) == len(rs)
 
 
+def _fake_sentence_bert(monkeypatch, record):
+    """Sentence-BERT's encoder replaced by one that calls ``record(texts)`` and returns unit rows (no model)."""
+    import numpy as np
+
+    from coherent_itr.data import sbert
+
+    def encode(texts, batch_size, progress):
+        record(texts)
+        return np.ones((len(texts), 384), dtype="float32")
+
+    monkeypatch.setattr(sbert, "_encode", encode)
+    sbert._MEMO.clear()
+
+
 def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     from coherent_itr import data as data_mod
     from coherent_itr.data import sbert
@@ -122,14 +136,7 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     calls = []
-    monkeypatch.setattr(
-        sbert,
-        "_encode",
-        lambda texts, bs, progress: (
-            calls.append(len(texts)) or __import__("numpy").ones((len(texts), 384), dtype="float32")
-        ),
-    )
-    sbert._MEMO.clear()
+    _fake_sentence_bert(monkeypatch, lambda texts: calls.append(len(texts)))
     cfgs = tiny_configs(3)  # three seeds, one data set
     assert prepare(cfgs, progress=False) >= 0
     splits = data_mod.load_splits("toy", scale="smoke")
@@ -150,14 +157,7 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     seen = []
-    monkeypatch.setattr(
-        sbert,
-        "_encode",
-        lambda texts, bs, progress: (
-            seen.append(hf_logging.is_progress_bar_enabled()) or __import__("numpy").ones((len(texts), 384), "float32")
-        ),
-    )
-    sbert._MEMO.clear()
+    _fake_sentence_bert(monkeypatch, lambda texts: seen.append(hf_logging.is_progress_bar_enabled()))
     hf_logging.enable_progress_bar()
     assert prepare(tiny_configs(1), progress=True) >= 0
     assert seen == [False] and hf_logging.is_progress_bar_enabled()
