@@ -92,8 +92,21 @@ class Page:
 
     @property
     def setup(self) -> str:
-        """One line naming data set, profile and seeds (figure titles, captions)."""
-        return f"{self.data}, profile {self.profile}, seeds {self.seeds}"
+        """One line naming data set, profile and seeds (figure titles, captions): see :attr:`seed_note`."""
+        return f"{self.data}, profile {self.profile}, {self.seed_note}"
+
+    @property
+    def seed_note(self) -> str:
+        """The seeds of the main and primary arms, and — where the profile gives them fewer
+        (:meth:`Profile.seeds_for`) — those of the other sweep points and of the seed-0 sweeps, so that a title
+        over a sweep never claims more seeds than its points have."""
+        prof = self.study.profile
+        fewer = []
+        if prof.sweep_seeds and list(prof.sweep_seeds) != self.seeds:
+            fewer.append(f"other sweep points {list(prof.sweep_seeds)}")
+        if prof.seed0_groups and self.seeds != [0]:
+            fewer.append("seed-0 sweeps [0]")
+        return f"seeds {self.seeds}" + (f" ({'; '.join(fewer)})" if fewer else "")
 
     @property
     def ours(self) -> str:
@@ -112,7 +125,7 @@ class Page:
             chosen=lambda d: d["chosen"].map({True: "✓", False: ""}),
         )
         cap = (
-            f"Tuning ({self.setup.replace(f'seeds {self.seeds}', 'seed 0')}): every main arm × setting on the "
+            f"Tuning ({self.data}, profile {self.profile}, seed 0): every main arm × setting on the "
             "validation split; val RSUM (%) at the selected checkpoint; ✓ = the setting all seeds then train "
             "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up; kept only if "
             "the arm's other seeds are healthy too — other seeds — else the next one). " + report.collapse_note()

@@ -228,3 +228,24 @@ def test_tuning_headers_never_show_a_raw_metric_key():
         assert raw == [], (c, header)
     assert page._tuning_header("rung_val_rsum") == "val RSUM at the rung (%)"
     assert "rsum" not in page._tuning_header("final_val_rsum")
+
+
+def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
+    """A figure over a sweep used to say "seeds [0, 1, 2, 3, 4]" while its points had 3 seeds or seed 0 only
+    (``Profile.seeds_for``): the setup line names every seed policy the profile has, and only those."""
+    from types import SimpleNamespace
+
+    from reproduce.profiles import get_profile
+
+    def setup(profile):
+        return page.Page(
+            "sam", "03_sam", profile.name, "flickr8k", study=SimpleNamespace(profile=profile, seeds=profile.seeds)
+        ).setup
+
+    default = get_profile("default")
+    assert default.sweep_seeds == (0, 1, 2) and "grid" in default.seed0_groups  # the profile this pins
+    assert setup(default) == (
+        "flickr8k, profile default, seeds [0, 1, 2, 3, 4] (other sweep points [0, 1, 2]; seed-0 sweeps [0])"
+    )
+    smoke = get_profile("smoke")  # one seed for every arm: nothing fewer to name
+    assert smoke.seeds == (0,) and setup(smoke) == "flickr8k, profile smoke, seeds [0]"
