@@ -22,11 +22,13 @@ ledger marks them instead of passing off an earlier run's verdicts as this one's
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import math
 import os
+import tempfile
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +57,18 @@ def kernel_name() -> str:
     from jupyter_client.kernelspec import KernelSpecManager
 
     return KERNEL if KERNEL in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+@contextlib.contextmanager
+def ipc_kernel_config():
+    """A traitlets config that connects papermill to its kernel over IPC (Unix sockets) in a private
+    temporary folder, removed afterwards, instead of localhost TCP: nothing on the machine can listen in,
+    and ipykernel's "running over TCP without encryption" warning stays out of the driver's log."""
+    # only when notebooks execute (traitlets comes with jupyter)
+    from traitlets.config import Config
+
+    with tempfile.TemporaryDirectory(prefix="coherent-itr-kernel-") as folder:
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "kernel")}})
 
 
 def inputs_hash(nb: Path, profile: str, data: str) -> str:
@@ -169,15 +183,17 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
     before, started = _claim_mtimes(results_dir), time.time()
     try:
         bar = {"desc": f"notebook {nb.stem} [{data}]", "unit": "cell", "leave": False} if progress else False
-        pm.execute_notebook(
-            str(nb),
-            str(out),
-            parameters={"profile": profile, "data": data},
-            kernel_name=kernel_name(),
-            cwd=str(NOTEBOOK_DIR),
-            progress_bar=bar,
-            log_output=False,
-        )
+        with ipc_kernel_config() as config:
+            pm.execute_notebook(
+                str(nb),
+                str(out),
+                parameters={"profile": profile, "data": data},
+                kernel_name=kernel_name(),
+                cwd=str(NOTEBOOK_DIR),
+                progress_bar=bar,
+                log_output=False,
+                config=config,
+            )
     except Exception:  # noqa: BLE001 — reported, and the driver exits non-zero
         old = old or {}
         last_ok = old if old.get("status") == "ok" else old.get("previous")  # what the claim files come from

@@ -215,3 +215,29 @@ def test_a_bad_line_in_the_release_stops_the_driver_before_any_work(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     (line,) = r.stderr.strip().splitlines()
     assert "Flickr8k.token.txt: line 8: malformed caption line" in line
+
+
+def test_notebook_kernels_connect_over_ipc_in_a_private_folder_without_the_tcp_warning(tmp_path, capfd):
+    """The driver's kernels talk over Unix sockets in a temporary folder (removed afterwards), so ipykernel's
+    "running over TCP without encryption" warning no longer fills the driver's log."""
+    import nbformat
+    import papermill as pm
+
+    from reproduce.notebooks import ipc_kernel_config
+
+    code = "from ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\nprint(app.transport, app.ip)"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), tmp_path / "in.ipynb")
+    with ipc_kernel_config() as config:
+        folder = Path(config.KernelManager.ip).parent
+        assert folder.is_dir()
+        pm.execute_notebook(
+            str(tmp_path / "in.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            kernel_name="python3",
+            progress_bar=False,
+            config=config,
+        )
+    transport, ip = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"].split()
+    assert transport == "ipc" and Path(ip).parent == folder
+    assert not folder.exists()
+    assert "without encryption" not in capfd.readouterr().err
