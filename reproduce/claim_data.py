@@ -23,6 +23,9 @@ Primary contrast fields (``[claim.primary]``):
   or a list of arms; ``versus`` — how a list enters: ``mean`` (A beats the mean of the list) or
   ``each`` (A beats every arm of the list: the per-seed effect is the smallest A − B over the list,
   an intersection–union test; arms a profile does not run are left out);
+* ``arm_groups`` (measure ``notebook`` only, with ``arms_of``) — the arm groups the notebook's quantity
+  is computed from: like the arms of an arm contrast, every arm of them gets every seed of a profile
+  (S3 rests on SAM's whole τ × sampling × keep-triplet grid);
 * ``co_metric``, ``co_scale`` — a co-primary metric: the per-seed effect is the smaller of the metric's
   difference and ``co_scale`` × the co-metric's difference (both must hold);
 * ``predicted_to_fail`` — an arm the claim predicts to fail: its collapse is the predicted outcome,
@@ -68,6 +71,7 @@ _PRIMARY_KEYS = {
     "tolerance",
     "measure",
     "arms_of",
+    "arm_groups",
     "arm_a",
     "arm_b",
     "versus",
@@ -101,6 +105,7 @@ class Contrast:
     arm_b: object = ""
     tolerance: float | None = None
     measure: str = "arms"  # "arms" | "notebook"
+    arm_groups: tuple = ()  # measure "notebook": the arm groups (of ``paper``) its quantity is computed from
     legacy: dict = field(default_factory=dict)  # metric / arms / statement (fragment) / sign, per data set allowed
     ratio: bool = True  # our effect / paper's effect is meaningful (same zero and unit)
     versus: str = "mean"  # a tuple arm_b: its mean ("mean") or every arm of it ("each")
@@ -322,8 +327,23 @@ def _primary(path, where, t, datasets, arm_names, is_metric) -> Contrast:
         paper = _text(path, where, "arms_of", t["arms_of"])
         arm_a = _arm(path, where, "arm_a", t["arm_a"], paper, arm_names, allow_list=False)
         arm_b = _arm(path, where, "arm_b", t["arm_b"], paper, arm_names, allow_list=True)
-    elif "arm_a" in t or "arm_b" in t or "arms_of" in t:
+    elif "arm_a" in t or "arm_b" in t:
         raise ClaimDataError(f"{path}: {where}: arm fields {arm_keys} belong to measure 'arms', not {measure!r}")
+    groups = t.get("arm_groups", [])
+    if measure == "arms" and "arm_groups" in t:
+        _fail(path, where, "arm_groups", groups, "no arm groups for measure 'arms' (its arms are arm_a, arm_b)")
+    if measure != "arms":
+        if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+            _fail(path, where, "arm_groups", groups, "a list of arm group names")
+        if ("arms_of" in t) != bool(groups):
+            raise ClaimDataError(
+                f"{path}: {where}: a notebook measure names the arms it reads with both 'arms_of' and "
+                f"'arm_groups' (a non-empty list), or neither"
+            )
+        if groups:
+            paper = _text(path, where, "arms_of", t["arms_of"])
+            if arm_names is not None and paper not in arm_names:
+                _fail(path, where, "arms_of", paper, f"a paper key of reproduce.experiments: {sorted(arm_names)}")
     if versus == "each" and not isinstance(arm_b, tuple):
         _fail(path, where, "versus", versus, "'mean' unless arm_b is a list of arms")
     co = t.get("co_metric")
@@ -350,6 +370,7 @@ def _primary(path, where, t, datasets, arm_names, is_metric) -> Contrast:
         arm_b=arm_b,
         tolerance=float(tol) if tol is not None else None,
         measure=measure,
+        arm_groups=tuple(groups),
         legacy=_legacy(path, where, t.get("legacy", {}), datasets, metric),
         ratio=ratio,
         versus=versus,
@@ -442,3 +463,10 @@ def primary_arm_names(paper: str, path: str = str(CLAIMS_TOML)) -> frozenset:
         if c.primary.measure == "arms" and c.primary.paper == paper:
             out |= c.primary.arm_names()
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=None)
+def primary_arm_groups(paper: str, path: str = str(CLAIMS_TOML)) -> frozenset:
+    """Arm groups of ``paper`` that a notebook-measured primary is computed from (``arm_groups``): a
+    profile gives every arm of them every seed, as it does the arms of :func:`primary_arm_names`."""
+    return frozenset(g for c in load(path).claims.values() if c.primary.paper == paper for g in c.primary.arm_groups)

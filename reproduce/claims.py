@@ -50,7 +50,25 @@ def known_arm_names() -> dict[str, set]:
     return {paper: {a.name for a in experiments.arms(paper, full)} for paper in experiments.PAPERS}
 
 
+def known_arm_groups() -> dict[str, set]:
+    """``{paper key: every arm group}`` of :mod:`reproduce.experiments`, profile as :func:`known_arm_names`."""
+    full = dataclasses.replace(get_profile("default"), thin_sweeps=False, skip_groups=frozenset())
+    return {paper: {a.group for a in experiments.arms(paper, full)} for paper in experiments.PAPERS}
+
+
+def _check_arm_groups(claims: dict[str, Claim], groups: dict[str, set], path=CLAIMS_TOML) -> None:
+    """Every ``arm_groups`` entry of a notebook measure is a group of its ``arms_of`` paper."""
+    for c in claims.values():
+        for g in c.primary.arm_groups:
+            if g not in groups.get(c.primary.paper, set()):
+                raise ClaimDataError(
+                    f"{path}: claim {c.id}, primary: arm_groups: got {g!r}, expected a group of "
+                    f"{c.primary.paper!r} in reproduce.experiments: {sorted(groups.get(c.primary.paper, ()))}"
+                )
+
+
 _FILE = load(CLAIMS_TOML, arm_names=known_arm_names(), is_metric=labels.is_metric_key)
+_check_arm_groups(_FILE.claims, known_arm_groups())
 CLAIMS: dict[str, Claim] = _FILE.claims
 NULL_PAIRS: list[tuple[str, str, str]] = _FILE.null_pairs
 # the relevance a loss was NOT trained on: synthetic world → true relevance r*, Flickr8k → expert judgements

@@ -27,7 +27,7 @@ from coherent_itr.config import Config
 from coherent_itr.registry import Registry
 
 from . import profiles as profile_mod
-from .claim_data import primary_arm_names
+from .claim_data import primary_arm_groups, primary_arm_names
 from .profiles import Profile
 
 SBERT = dict(relevance="sbert", relevance_params={"mode": "paired", "scale": "cosine"})
@@ -119,10 +119,10 @@ class Arm:
 
     def seeds(self, profile: Profile) -> tuple[int, ...]:
         """The profile's seeds for the arm's group — all of them when the arm enters a primary contrast
-        on every data set, whatever the group's cost rule."""
-        return profile.seeds_for(
-            self.seed_group, self.group in SWEEP_GROUPS, primary=self.name in primary_arm_names(self.paper)
-        )
+        on every data set (an arm contrast's arm, or an arm of a group a notebook-measured primary is
+        computed from), whatever the group's cost rule."""
+        primary = self.name in primary_arm_names(self.paper) or self.group in primary_arm_groups(self.paper)
+        return profile.seeds_for(self.seed_group, self.group in SWEEP_GROUPS, primary=primary)
 
     def configs(self, profile: Profile, **setting) -> list[Config]:
         """One config per seed of the profile (``Profile.seeds_for`` the arm's group)."""

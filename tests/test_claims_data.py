@@ -37,7 +37,7 @@ CHANGED_FIELDS = {
     "U5": _EACH,  # both sides of the γ peak
     "S1": ("primary.paper_says",),
     "S2": ("primary.paper_says",),
-    "S3": ("primary.paper_says",),
+    "S3": ("primary.paper_says", "primary.paper", "primary.arm_groups"),  # rests on SAM's grid (every seed)
     "X1": ("statement", "primary.paper_says"),  # named for what it is: the VSE++ premise
 }
 CHANGED = {(cid, f) for cid, fs in CHANGED_FIELDS.items() for f in fs}
@@ -286,3 +286,45 @@ def test_the_package_file_is_checked_against_the_study_arms_and_metric_keys(tmp_
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
     with pytest.raises(ClaimDataError, match=message):
         load(path, arm_names=registry.known_arm_names(), is_metric=labels.is_metric_key)
+
+
+NOTEBOOK_PRIMARY = """[claim.primary]
+statement = "A cell beats B cells on average"
+metric = "rsum"
+unit = "RSUM points"
+measure = "notebook"
+"""
+
+
+def _notebook_claim(extra: str) -> str:
+    """GOOD with its primary replaced by a notebook measure plus ``extra`` lines."""
+    start, end = GOOD.index("[claim.primary]"), GOOD.index("[claim.paper_effect]")
+    return GOOD[:start] + NOTEBOOK_PRIMARY + extra + "\n" + GOOD[end:]
+
+
+def test_a_notebook_measure_names_the_arm_groups_it_is_computed_from(tmp_path):
+    c = _load(tmp_path, _notebook_claim('arms_of = "p"\narm_groups = ["grid"]'))["Q1"]
+    assert c.primary.measure == "notebook" and c.primary.paper == "p" and c.primary.arm_groups == ("grid",)
+    assert _load(tmp_path, _notebook_claim(""))["Q1"].primary.arm_groups == ()
+    for extra, message in [
+        ('arms_of = "p"', r"with both 'arms_of' and 'arm_groups' \(a non-empty list\), or neither"),
+        ('arm_groups = ["grid"]', r"with both 'arms_of' and 'arm_groups'"),
+        ('arms_of = "p"\narm_groups = []', r"with both 'arms_of' and 'arm_groups'"),
+        ('arms_of = "p"\narm_groups = "grid"', r"field 'arm_groups' = 'grid': expected a list of arm group names"),
+        ('arms_of = "q"\narm_groups = ["grid"]', r"field 'arms_of' = 'q': expected a paper key"),
+    ]:
+        with pytest.raises(ClaimDataError, match=message):
+            _load(tmp_path, _notebook_claim(extra))
+    arms = GOOD.replace('versus = "each"', 'versus = "each"\narm_groups = ["grid"]', 1)
+    with pytest.raises(ClaimDataError, match=r"field 'arm_groups' = \['grid'\]: expected no arm groups for measure"):
+        _load(tmp_path, arms)
+
+
+def test_the_package_file_names_only_arm_groups_the_study_has(tmp_path):
+    """S3 rests on SAM's grid (its arms then get every seed); a misspelt group fails naming the claim."""
+    assert registry.CLAIMS["S3"].primary.arm_groups == ("grid",)
+    groups = registry.known_arm_groups()
+    registry._check_arm_groups(registry.CLAIMS, groups)
+    bad = {**groups, "sam": groups["sam"] - {"grid"}}
+    with pytest.raises(ClaimDataError, match=r"claim S3, primary: arm_groups: got 'grid', expected a group of 'sam'"):
+        registry._check_arm_groups(registry.CLAIMS, bad)

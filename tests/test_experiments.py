@@ -66,11 +66,13 @@ def test_trend_and_peak_claims_get_four_points_and_at_least_three_seeds(prof):
 
 
 def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_arms():
+    from reproduce.claim_data import primary_arm_groups
     from reproduce.claims import primary_arm_names
 
     syn, f8k = both()
     for paper in experiments.PAPERS:
-        primary = primary_arm_names(paper)
+        groups = primary_arm_groups(paper)
+        primary = primary_arm_names(paper) | {a.name for a in experiments.arms(paper, syn) if a.group in groups}
         for arm in experiments.arms(paper, f8k):
             # an arm of a primary contrast always gets every seed (issue 15), whatever its group's cost rule
             sweep = arm.group in experiments.SWEEP_GROUPS
@@ -85,6 +87,11 @@ def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_
     assert reduced and all(a.seeds(f8k) == (profiles.PRIMARY_SEEDS if a.name in s1 else (0,)) for a in reduced)
     full = [a for a in experiments.arms("sam", f8k) if a.group == "fraction" and a not in reduced]
     assert len(full) == 3 and all(a.seeds(f8k) == profiles.PRIMARY_SEEDS for a in full)
+    # S3's primary (SN vs HN over the τ × keep-triplet cells) rests on SAM's grid: every cell, every seed
+    for prof in (syn, f8k):
+        grid = [a for a in experiments.arms("sam", prof) if a.group == "grid"]
+        assert len(grid) == 12 and all(a.seeds(prof) == profiles.PRIMARY_SEEDS for a in grid)
+    assert not any(primary_arm_groups(p) & profiles.FLICKR8K_SEED0_GROUPS for p in experiments.PAPERS)
 
 
 @pytest.mark.parametrize("prof", both(), ids=["synthetic", "flickr8k"])

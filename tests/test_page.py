@@ -243,7 +243,7 @@ def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
         ).setup
 
     default = get_profile("default")
-    assert default.sweep_seeds == (0, 1, 2) and "grid" in default.seed0_groups  # the profile this pins
+    assert default.sweep_seeds == (0, 1, 2) and "fraction_reduced" in default.seed0_groups  # the profile this pins
     assert setup(default) == (
         "flickr8k, profile default, seeds [0, 1, 2, 3, 4] (other sweep points [0, 1, 2]; seed-0 sweeps [0])"
     )
