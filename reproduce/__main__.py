@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .paths import PAPER_NOTEBOOKS, ROOT
-from .profiles import PROFILES, profile_for
+from .profiles import COSTS, PROFILES, profile_for
 
 NO_ENVIRONMENT = (
     "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
@@ -537,7 +537,13 @@ def run(args, sets: list[str]) -> int:
     # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from . import progress as progress_mod
 
-    out.progress = progress_mod.start(args, plans, cache)  # the whole plan, its estimate, the bar
+    nb_s = notebooks.expected_seconds(
+        [(p.data, p.results_dir) for p in plans],
+        notebooks.for_papers(args.papers),
+        args.workers,
+        {d: c["notebooks_s"] for d, c in COSTS.items()},
+    )
+    out.progress = progress_mod.start(args, plans, cache, nb_s)  # the whole plan, its estimate, the bar
     trained_until = {}
     for plan in plans:
         t = time.perf_counter()

@@ -71,6 +71,22 @@ def ipc_kernel_config():
         yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "kernel")}})
 
 
+def expected_seconds(sets: list[tuple[str, Path]], only: list[str] | None, workers: int, cold_s: dict) -> float:
+    """Estimated wall seconds of executing the selected notebooks of every ``(data, results_dir)`` in one
+    pool of ``workers`` kernels: each notebook's last successful execution (its stamp's ``finished`` −
+    ``started``), else its share of ``cold_s[data]`` (a whole cold run's notebooks, measured with two
+    kernels). An upper bound: a notebook whose inputs are unchanged is not executed again."""
+    nbs = notebook_paths(only)
+    total = 0.0
+    for data, results_dir in sets:
+        share = 2 * cold_s.get(data, 0.0) / max(1, len(notebook_paths()))
+        for nb in nbs:
+            st = read_stamp(stamp_path(results_dir, nb)) or {}
+            took = float(st.get("finished") or 0) - float(st.get("started") or 0)
+            total += took if st.get("status") == "ok" and took > 0 else share
+    return total / max(1, min(workers, len(nbs) * len(sets)))
+
+
 def inputs_hash(nb: Path, profile: str, data: str) -> str:
     """Hash of everything an executed notebook depends on (see the module docstring)."""
     # heavy (torch): __main__ imports this module for --help

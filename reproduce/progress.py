@@ -377,13 +377,14 @@ def plan_lines(profile_name: str, progress: RunProgress, skip_notebooks: bool) -
     return lines
 
 
-def start(args, plans: list, cache) -> RunProgress:
-    """Estimate the driver's ``plans`` (``reproduce.__main__.DataSetPlan``), print the plan lines (and, for
+def start(args, plans: list, cache, notebooks_s: float) -> RunProgress:
+    """Estimate the driver's ``plans`` (``reproduce.__main__.DataSetPlan``) with ``notebooks_s`` wall seconds of
+    notebooks (the driver's estimate: ``reproduce.notebooks.expected_seconds``), print the plan lines (and, for
     the ``paper`` profile, its cost on this device) and return the invocation's :class:`RunProgress`."""
     estimates = {
         p.data: plan_data_set(p.profile, p.data, p.papers, p.configs, p.todo, cache) for p in plans if p.data in COSTS
     }
-    nb = 0.0 if args.skip_notebooks else sum(COSTS[p.data]["notebooks_s"] for p in plans if p.data in COSTS)
+    nb = 0.0 if args.skip_notebooks else notebooks_s
     prog = RunProgress(estimates, args.workers, nb, enabled=not args.no_progress)
     for line in plan_lines(args.profile, prog, args.skip_notebooks):
         print(line, flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 
 import pytest
 
@@ -371,3 +372,23 @@ def test_trained_tuning_runs_leave_nothing_to_do(tmp_path, monkeypatch):
     assert plan.tuned and plan.configs == cfgs and plan.todo == []
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: [*cfgs, tiny_configs(3)[2]])
     assert len(driver.plan_data_set(args, "synthetic", cache).todo) == 1  # an untrained one still is work
+
+
+def test_the_notebook_estimate_is_each_notebooks_last_execution_else_its_share_of_a_cold_run(tmp_path):
+    """``--papers data`` used to be priced as every notebook of a cold run (≈ 5 min for a 10 s notebook)."""
+    from reproduce import notebooks
+    from reproduce.paths import notebook_paths
+
+    sam, data = notebook_paths(["03"])[0], notebook_paths(["06"])[0]
+    (tmp_path / "notebooks").mkdir()
+    json.dump({"status": "ok", "started": 100.0, "finished": 140.0}, open(notebooks.stamp_path(tmp_path, sam), "w"))
+    json.dump({"status": "failed", "started": 100.0}, open(notebooks.stamp_path(tmp_path, data), "w"))
+    share = 2 * 80.0 / len(notebook_paths())  # a cold run's notebooks were measured with two kernels
+    sets, cold = [("synthetic", tmp_path)], {"synthetic": 80.0}
+    assert notebooks.expected_seconds(sets, ["03"], 1, cold) == pytest.approx(40.0)
+    assert notebooks.expected_seconds(sets, ["06"], 1, cold) == pytest.approx(share)  # failed: no duration
+    assert notebooks.expected_seconds(sets, ["03", "06"], 1, cold) == pytest.approx(40.0 + share)
+    assert notebooks.expected_seconds(sets, ["03", "06"], 2, cold) == pytest.approx((40.0 + share) / 2)
+    assert notebooks.expected_seconds(sets, ["03"], 2, cold) == pytest.approx(40.0)  # one notebook: one kernel
+    every = notebooks.expected_seconds([("synthetic", tmp_path / "none")], None, 2, cold)
+    assert every == pytest.approx(80.0)  # no stamp at all: the cold run's measured wall time
