@@ -5,7 +5,8 @@ every run they need, so a notebook only reads the cache and draws. Executed copi
 ``<results>/notebooks/``; a failing notebook is reported and the others still run.
 
 A notebook whose inputs have not changed since it last succeeded is not executed again: its
-inputs are the notebook file, the ``reproduce`` package, the library source hash (which fixes
+inputs are the notebook file, the ``reproduce`` package (its modules and every file under
+``reproduce/data/``: the claims file, the papers' tables), the library source hash (which fixes
 every cached run), the profile and the data set; their hash is stamped next to the executed copy
 (``.<notebook>.inputs``, JSON: inputs hash, status ``ok``/``failed``, when it started, and the claim
 files it wrote). The driver asks for an execution that started after its own training ended
@@ -87,14 +88,16 @@ def expected_seconds(sets: list[tuple[str, Path]], only: list[str] | None, worke
     return total / max(1, min(workers, len(nbs) * len(sets)))
 
 
-def inputs_hash(nb: Path, profile: str, data: str) -> str:
-    """Hash of everything an executed notebook depends on (see the module docstring)."""
+def inputs_hash(nb: Path, profile: str, data: str, pkg: Path | None = None) -> str:
+    """Hash of everything an executed notebook depends on (see the module docstring); ``pkg``: the package
+    folder (default: ``reproduce/``)."""
     # heavy (torch): __main__ imports this module for --help
     from coherent_itr.runs import source_hash
 
     h = hashlib.sha256()
-    pkg = Path(__file__).resolve().parent
-    inputs = sorted([*pkg.rglob("*.py"), *(pkg / "data").rglob("*.csv")])  # modules and paper-number files
+    pkg = Path(__file__).resolve().parent if pkg is None else Path(pkg)
+    # modules, the claims file and the paper-number files (what a notebook's claim rows are written from)
+    inputs = sorted([*pkg.rglob("*.py"), *(p for p in (pkg / "data").rglob("*") if p.is_file())])
     for f in [nb, *inputs]:
         name = f.name if f == nb else str(f.relative_to(pkg))
         h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")

@@ -392,3 +392,30 @@ def test_the_notebook_estimate_is_each_notebooks_last_execution_else_its_share_o
     assert notebooks.expected_seconds(sets, ["03"], 2, cold) == pytest.approx(40.0)  # one notebook: one kernel
     every = notebooks.expected_seconds([("synthetic", tmp_path / "none")], None, 2, cold)
     assert every == pytest.approx(80.0)  # no stamp at all: the cold run's measured wall time
+
+
+def test_a_notebooks_inputs_include_the_claims_file_and_the_paper_tables(tmp_path):
+    """Notebooks write their claim rows from ``reproduce/data/claims.toml``: a change there alone (an arm group,
+    a statement) must re-execute them, as a change of a module or a paper-number table does."""
+    from reproduce import notebooks
+    from reproduce.paths import notebook_paths
+
+    pkg = tmp_path / "pkg"
+    (pkg / "data" / "paper_tables").mkdir(parents=True)
+    (pkg / "mod.py").write_text("x = 1\n")
+    (pkg / "data" / "claims.toml").write_text('[[claim]]\nid = "S3"\n')
+    (pkg / "data" / "paper_tables" / "sam.csv").write_text("a,b\n1,2\n")
+    nb = notebook_paths(["03"])[0]
+    base = notebooks.inputs_hash(nb, "default", "synthetic", pkg)
+    assert base == notebooks.inputs_hash(nb, "default", "synthetic", pkg)
+    seen = {base}
+    for f, text in [
+        ("data/claims.toml", '[[claim]]\nid = "S3"\narm_groups = ["grid"]\n'),
+        ("data/paper_tables/sam.csv", "a,b\n1,3\n"),
+        ("mod.py", "x = 2\n"),
+    ]:
+        (pkg / f).write_text(text)
+        h = notebooks.inputs_hash(nb, "default", "synthetic", pkg)
+        assert h not in seen, f
+        seen.add(h)
+    assert notebooks.inputs_hash(nb, "default", "flickr8k", pkg) not in seen
