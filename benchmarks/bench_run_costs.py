@@ -27,8 +27,21 @@ OUT = ROOT / "results" / "benchmarks"
 MODEL_FIELDS = ("embed_dim", "word_dim", "text_hidden", "batch_size", "early_stop_patience", "lr_decay_epoch")
 
 
-def observations(data: str, profile_name: str = "default", cache_root=None):
-    """One row per cached training entry of ``data`` with the profile's model and schedule."""
+def plan_keys(data: str, profile_name: str = "default", cache_root=None) -> set:
+    """Run keys of the profile's whole protocol on ``data`` as the cache decides it now: the tuning runs (rungs),
+    the settings that went on to the cap, and the final runs of the tuned plan (what one cold run trains)."""
+    from coherent_itr.runs import RunCache
+    from reproduce import tuning
+    from reproduce.study import profile_for
+
+    prof, cache = profile_for(profile_name, data), RunCache(cache_root)
+    runs = [*tuning.tuning_configs(prof), *tuning.survivor_configs(prof, None, cache)]
+    return {cache.train_key(c) for c in [*runs, *tuning.tuned_plan(prof, None, cache)]}
+
+
+def observations(data: str, profile_name: str = "default", cache_root=None, planned: set | None = None):
+    """One row per cached training entry of ``data`` with the profile's model and schedule (``in_plan``: the
+    run is one of the protocol's, :func:`plan_keys`)."""
     import pandas as pd
 
     from coherent_itr.config import Config
@@ -39,6 +52,7 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
     prof = profile_for(profile_name, data)
     want = {k: prof.model[k] for k in MODEL_FIELDS if k in prof.model}
     cache = RunCache(cache_root)
+    planned = plan_keys(data, profile_name, cache_root) if planned is None else planned
     evals = {}
     for m in (cache.root / "eval").glob("*/metrics.json"):
         try:
@@ -53,14 +67,15 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
         except (OSError, ValueError):
             continue
         c = r["config"]
-        if c.get("data") != data or any(c.get(k) != v for k, v in want.items()):
+        # S1's reduced-data runs stretch patience and the decay epoch: kept when they are the plan's
+        if c.get("data") != data or (any(c.get(k) != v for k, v in want.items()) and r.get("run_key") not in planned):
             continue
         t = r["timing"]
         n = max(1, int(r["epochs_run"]))
         rows.append(
             {
                 "loss": c["loss"],
-                "kind": "full" if c["epochs"] == prof.model["epochs"] else "rung",
+                "kind": "rung" if c["epochs"] < prof.model["epochs"] else "full",  # S1's stretched runs: full
                 "lr": c["lr"],
                 "warmup_epochs": c.get("warmup_epochs", 0),
                 "train_fraction": c.get("train_fraction", 1.0),
@@ -73,6 +88,7 @@ def observations(data: str, profile_name: str = "default", cache_root=None):
                 "total_s": t["total_s"],
                 "estimated_s": run_seconds(Config.from_dict(c), data, evaluated=False),
                 "eval_s": evals.get(r.get("run_key")),
+                "in_plan": r.get("run_key") in planned,
                 "finished": rec_path.stat().st_mtime,
             }
         )
@@ -108,12 +124,26 @@ def epochs_by_lr(obs):
     return full.pivot_table(index="loss", columns="lr", values="epochs_run", aggfunc="median")
 
 
+def plan_line(obs, n_planned: int) -> str:
+    """What the protocol's own runs (``in_plan``) took: the measured cost of its training in one cold run."""
+    p = obs[obs.in_plan]
+    ev = p.eval_s.dropna()
+    return (
+        f"**The protocol's plan** (tuning rungs, the settings that went on, the tuned final runs): {n_planned} runs, "
+        f"{len(p)} of them cached with timings; they took **{p.total_s.sum() / 3600:.2f} worker-hours** of `train()` "
+        f"and {ev.sum() / 3600:.2f} of test evaluation ({len(ev)} evaluated), ≈ "
+        f"{(p.total_s.sum() + ev.sum()) / 3600 / 2:.1f} h of wall time at 2 workers without data preparation and "
+        f"notebooks; the cost model priced them at {p.estimated_s.sum() / 3600:.2f} worker-hours of training."
+    )
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=("synthetic", "flickr8k"), required=True)
     ap.add_argument("--profile", default="default")
     a = ap.parse_args(argv)
-    obs = observations(a.data, a.profile)
+    planned = plan_keys(a.data, a.profile)
+    obs = observations(a.data, a.profile, planned=planned)
     if obs.empty:
         raise SystemExit(f"no cached {a.data} runs of the {a.profile} profile's model: run the study first")
     s = summary(obs)
@@ -129,6 +159,8 @@ def main(argv=None) -> None:
         f"{sum(obs.total_s) / sum(obs.estimated_s):.2f} (per loss below). Machine: {os.cpu_count()} CPUs; timed "
         "inside the workers (two side by side; other jobs may have shared the cores). Produced by "
         "`benchmarks/bench_run_costs.py`.",
+        "",
+        plan_line(obs, len(planned)),
         "",
         s.to_markdown(index=False, floatfmt=".2f"),
         "",
