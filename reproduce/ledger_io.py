@@ -306,10 +306,11 @@ def _row_kind(r: dict) -> str:
 
 
 def _noise_key(r: dict, prim, data) -> str | None:
-    """The (data set, metric key) group whose noise floor the row shares and feeds: a primary of two arms, its
-    registry metric; another row contrasting two arms on a test-record metric, that metric; else None."""
+    """The (data set, metric key) group whose noise floor the row shares and feeds: a primary of two arms, or a
+    notebook-measured primary computed from arm groups (S3: SN − HN on test RSUM, averaged over the grid's cells),
+    its registry metric; another row contrasting two arms on a test-record metric, that metric; else None."""
     if prim:
-        return str(prim.metric_for(data)) if prim.measure == "arms" else None
+        return str(prim.metric_for(data)) if prim.measure == "arms" or prim.arm_groups else None
     return metric_key(r.get("metric")) if _is_arm_contrast(r) else None
 
 

@@ -603,3 +603,25 @@ def test_manifest_keeps_each_data_sets_last_training(tmp_path):
     assert per["flickr8k"]["phases_s"] == {"flickr8k_train_s": 4000.0, "flickr8k_prepare_s": 700.0}
     write_manifest(tmp_path, "smoke", ["synthetic"], 3.0, {}, 2)  # another profile: nothing carried over
     assert "last_training_by_data" not in man()
+
+
+def test_a_notebook_primary_computed_from_arm_groups_shares_its_metrics_noise_floor(tmp_path):
+    """S3 (SN − HN on test RSUM, mean over the SAM grid's cells) is an arm contrast on RSUM measured in the
+    notebook: it feeds and takes the RSUM floor like B1, so T = max(floor, 0.5 × |paper effect|); a notebook
+    measure of no arm groups (S4, a correlation difference) has none."""
+    s3 = registry.CLAIMS["S3"].primary
+    assert s3.measure == "notebook" and s3.arm_groups == ("grid",)
+    b1, sn = [60.0, 55.0, 62.0], [-30.0, -50.0, -40.0]
+    _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", b1)])
+    s3_row = {**_row("S3", "rsum", "SAM SN vs HN, mean over 4 cells", sn, statement=s3.statement, notebook="03_sam")}
+    s4 = registry.CLAIMS["S4"].primary
+    s4_row = _row("S4", "pearson_r", "NCS vs GT", [0.1, 0.12, 0.11], statement=s4.statement, notebook="03_sam")
+    _write(tmp_path, "sam", "synthetic", [{**s3_row, "role": "primary"}, {**s4_row, "role": "primary"}])
+    df = ledger_io.collect(tmp_path)
+    prim = df[(df["role"] == "primary") & (df["dataset"] == "synthetic")].set_index("id")
+    ss = sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in (b1, sn))
+    floor = 2 * math.sqrt(ss / 4)
+    assert prim.loc["S3", "n_seeds"] == 3 and prim.loc["S3", "effect"] == pytest.approx(-40.0)
+    assert prim.loc["S3", "noise_floor"] == pytest.approx(floor) == prim.loc["B1", "noise_floor"]
+    assert prim.loc["S3", "threshold"] == pytest.approx(max(floor, 0.5 * 27.05))
+    assert math.isnan(prim.loc["S4", "noise_floor"]) and "no noise floor for this measure" in prim.loc["S4", "reason"]
