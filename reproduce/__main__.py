@@ -596,6 +596,16 @@ def runs_cached(plans: list[DataSetPlan]) -> int:
     return sum(cache.has_training(c) for c in configs.values())
 
 
+def data_warnings_once() -> None:
+    """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
+    the driver's output: the preparation reads the same files from several places (the workers ignore them,
+    ``executors.init_worker``). Call inside ``warnings.catch_warnings()``."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.data.flickr8k import Flickr8kWarning
+
+    warnings.filterwarnings("once", category=Flickr8kWarning)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
 
@@ -608,7 +618,9 @@ def main(argv=None) -> int:
         sets = validate(args)
         if args.verify_cache:
             return verify(args)
-        return run(args, sets)
+        with warnings.catch_warnings():
+            data_warnings_once()
+            return run(args, sets)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

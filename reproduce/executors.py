@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -71,7 +72,8 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def init_worker(parent_pid: int) -> None:
-    """Worker initializer: die with the driver (``die_with_parent``), and give progress bars a thread lock.
+    """Worker initializer: die with the driver (``die_with_parent``), give progress bars a thread lock, and leave
+    the Flickr8k release's warnings to the driver, which reports each once while preparing the data.
 
     tqdm guards its bars with a cross-process lock, created at a process's first bar. In a spawned worker that
     is a named semaphore registered with multiprocessing's resource tracker; a worker stopped by the driver
@@ -80,8 +82,12 @@ def init_worker(parent_pid: int) -> None:
     so a thread lock is all they need (``tqdm.set_lock``, tqdm's API for this)."""
     from tqdm.std import tqdm as base_tqdm  # every tqdm class (auto, notebook, asyncio) inherits its lock
 
+    # the workers load the data module anyway; the driver has reported the release's warnings while preparing
+    from coherent_itr.data.flickr8k import Flickr8kWarning
+
     die_with_parent(parent_pid)
     base_tqdm.set_lock(threading.RLock())
+    warnings.filterwarnings("ignore", category=Flickr8kWarning)  # one copy per worker said nothing new
 
 
 @contextlib.contextmanager

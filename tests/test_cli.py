@@ -241,3 +241,40 @@ def test_notebook_kernels_connect_over_ipc_in_a_private_folder_without_the_tcp_w
     assert transport == "ipc" and Path(ip).parent == folder
     assert not folder.exists()
     assert "without encryption" not in capfd.readouterr().err
+
+
+def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_a_worker():
+    """The driver's log had each Flickr8k warning up to four times: from two places of the preparation and once
+    per worker. Another warning stays as it was."""
+    import uuid
+    import warnings
+
+    from coherent_itr.data.flickr8k import Flickr8kWarning
+    from reproduce.__main__ import data_warnings_once
+
+    text = f"Flickr8k.token.txt: skipped the captions of a missing image ({uuid.uuid4().hex})"
+
+    def from_one_place():
+        warnings.warn(text, Flickr8kWarning, stacklevel=1)
+
+    def from_another_place():
+        warnings.warn(text, Flickr8kWarning, stacklevel=1)
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")  # Python's default: once per place, so twice here without the driver's rule
+        data_warnings_once()
+        from_one_place()
+        from_another_place()
+        from_one_place()
+    assert [str(w.message) for w in shown] == [text]
+    code = (
+        "import os, warnings\n"
+        "from coherent_itr.data.flickr8k import Flickr8kWarning\n"
+        "from reproduce.executors import init_worker\n"
+        "init_worker(os.getppid())\n"
+        "warnings.warn('release note', Flickr8kWarning)\n"
+        "warnings.warn('another warning', UserWarning)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "release note" not in r.stderr and "another warning" in r.stderr
