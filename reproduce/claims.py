@@ -18,6 +18,7 @@ contrast (complexity slope, label agreement, approximation error, identity, curv
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pandas as pd
 
@@ -43,17 +44,22 @@ __all__ = [
 ]
 
 
-def known_arm_names() -> dict[str, set]:
-    """``{paper key: every arm name}`` of :mod:`reproduce.experiments` under the default profile with
-    its sweeps unthinned and no group skipped (the names a claim may use)."""
+@functools.cache
+def _known_arms() -> dict[str, tuple]:
+    """``{paper key: every arm}`` of :mod:`reproduce.experiments` under the default profile with its sweeps
+    unthinned and no group skipped; built once (the names and groups a claim may use both come from it)."""
     full = dataclasses.replace(get_profile("default"), thin_sweeps=False, skip_groups=frozenset())
-    return {paper: {a.name for a in experiments.arms(paper, full)} for paper in experiments.PAPERS}
+    return {paper: tuple(experiments.arms(paper, full)) for paper in experiments.PAPERS}
+
+
+def known_arm_names() -> dict[str, set]:
+    """``{paper key: every arm name}`` of :func:`_known_arms` (the names a claim may use)."""
+    return {paper: {a.name for a in arms} for paper, arms in _known_arms().items()}
 
 
 def known_arm_groups() -> dict[str, set]:
-    """``{paper key: every arm group}`` of :mod:`reproduce.experiments`, profile as :func:`known_arm_names`."""
-    full = dataclasses.replace(get_profile("default"), thin_sweeps=False, skip_groups=frozenset())
-    return {paper: {a.group for a in experiments.arms(paper, full)} for paper in experiments.PAPERS}
+    """``{paper key: every arm group}`` of :func:`_known_arms`."""
+    return {paper: {a.group for a in arms} for paper, arms in _known_arms().items()}
 
 
 def _check_arm_groups(claims: dict[str, Claim], groups: dict[str, set], path=CLAIMS_TOML) -> None:
