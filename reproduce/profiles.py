@@ -9,10 +9,10 @@ The protocol of ``default`` (Musgrave et al., "A Metric Learning Reality Check",
 before the cold run whose results it decides, the same for every arm:
 
 1. **Tuning** (``reproduce.tuning``): every arm of every paper's main comparison gets the same
-   search on the *validation* split with seed 0 — lr ∈ {2e-4, 6e-4, 2e-3} × warm-up ∈ {0, 1}
+   search on the *validation* split with seed 0 — lr ∈ {2e-4, 6e-4, 2e-3, 6e-3} × warm-up ∈ {0, 1}
    epoch when a warm-up changes its loss (``ITRLoss.honours_warmup``; lr only otherwise) — by
    successive halving: every setting trains ``RUNG_EPOCHS`` = 5 epochs after its warm-up, the better
-   half of each grid (3 of 6, 2 of 3) goes on to the cap, the others stop there. Loss
+   half of each grid (4 of 8, 2 of 4) goes on to the cap, the others stop there. Loss
    hyper-parameters the papers fixed stay fixed. The setting with the best validation RSUM
    (collapsed runs last; ties → smaller lr, then no warm-up) is trained with every seed; sweep
    arms use their family's.
@@ -95,7 +95,7 @@ class TuningGrid:
     """The search every main-comparison arm gets (Reality Check): ``lr`` × ``warmup_epochs`` (the
     latter only for losses built on hardest negatives), on the validation split with ``seed``."""
 
-    lr: tuple[float, ...] = (2e-4, 6e-4, 2e-3)
+    lr: tuple[float, ...] = (2e-4, 6e-4, 2e-3, 6e-3)
     warmup_epochs: tuple[int, ...] = (0, 1)
     seed: int = 0
     #: successive halving (``reproduce.tuning``): every setting first trains this many epochs after its

@@ -6,13 +6,13 @@ The protocol, exactly:
   overview arms, BCLS Table VIII, Ladder Table I, SAM's full-data fraction arms, Listwise Table V,
   Unified Table 1). Two arms with the same config (VSE++ appears in five papers) are tuned once.
 * **The search** (``Profile.tuning``, a :class:`~reproduce.profiles.TuningGrid`): lr ∈ {2e-4, 6e-4,
-  2e-3} × warm-up ∈ {0, 1} epoch when a warm-up changes the arm's loss (it selects hardest negatives:
+  2e-3, 6e-3} × warm-up ∈ {0, 1} epoch when a warm-up changes the arm's loss (it selects hardest negatives:
   the library's ``ITRLoss.honours_warmup``, which the training loop reads too), lr alone otherwise —
-  6 or 3 runs per arm, seed 0, under the profile's epoch cap and early stopping. Loss hyper-parameters
+  8 or 4 runs per arm, seed 0, under the profile's epoch cap and early stopping. Loss hyper-parameters
   stay as the papers fixed them.
 * **Successive halving** (``TuningGrid.rung_epochs`` > 0; the ``default`` profile): every setting first
   trains ``rung_epochs`` epochs after its warm-up (:func:`rung_config`); the better half of each grid
-  (``keep``, rounded up: 3 of 6, 2 of 3), in the selection order below, trains on to the cap and the others
+  (``keep``, rounded up: 4 of 8, 2 of 4), in the selection order below, trains on to the cap and the others
   stop there (``went_on`` in the tables; never chosen). The same rung and share for every arm. A
   survivor trains again from its first epoch, which repeats the rung bit for bit (the schedule does not
   depend on the cap: tested), so a cached full run also answers for its rung (:func:`rung_view`).

@@ -204,7 +204,7 @@ def test_default_profiles_have_calibrated_theta_where_it_differs_from_the_litera
 
 def test_profiles_state_the_protocol():
     d = get_profile("default")
-    assert d.tuning.lr == (2e-4, 6e-4, 2e-3) and d.tuning.warmup_epochs == (0, 1) and d.tuning.seed == 0
+    assert d.tuning.lr == (2e-4, 6e-4, 2e-3, 6e-3) and d.tuning.warmup_epochs == (0, 1) and d.tuning.seed == 0
     assert d.model["early_stop_patience"] >= 1 and d.model["epochs"] >= 3
     smoke = get_profile("smoke")
     assert len(smoke.tuning.settings(True)) == 1  # a one-point grid: the code path, fast
