@@ -2,10 +2,10 @@
 
 When a tuning grid's top lr is what most families choose, the optimum may lie above it. For every X1 main arm
 whose chosen lr is the grid's top, this trains the tuning seed at the chosen setting with the lr one grid step
-further (×3, the grid's own log spacing, rounded) and compares validation RSUM at the selected checkpoint — the number the tuner
-ranks by; no test metric is read. One seed per setting, as in tuning: read a difference of a few RSUM against
-the seed spread of ``results/<data>/overview/x1_main_*.md``. Runs go through the run cache (resumable; they are
-not part of any plan).
+further (×3, the grid's own log spacing, rounded) and compares validation RSUM at the selected checkpoint — the
+number the tuner ranks by; no test metric is read. One seed per setting, as in tuning: read a difference of a
+few RSUM against the seed spread of ``results/<data>/overview/x1_main_*.md``. Runs go through the run cache
+(resumable; they are not part of any plan).
 
     FLICKR8K_DIR=... python benchmarks/bench_lr_edge.py --data synthetic,flickr8k
 

@@ -238,7 +238,8 @@ def test_tuning_configs_are_the_grid_of_each_distinct_main_arm_at_seed_0():
     assert {c.seed for c in cfgs} == {0}
     assert {c.lr for c in cfgs} == {2e-4, 6e-4, 2e-3, 6e-3}
     vsepp = [c for c in cfgs if c.loss == "triplet" and c.loss_params == {} and c.train_fraction == 1.0]
-    assert sorted((c.lr, c.warmup_epochs) for c in vsepp) == [(lr, w) for lr in (2e-4, 6e-4, 2e-3, 6e-3) for w in (0, 1)]
+    grid = (2e-4, 6e-4, 2e-3, 6e-3)
+    assert sorted((c.lr, c.warmup_epochs) for c in vsepp) == [(lr, w) for lr in grid for w in (0, 1)]
     sn = [c for c in cfgs if c.loss == "triplet_sn"]
     assert sorted(c.lr for c in sn) == [2e-4, 6e-4, 2e-3, 6e-3] and {c.warmup_epochs for c in sn} == {0}
     n_expected = 0
