@@ -59,7 +59,7 @@ the rule; the cap stays as stated.
 **Cost** — :func:`reproduce.progress.estimate_cost` (``python -m reproduce.progress``) prices the plan from the
 per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
 early stopping replayed on the learning curves); ``results/manifest.json`` records what a run really took.
-On this 2-core machine the whole protocol prices at ≈ 32 worker-hours; run by run it took ≈ 20 (≈ 10.5 h of wall
+On this 2-core machine the whole protocol prices at ≈ 34 worker-hours; run by run it took ≈ 19 (≈ 10 h of wall
 time at two workers, ``docs/compute.md``): it does not fit one sitting here. The driver is resumable (a stopped
 run loses only the runs in flight), a machine with more cores or a Ray cluster divides it (``docs/cluster.md``),
 and a GPU the more.
