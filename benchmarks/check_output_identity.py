@@ -5,7 +5,7 @@ The functions: ``ledger_io.build_ledger`` (through ``ledger_io.collect``: ``clai
 ``qualitative.figure_qualitative``. The inputs:
 
 * the committed claim files (``results/*/claims_*.csv``, ``results/flickr8k/*/claims_*.csv``), copied to a
-  temporary folder and collected there without and with planted collapsed arms and null pairs. Claim files
+  temporary folder and collected there without and with planted collapsed arms. Claim files
   written before the registry changed a primary contrast's statement carry a row declared ``primary`` that
   is no longer the registry's; ``collect`` refuses them, so here they are read as secondary rows (the count
   is printed);
@@ -69,9 +69,8 @@ def committed_ledgers() -> tuple[dict, int, pd.DataFrame]:
     out = {}
     cases = {
         "plain": {},
-        "collapsed + null pairs": dict(
+        "collapsed": dict(
             collapsed={("synthetic", "Triplet-HN"): "gap 0.0003", ("flickr8k", "VSE++"): "gap 0.0002"},
-            null_pair_diffs=output_fingerprints.NULL_PAIRS,
         ),
     }
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,8 @@
-"""The claims ledger's ONE verdict rule: effect, interval, noise floor, threshold, multiplicity, verdict.
+"""The claims ledger's ONE verdict rule: effect, interval, family, smallest effect of interest, verdict, power.
 
-The rule below was written down before the ledger was regenerated under it (issue 15); nothing in
-it was tuned to a result. Every number it uses is a module constant.
+Every number the rule uses is a module constant; nothing in it is tuned to a result. The rule answers the
+question a reader of a paper asks — did the paper's effect reproduce, and if not, can we exclude it? — so the
+threshold comes from the claim, never from the noise of other arms.
 
 Effects
     Every effect is oriented so that the claim predicts a value > 0 (``A − B`` for "A beats B").
@@ -13,61 +14,58 @@ Uncertainty
     * test queries: v_query, the variance of the seed-averaged effect under a paired bootstrap over
       test queries (images for i2t, captions for t2i, resampled independently; both arms see the
       same resampled queries) — :func:`query_bootstrap_var` on per-query values (:func:`per_query_recall`).
-      Every seed is evaluated on the same test set, so test-set noise is common to all seeds and is
-      not in s_seed: the two variances add.
     se² = s_seed²/n + v_query, with Welch–Satterthwaite degrees of freedom
     df = (n − 1)·(se² / (s_seed²/n))² (the bootstrap part has effectively infinite df); with no
     per-query data (a notebook row), v_query = 0, df = n − 1 and the reason column says so.
-    p_unadj = two-sided Student-t p-value of θ = 0 (for an equivalence claim: the TOST p-value of
-    |θ| ≥ T). Fewer than 2 seeds: no interval, verdict ``inconclusive``.
+    The sum is conservative: the seed × query interaction enters both parts (at most s_seed²/n twice);
+    a joint seed × query bootstrap needs the per-query values of every seed, which the claim files do not
+    keep. Fewer than 2 seeds: no interval, verdict ``inconclusive``.
 
-Noise floor (per metric and data set)
-    σ_d² = pooled (degree-of-freedom weighted) variance of a *single-seed* paired difference between
-    two arms: from every contrast's per-seed effects e_s (their variance over seeds, df n − 1 — the
-    mean difference does not enter) and from every declared *null pair*, two arms identical in
-    expectation (ladder β₂ = 0 vs VSE++, 'γ=∞ (Triplet-HN)' vs 'Triplet-HN', …), whose mean squared
-    per-seed difference enters with df n (any systematic offset between them counts as noise).
-    noise_floor = NOISE_K · σ_d with NOISE_K = 2: a difference smaller than what two single runs
-    of identical configs routinely show — the papers' tables are single runs — is not a practical
-    effect. Claims not measured on trained arms (B7, B9, L5, N3, N5, N6, S4, U6, …) have no noise floor.
+Families and simultaneous intervals
+    A claim's primary row is decided in its *family*: the primary rows of one paper on one data set (the
+    cross-paper claims X1–X3 form one family of their own). The family's size m is fixed in advance: the
+    number of that paper's claims in ``reproduce/data/claims.toml`` decided by an interval (direction and
+    equivalence claims; identities are exact checks). Each row's interval is a Bonferroni interval at the
+    level 1 − ALPHA/m (two-sided Student-t, df above), so the intervals of a family hold together with
+    probability ≥ 1 − ALPHA, and a verdict that reads the interval is the test: p_adj = min(1, m·p).
+    Secondary and exploratory rows are not claims: they get an unadjusted 95% interval and are decided on
+    direction alone.
 
-Practical threshold
-    T = max(noise_floor, FRACTION · |paper effect|) with FRACTION = 0.5 (half the paper's reported
-    effect, in the same unit); a missing paper effect or noise floor counts as 0.
-    For an equivalence claim (e.g. "flat for τ ≤ 1e-2") T = max(noise_floor, declared tolerance).
+Smallest effect of interest δ
+    δ = FRACTION × |paper effect| (half the paper's reported effect, in our unit) where the paper gives a
+    number; otherwise the claim is decided on its direction alone (no δ: it can be reproduced or reversed,
+    never ruled out) and its reason says so. Seed noise never sets δ. An equivalence claim's δ is its
+    declared tolerance.
 
-Multiplicity
-    Holm (``statsmodels.stats.multitest.multipletests(method="holm")``) over the decidable primary
-    rows of ONE data set (direction and equivalence claims with an interval and no collapsed arm)
-    at ALPHA = 0.05; p_adj is Holm's adjusted p. The *adjusted interval* of a row is its interval at
-    the per-row level 1 − ALPHA·p_unadj/p_adj, i.e. the level Holm effectively applies to it: it
-    excludes 0 exactly when p_adj < ALPHA, so the interval shown never contradicts the verdict.
-    Secondary and exploratory rows are not adjusted (their p_adj is left empty) and their verdicts
-    use their unadjusted 95% interval — they never decide a claim.
+Verdicts (direction claim, interval [L, U] at the family's level)
+    * ``reproduced``: L > 0. Beside it, *smaller than the paper* when U < |paper effect| (the paper's own
+      effect is excluded), and *larger than the paper — check the baseline* when the ratio exceeds
+      LARGER_THAN_PAPER.
+    * ``reversed``: U < 0 (the opposite of the claim, significant).
+    * ``ruled out``: L ≤ 0 ≤ U < δ — even half the claimed gain is excluded.
+    * ``inconclusive``: anything else (the interval contains 0 and reaches δ, or there is no δ); tagged
+      *underpowered* when the planned power at 1× the paper's effect is below POWER.
+    * ``not testable``: an arm of the contrast is collapsed (``coherent_itr.health.is_collapsed``) and the
+      claim does not predict that arm fails: the comparison would measure a training failure.
+    Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
+    (TOST at ALPHA/m), ``ruled out`` when it lies entirely outside, else ``inconclusive``. Identity claim:
+    ``reproduced`` when the largest deviation is within the tolerance, else ``ruled out``.
+    So no row whose interval excludes 0 is called anything but reproduced or reversed, and no row is ruled
+    out while its interval still contains δ.
 
-Verdicts — see :data:`LEGEND` (rendered into ``results/claims.md``).
+Power and the seeds a claim needs (primary direction rows with a paper effect)
+    Power at θ: P(L > 0) for a true effect θ = the paper's, at the row's measured s_seed and v_query and
+    family level: with se(n)² = s_seed²/n + v_query and df(n) as above, power = P(T' > t_{1 − α/2, df}) for T'
+    noncentral t with noncentrality θ/se(n) (:func:`power_at`). ``seeds_for_power`` is the smallest n ≤ SEED_CAP
+    with power ≥ POWER (:func:`seeds_for_power`); when even n → ∞ falls short (θ/√v_query < z_{1 − α/2} +
+    z_POWER) the row says so: the test set's own variance, not the seeds, limits it — more test queries would.
+    The sd of 5 seeds is itself uncertain (its 95% interval spans about 0.6–2.9× the estimate): the seed
+    count is a plan, not a guarantee.
 
-What the budget can decide (primary rows in a Holm family; reported beside the verdict, never changing it)
-    Minimum detectable effect (:func:`min_detectable_effect`), direction claim: MDE = δ · se, the true
-    effect at which the row's t test rejects θ = 0 in the claimed direction with probability POWER = 0.8,
-    i.e. δ solves P(T' > t_{1 − α_j/2, df}) = POWER for T' noncentral t with df degrees of freedom and
-    noncentrality δ (for df = ∞ the closed form δ = z_{1 − α_j/2} + z_POWER). se and df are the row's
-    measured standard error and Welch–Satterthwaite degrees of freedom; α_j = ALPHA / (m − j + 1) is the
-    level Holm's step applies to the row of rank j (by unadjusted p, 1 = smallest) in its family of m
-    rows (:func:`holm_step_alpha`). Equivalence claim (t-approximation): MDE = (t_{1 − α_j, df} +
-    t_{(1 + POWER)/2, df}) · se, the smallest margin ±T that TOST declares equivalent with probability
-    ≈ POWER when θ = 0 (exact for df = ∞).
-    *Decidable at this budget*: MDE ≤ |paper effect| (direction claim with the paper's number), else
-    MDE ≤ T; undefined (empty) without a positive reference.
-    Stability (:func:`stability`): the share of N_STABILITY bootstrap resamples of a data set's family
-    that give a row the same verdict. In one resample every row's seeds are drawn with replacement and
-    its test-query sampling is redrawn as one shift common to all its seeds, q ~ N(0, v_query) (the
-    ledger keeps the query-bootstrap variance, not the per-query values); the row is re-estimated,
-    Holm is recomputed over the resampled family and the rule above decides it with the threshold T
-    held at its measured value. A resample that draws one seed n times has no seed spread (se² =
-    v_query); it is decided as such. Below STABLE = 0.8 the row is *fragile*.
-    Ratio = our effect / the paper's effect; a ``reproduced`` row with ratio > LARGER_THAN_PAPER = 5
-    is flagged *larger than the paper — check the baseline*.
+Stability (:func:`stability`)
+    The share of N_STABILITY bootstrap resamples that give a row the same verdict: seeds drawn with
+    replacement, the test-query sampling redrawn as one shift common to all seeds, q ~ N(0, v_query); the
+    row is re-estimated and decided at its fixed level and δ. Below STABLE the row is *fragile*.
 """
 
 from __future__ import annotations
@@ -77,44 +75,44 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
-from scipy.optimize import brentq
 from threadpoolctl import threadpool_limits
 
 from coherent_itr import metrics
 from coherent_itr.runs import default_threads
 
-FRACTION = 0.5  # practical threshold: this fraction of |paper effect|
-NOISE_K = 2.0  # noise floor: this many single-seed paired-difference sds
-ALPHA = 0.05  # family-wise error rate per data set (Holm)
+FRACTION = 0.5  # smallest effect of interest: this fraction of |paper effect|
+ALPHA = 0.05  # family-wise error rate of one paper's claims on one data set (Bonferroni)
 N_BOOT = 1000  # bootstrap resamples of the test queries
-POWER = 0.80  # minimum detectable effect: power of the row's test
+POWER = 0.80  # planned power at 1× the paper's effect; below it an inconclusive row is underpowered
+SEED_CAP = 30  # the most seeds the plan gives one arm
 STABLE = 0.80  # stability below this share of resamples → fragile
-N_STABILITY = 1000  # bootstrap resamples of a family for the stability column
+N_STABILITY = 1000  # bootstrap resamples of a row for the stability column
 LARGER_THAN_PAPER = 5.0  # a reproduced effect more than this many times the paper's → check the baseline
+CROSS_PAPER = "Across papers"  # the family of the cross-paper claims
 
-VERDICTS = ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable")
+VERDICTS = ("reproduced", "reversed", "ruled out", "inconclusive", "not testable")
 KINDS = ("direction", "equivalence", "identity")
 ROLES = ("primary", "secondary", "exploratory")
 
 LEGEND = {
-    "reproduced": "direction claim: the adjusted interval excludes 0 (Holm p_adj < 0.05) and the effect is "
-    "at least the practical threshold T in the claimed direction; equivalence claim: the "
-    "adjusted interval lies inside ±T; identity: the largest deviation is within the tolerance.",
-    "not reproduced": "direction claim: the adjusted interval excludes 0 and the effect is at least T in the "
-    "OPPOSITE direction; equivalence claim: the adjusted interval lies entirely outside ±T; "
-    "identity: a deviation exceeds the tolerance.",
-    "no effect": "direction claim: the adjusted interval lies inside ±T — whatever the true effect is, it is "
-    "smaller than the practical threshold.",
-    "inconclusive": "none of the above: the interval is too wide to decide, the effect is significant but "
-    "below T while the interval still reaches beyond ±T, fewer than 2 seeds give no interval, "
-    "or the contrast was not computed in this run (the reason column says which).",
+    "reproduced": "direction claim: the interval lies above 0 (the effect is in the claimed direction); "
+    "*smaller than the paper* beside it when the interval also lies below the paper's effect. Equivalence "
+    "claim: the interval lies inside ±δ; identity: the largest deviation is within the tolerance.",
+    "reversed": "direction claim: the interval lies below 0 — the opposite of the claim.",
+    "ruled out": "direction claim: the interval contains 0 and lies below δ = half the paper's effect — even "
+    "half the claimed gain is excluded. Equivalence claim: the interval lies outside ±δ; identity: a deviation "
+    "exceeds the tolerance.",
+    "inconclusive": "none of the above: the interval contains 0 and reaches δ (or the claim has no δ), fewer "
+    "than 2 seeds give no interval, or the contrast was not computed (the reason column says which); "
+    "*underpowered* when the seeds had < 80% power at the paper's effect.",
     "not testable": "an arm of the contrast is collapsed (coherent_itr.health.is_collapsed): the comparison "
-    "would measure a training failure, not the method; never reproduced or not reproduced.",
+    "would measure a training failure, not the method.",
 }
-THRESHOLD_RULE = (
-    f"T = max(noise floor, {FRACTION:g} × |paper effect|); noise floor = {NOISE_K:g} × the pooled "
-    "sd of a single-seed paired difference between arms identical in expectation (same metric, "
-    "same data set); Holm over the primary rows of a data set at α = 0.05."
+RULE = (
+    f"interval: Bonferroni at 1 − {ALPHA:g}/m over the m claims of a paper on a data set (seeds + test "
+    f"queries); δ = {FRACTION:g} × |paper effect|, none where the paper gives no number; reproduced: the interval "
+    "lies above 0; reversed: below 0; ruled out: it contains 0 and lies below δ; else inconclusive "
+    f"(*underpowered*: < {POWER:.0%} power at the paper's effect)."
 )
 
 
@@ -141,6 +139,13 @@ class Estimate:
     df: float
     n: int
     query_var: float = 0.0
+
+    @property
+    def seed_sd(self) -> float:
+        """The sd of the per-seed effects (from se² = s_seed²/n + query_var); NaN without an interval."""
+        if not (self.n >= 2 and np.isfinite(self.se)):
+            return math.nan
+        return math.sqrt(max(0.0, self.se**2 - self.query_var) * self.n)
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         if not (self.n >= 2 and np.isfinite(self.se) and self.df > 0):
@@ -249,79 +254,40 @@ def paired_bootstrap(per_query_a: list[dict], per_query_b: list[dict], n_boot: i
     return estimate(effects, query_bootstrap_var(d["i2t"], d["t2i"], n_boot, seed))
 
 
-# --- noise floor and threshold ------------------------------------------------------------------
-def pooled_parts(contrast_effects=(), null_pair_diffs=()) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
-    """The (sum of squares, df) that each contrast and each null pair adds to :func:`pooled_sd`: a contrast's
-    per-seed effects about their own mean (df n − 1; fewer than 2 finite values add nothing, shown as (0, 0)),
-    a null pair's per-seed differences about 0 (df n). Returned as (contrast parts, null-pair parts), in the
-    given order."""
-    contrasts = []
-    for e in contrast_effects:
-        e = np.asarray(e, dtype=float)
-        e = e[np.isfinite(e)]
-        contrasts.append((float(((e - e.mean()) ** 2).sum()), e.size - 1) if e.size >= 2 else (0.0, 0))
-    nulls = []
-    for d in null_pair_diffs:
-        d = np.asarray(d, dtype=float)
-        d = d[np.isfinite(d)]
-        nulls.append((float((d**2).sum()), d.size))
-    return contrasts, nulls
-
-
-def pooled_sd(contrast_effects=(), null_pair_diffs=()) -> tuple[float, int]:
-    """(σ_d, df): pooled sd of a single-seed paired difference (module doc). ``contrast_effects`` —
-    per-seed effects of any contrasts (their variance about their own mean, df n − 1);
-    ``null_pair_diffs`` — per-seed differences of arms identical in expectation (mean square, df n);
-    each one's part: :func:`pooled_parts`."""
-    ss, df = 0.0, 0
-    for part_ss, part_df in (p for parts in pooled_parts(contrast_effects, null_pair_diffs) for p in parts):
-        ss += part_ss
-        df += part_df
-    return (math.sqrt(ss / df) if df else math.nan), df
-
-
-def noise_floor(contrast_effects=(), null_pair_diffs=()) -> float:
-    """NOISE_K × :func:`pooled_sd` (NaN without any seed pair)."""
-    sd, _ = pooled_sd(contrast_effects, null_pair_diffs)
-    return NOISE_K * sd
-
-
-def threshold(
-    noise: float, paper_effect: float | None = None, tolerance: float | None = None, kind: str = "direction"
-) -> float:
-    """The practical threshold T of the module doc (missing parts count as 0)."""
-    floor = noise if noise is not None and np.isfinite(noise) else 0.0
-    if kind == "equivalence":
-        tol = tolerance if tolerance is not None and np.isfinite(tolerance) else 0.0
-        return max(floor, tol)
-    pe = abs(paper_effect) if paper_effect is not None and np.isfinite(paper_effect) else 0.0
-    return max(floor, FRACTION * pe)
-
-
 # --- the verdict ---------------------------------------------------------------------------------
-def adjusted_level(p_unadj: float, p_adj: float, m: int = 1) -> float:
-    """Per-row confidence level Holm effectively applies (module doc); Bonferroni when p_adj = 0."""
-    if not (np.isfinite(p_unadj) and np.isfinite(p_adj)):
-        return 1 - ALPHA
-    if p_adj <= 0:
-        return 1 - ALPHA / max(1, m)
-    return 1 - ALPHA * min(1.0, p_unadj / p_adj)
+def smallest_effect(
+    paper_effect: float | None = None, tolerance: float | None = None, kind: str = "direction"
+) -> float:
+    """δ of the module doc: FRACTION × |paper effect| (direction), the tolerance (equivalence); NaN without one."""
+    if kind == "equivalence":
+        return float(tolerance) if tolerance is not None and np.isfinite(tolerance) and tolerance > 0 else math.nan
+    if paper_effect is None or not np.isfinite(paper_effect) or paper_effect == 0:
+        return math.nan
+    return FRACTION * abs(float(paper_effect))
+
+
+def family_alpha(m: int) -> float:
+    """The per-row level of a family of ``m`` claims (Bonferroni): ALPHA / m."""
+    if m < 1:
+        raise ValueError(f"a family needs at least one claim, got m = {m}")
+    return ALPHA / m
 
 
 def decide(
     kind: str,
     est: Estimate,
-    thr: float,
-    p_adj: float | None = None,
-    level: float | None = None,
+    alpha: float = ALPHA,
+    delta: float = math.nan,
+    paper_effect: float = math.nan,
     collapsed: bool = False,
     collapse_reason: str = "",
     tolerance: float | None = None,
 ) -> tuple[str, str, float, float]:
     """(verdict, reason, ci_low, ci_high) of one row under the rule (module doc, :data:`LEGEND`).
 
-    ``p_adj`` — Holm-adjusted p (None: the row is not in a family, its unadjusted p is used);
-    ``level`` — level of the reported interval (default: :func:`adjusted_level`)."""
+    ``alpha`` — the row's level (:func:`family_alpha` for a primary row, ALPHA for a secondary one);
+    ``delta`` — its smallest effect of interest (:func:`smallest_effect`; NaN: direction alone);
+    ``paper_effect`` — for the *smaller than the paper* note of a reproduced row."""
     if kind not in KINDS:
         raise ValueError(f"claim kind {kind!r} unknown; choose one of {KINDS}")
     if collapsed:
@@ -332,177 +298,151 @@ def decide(
         worst = abs(est.effect) if np.isfinite(est.effect) else math.nan
         if np.isfinite(worst) and worst <= tolerance:
             return "reproduced", f"largest deviation {worst:.3g} ≤ tolerance {tolerance:g}", math.nan, math.nan
-        return "not reproduced", f"largest deviation {worst:.3g} > tolerance {tolerance:g}", math.nan, math.nan
+        return "ruled out", f"largest deviation {worst:.3g} > tolerance {tolerance:g}", math.nan, math.nan
     if est.n < 2 or not np.isfinite(est.se):
         return "inconclusive", f"{est.n} seed(s): no interval", math.nan, math.nan
-    if kind == "equivalence" and thr <= 0:
-        raise ValueError("an equivalence claim needs a positive tolerance")
-    p_raw = est.p_zero() if kind == "direction" else est.p_equivalent(thr)
-    p = p_raw if p_adj is None or not np.isfinite(p_adj) else p_adj
-    if level is None:
-        level = adjusted_level(p_raw, p)
     if kind == "equivalence":
-        lo, hi = est.interval(1 - 2 * (1 - level))  # TOST at α ↔ the (1 − 2α) interval inside ±T
-        if p < ALPHA:
-            return "reproduced", f"interval inside ±{thr:.3g}", lo, hi
-        if lo >= thr or hi <= -thr:
-            return "not reproduced", f"interval entirely outside ±{thr:.3g}", lo, hi
-        return "inconclusive", f"interval overlaps ±{thr:.3g}", lo, hi
-    lo, hi = est.interval(level)
-    e = est.effect
-    significant = est.p_zero() < ALPHA if p_adj is None else p < ALPHA
-    if significant and e > 0 and e >= thr:
-        return "reproduced", f"interval excludes 0 and effect ≥ threshold {thr:.3g}", lo, hi
-    if significant and e < 0 and -e >= thr:
-        return "not reproduced", f"interval excludes 0 and effect ≤ −threshold {thr:.3g}", lo, hi
-    if -thr < lo and hi < thr:
-        return "no effect", f"interval inside ±{thr:.3g}", lo, hi
-    if significant:
-        return "inconclusive", f"interval excludes 0 but |effect| < threshold {thr:.3g} and reaches beyond it", lo, hi
-    return "inconclusive", "interval includes 0 and reaches beyond the threshold", lo, hi
+        if not delta > 0:
+            raise ValueError("an equivalence claim needs a positive tolerance")
+        lo, hi = est.interval(1 - 2 * alpha)  # TOST at alpha ↔ the (1 − 2·alpha) interval inside ±δ
+        if -delta < lo and hi < delta:
+            return "reproduced", f"interval inside ±{delta:.3g}", lo, hi
+        if lo >= delta or hi <= -delta:
+            return "ruled out", f"interval entirely outside ±{delta:.3g}", lo, hi
+        return "inconclusive", f"interval overlaps ±{delta:.3g}", lo, hi
+    lo, hi = est.interval(1 - alpha)
+    pe = abs(paper_effect) if paper_effect is not None and np.isfinite(paper_effect) else math.nan
+    if lo > 0:
+        if np.isfinite(pe) and hi < pe:
+            return "reproduced", f"interval above 0; smaller than the paper (below its {pe:.3g})", lo, hi
+        return "reproduced", "interval above 0", lo, hi
+    if hi < 0:
+        return "reversed", "interval below 0", lo, hi
+    if not np.isfinite(delta):
+        return "inconclusive", "interval contains 0; direction alone (the paper gives no effect to rule out)", lo, hi
+    if hi < delta:
+        return "ruled out", f"interval contains 0 and lies below δ = {delta:.3g}", lo, hi
+    return "inconclusive", f"interval contains 0 and reaches δ = {delta:.3g}", lo, hi
 
 
-def holm_rows(p: np.ndarray) -> np.ndarray:
-    """Holm-adjusted p-values along the last axis, vectorised over the leading axes (equal to
-    ``statsmodels`` ``multipletests(method="holm")`` row by row — tested)."""
-    p = np.asarray(p, dtype=float)
-    m = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    ps = np.take_along_axis(p, order, axis=-1)
-    adj = np.minimum(1.0, np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1))
-    out = np.empty_like(adj)
-    np.put_along_axis(out, order, adj, axis=-1)
-    return out
+def bonferroni(p: float, m: int) -> float:
+    """The Bonferroni-adjusted p-value min(1, m·p) (NaN stays NaN)."""
+    return min(1.0, m * p) if np.isfinite(p) else math.nan
 
 
-def holm(p_values) -> np.ndarray:
-    """Holm-adjusted p-values (``statsmodels``); NaN entries stay NaN and are not counted."""
-    # slow import (≈ 1.3 s), only for Holm's adjustment
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, math.nan)
-    ok = np.isfinite(p)
-    if ok.any():
-        out[ok] = multipletests(p[ok], alpha=ALPHA, method="holm")[1]
-    return out
+# --- power and the seeds a claim needs -----------------------------------------------------------
+def _se_df(seed_sd: float, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
+    """se(n) and Welch–Satterthwaite df(n) of the module doc, vectorised over ``n``."""
+    n = np.asarray(n, dtype=float)
+    seed_var = seed_sd**2 / n
+    se2 = seed_var + max(0.0, float(query_var))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
+    return np.sqrt(se2), df
 
 
-# --- what the budget can decide: minimum detectable effect and stability --------------------------
-def holm_step_alpha(p_values) -> np.ndarray:
-    """Per row, the level Holm's step applies to it: ALPHA / (m − j + 1) for the row of rank j (by p,
-    ties in the given order, 1 = smallest) among the m finite p-values; NaN where p is NaN."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, math.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")], start=1):
-        out[i] = ALPHA / (m - rank + 1)
-    return out
-
-
-def min_detectable_effect(se: float, df: float, alpha: float, kind: str = "direction", power: float = POWER) -> float:
-    """The minimum detectable effect of the module doc: direction claim — δ·se with δ the noncentrality at
-    which a noncentral t with ``df`` degrees of freedom exceeds t_{1 − α/2, df} with probability ``power``
-    (normal closed form z_{1 − α/2} + z_power for df = ∞); equivalence claim — (t_{1 − α, df} +
-    t_{(1 + power)/2, df})·se. NaN when se, df or α is not usable."""
-    if not (np.isfinite(se) and se >= 0 and df > 0 and 0 < alpha < 1):
+def power_at(effect: float, seed_sd: float, query_var: float, n, alpha: float) -> np.ndarray | float:
+    """P(the interval at level 1 − ``alpha`` lies above 0) for a true ``effect`` > 0 with ``n`` seeds of
+    per-seed sd ``seed_sd`` and a common test-set variance ``query_var`` (module doc; noncentral t)."""
+    if not (np.isfinite(effect) and np.isfinite(seed_sd) and seed_sd >= 0 and np.isfinite(query_var)):
         return math.nan
-    if kind == "direction":
-        if not np.isfinite(df):
-            return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
+    se, df = _se_df(seed_sd, query_var, n)
+    crit = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, 1.0)), 0.0)
+    crit = np.where(np.isfinite(df), crit, stats.norm.ppf(1 - alpha / 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nc = np.where(se > 0, effect / np.where(se > 0, se, 1.0), np.inf)
+        p = np.where(
+            np.isinf(nc),
+            1.0,
+            np.where(
+                np.isfinite(df),
+                stats.nct.sf(crit, np.where(np.isfinite(df), df, 1.0), np.where(np.isinf(nc), 0.0, nc)),
+                stats.norm.sf(crit - np.where(np.isinf(nc), 0.0, nc)),
+            ),
+        )
+    return float(p) if np.ndim(p) == 0 else p
 
-        crit = float(stats.t.ppf(1 - alpha / 2, df))
-        start = crit + float(stats.norm.ppf(power))
-        hi = 2 * start + 10
-        delta = brentq(lambda d: stats.nct.sf(crit, df, d) - power, 0.0, hi, xtol=1e-10)
-        return float(delta * se)
-    if kind == "equivalence":
-        return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf((1 + power) / 2, df)) * se)
-    raise ValueError(f"a minimum detectable effect needs a direction or equivalence claim, got kind {kind!r}")
+
+def seeds_for_power(
+    effect: float, seed_sd: float, query_var: float, alpha: float, power: float = POWER, cap: int = SEED_CAP
+) -> tuple[int | None, str]:
+    """(n, why): the fewest seeds (2 … ``cap``) whose :func:`power_at` the true ``effect`` is ≥ ``power``;
+    None with the reason when no n up to ``cap`` reaches it — the test set's own variance (not reachable
+    with any n) or the cap."""
+    if not (np.isfinite(effect) and effect != 0 and np.isfinite(seed_sd) and np.isfinite(query_var)):
+        return None, "no paper effect or no measured sd"
+    effect = abs(effect)
+    n = np.arange(2, cap + 1)
+    ok = np.flatnonzero(np.asarray(power_at(effect, seed_sd, query_var, n, alpha)) >= power)
+    if ok.size:
+        return int(n[ok[0]]), ""
+    if query_var > 0 and effect / math.sqrt(query_var) < stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power):
+        sd_q = math.sqrt(query_var)
+        return None, f"not reachable: the test set's own sd ({sd_q:.3g}) is too large; more test queries"
+    return None, f"more than the cap of {cap} seeds"
 
 
-def decide_codes(kind: str, mean, se, df, thr, p_adj, level) -> np.ndarray:
-    """:func:`decide` vectorised over resamples for a row in a Holm family (``p_adj`` given, no collapse):
-    indices into :data:`VERDICTS` (checked against :func:`decide` in the tests)."""
+# --- stability -----------------------------------------------------------------------------------
+def decide_codes(kind: str, mean, se, df, alpha: float, delta: float = math.nan) -> np.ndarray:
+    """:func:`decide` vectorised over resamples (no collapse): indices into :data:`VERDICTS` (checked against
+    :func:`decide` in the tests)."""
     mean, se, df = (np.asarray(x, dtype=float) for x in (mean, se, df))
-    p_adj, level = np.asarray(p_adj, dtype=float), np.asarray(level, dtype=float)
     code = np.full(mean.shape, VERDICTS.index("inconclusive"))
     zero = se == 0
     safe_se = np.where(zero, 1.0, se)
-    if kind == "equivalence":
-        q = stats.t.ppf(0.5 + (1 - 2 * (1 - level)) / 2, df)
-        half = np.where(zero, 0.0, q * safe_se)
-        lo, hi = mean - half, mean + half
-        code[(lo >= thr) | (hi <= -thr)] = VERDICTS.index("not reproduced")
-        code[p_adj < ALPHA] = VERDICTS.index("reproduced")
-        return code
-    if kind != "direction":
+    level = 1 - 2 * alpha if kind == "equivalence" else 1 - alpha
+    if kind not in ("direction", "equivalence"):
         raise ValueError(f"decide_codes decides direction and equivalence claims, got kind {kind!r}")
-    half = np.where(zero, 0.0, stats.t.ppf(0.5 + level / 2, df) * safe_se)
+    safe_df = np.where(np.isfinite(df), df, 1e12)
+    half = np.where(zero, 0.0, stats.t.ppf(0.5 + level / 2, safe_df) * safe_se)
     lo, hi = mean - half, mean + half
-    sig = p_adj < ALPHA
-    code[(-thr < lo) & (hi < thr)] = VERDICTS.index("no effect")
-    code[sig & (mean < 0) & (-mean >= thr)] = VERDICTS.index("not reproduced")
-    code[sig & (mean > 0) & (mean >= thr)] = VERDICTS.index("reproduced")
+    if kind == "equivalence":
+        code[(lo >= delta) | (hi <= -delta)] = VERDICTS.index("ruled out")
+        code[(-delta < lo) & (hi < delta)] = VERDICTS.index("reproduced")
+        return code
+    if np.isfinite(delta):
+        code[(lo <= 0) & (hi >= 0) & (hi < delta)] = VERDICTS.index("ruled out")
+    code[hi < 0] = VERDICTS.index("reversed")
+    code[lo > 0] = VERDICTS.index("reproduced")
     return code
 
 
-def _p_values(kind: str, mean, se, df, thr) -> np.ndarray:
-    """:meth:`Estimate.p_zero` (direction) or :meth:`Estimate.p_equivalent` (equivalence), vectorised."""
-    zero = se == 0
-    safe = np.where(zero, 1.0, se)
-    if kind == "direction":
-        return np.where(zero, np.where(mean != 0, 0.0, 1.0), 2 * stats.t.sf(np.abs(mean) / safe, df))
-    lo = stats.t.sf((mean + thr) / safe, df)
-    hi = stats.t.cdf((mean - thr) / safe, df)
-    return np.where(zero, np.where(np.abs(mean) < thr, 0.0, 1.0), np.maximum(lo, hi))
-
-
-def stability(rows: list[dict], n_boot: int = N_STABILITY, seed: int = 0) -> np.ndarray:
-    """Share of bootstrap resamples of a Holm family that give each row its observed verdict (module doc).
-
-    ``rows``: the family, each ``{"kind", "effects" (per-seed, oriented), "query_var", "threshold",
-    "verdict"}``. Seeds are resampled independently per row, the test-query shift q ~ N(0, query_var)
-    per row and resample; Holm is recomputed across the rows of every resample."""
-    if not rows:
-        return np.zeros(0)
+def stability(
+    kind: str,
+    effects,
+    query_var: float,
+    alpha: float,
+    delta: float,
+    verdict: str,
+    n_boot: int = N_STABILITY,
+    seed: int = 0,
+) -> float:
+    """Share of bootstrap resamples of one row that give it ``verdict`` (module doc): its per-seed ``effects``
+    (oriented) drawn with replacement, a test-query shift q ~ N(0, ``query_var``) per resample, decided at
+    ``alpha`` and ``delta``. A resample that draws one seed n times has no seed spread (se² = query_var)."""
+    if kind not in ("direction", "equivalence"):
+        raise ValueError(f"stability: row kind {kind!r} is not decided by an interval")
+    e = np.asarray(effects, dtype=float)
+    e = e[np.isfinite(e)]
+    n = e.size
+    if n < 2:
+        raise ValueError(f"stability: a row needs at least 2 per-seed effects, got {n}")
     rng = np.random.default_rng(seed)
-    means, ses, dfs, ps = [], [], [], []
-    for r in rows:
-        if r["kind"] not in ("direction", "equivalence"):
-            raise ValueError(f"stability: row kind {r['kind']!r} is not decided in a Holm family")
-        e = np.asarray(r["effects"], dtype=float)
-        e = e[np.isfinite(e)]
-        n = e.size
-        if n < 2:
-            raise ValueError(f"stability: a row needs at least 2 per-seed effects, got {n}")
-        qv = max(0.0, float(r.get("query_var") or 0.0))
-        res = e[rng.integers(0, n, size=(n_boot, n))] + rng.normal(0.0, math.sqrt(qv), size=(n_boot, 1))
-        mean = res.mean(axis=1)
-        seed_var = res.var(axis=1, ddof=1) / n
-        se2 = seed_var + qv
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
-        se = np.sqrt(se2)
-        means.append(mean), ses.append(se), dfs.append(df)
-        ps.append(_p_values(r["kind"], mean, se, df, float(r["threshold"])))
-    p = np.stack(ps, axis=1)  # (n_boot, m)
-    p_adj = holm_rows(p)
-    m = p.shape[1]
+    qv = max(0.0, float(query_var or 0.0))
+    res = e[rng.integers(0, n, size=(n_boot, n))] + rng.normal(0.0, math.sqrt(qv), size=(n_boot, 1))
+    mean = res.mean(axis=1)
+    seed_var = res.var(axis=1, ddof=1) / n
+    se2 = seed_var + qv
     with np.errstate(divide="ignore", invalid="ignore"):
-        level = np.where(p_adj > 0, 1 - ALPHA * np.minimum(1.0, p / np.where(p_adj > 0, p_adj, 1.0)), 1 - ALPHA / m)
-    out = np.empty(m)
-    for j, r in enumerate(rows):
-        codes = decide_codes(r["kind"], means[j], ses[j], dfs[j], float(r["threshold"]), p_adj[:, j], level[:, j])
-        out[j] = float((codes == VERDICTS.index(r["verdict"])).mean())
-    return out
+        df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
+    codes = decide_codes(kind, mean, np.sqrt(se2), df, alpha, delta)
+    return float((codes == VERDICTS.index(verdict)).mean())
 
 
-# --- the notebooks' row (kept so the notebooks run unchanged until they are rewritten) ------------
+# --- the notebooks' row ---------------------------------------------------------------------------
 def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, float, float, float]:
-    """Preliminary per-row verdict a notebook shows (seed-only 95% interval, no threshold, no
-    adjustment, old three-word vocabulary). The ledger's verdict is :func:`decide` — see the module doc."""
+    """Preliminary per-row verdict a notebook writes beside its effect (seed-only 95% interval, no family, no
+    δ: direction alone). The ledger's verdict is :func:`decide` — see the module doc."""
     if kind not in KINDS:
         raise ValueError(f"claim kind {kind!r} unknown; choose one of {KINDS}")
     if kind == "identity":
@@ -511,7 +451,7 @@ def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, fl
         dev = np.abs(np.asarray(effects, dtype=float))
         worst = float(dev.max()) if dev.size else math.nan
         ok = dev.size > 0 and np.isfinite(worst) and worst <= tolerance
-        return ("reproduced" if ok else "not reproduced"), worst, math.nan, math.nan
+        return ("reproduced" if ok else "ruled out"), worst, math.nan, math.nan
     m, lo, hi = mean_ci(effects)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "inconclusive", m, lo, hi
@@ -519,14 +459,14 @@ def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, fl
         if lo > 0:
             return "reproduced", m, lo, hi
         if hi < 0:
-            return "not reproduced", m, lo, hi
+            return "reversed", m, lo, hi
         return "inconclusive", m, lo, hi
     if tolerance is None or tolerance <= 0:
         raise ValueError("an equivalence claim needs a positive tolerance")
     if -tolerance < lo and hi < tolerance:
         return "reproduced", m, lo, hi
     if lo >= tolerance or hi <= -tolerance:
-        return "not reproduced", m, lo, hi
+        return "ruled out", m, lo, hi
     return "inconclusive", m, lo, hi
 
 

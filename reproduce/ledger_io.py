@@ -3,26 +3,28 @@
 Each notebook writes its claim rows to ``<results>/<paper>/claims_<data>.csv`` with
 :func:`write_claims`; :func:`collect` reads them, gives each row its role through the registry
 (:mod:`reproduce.claims`: the row that is a claim's declared primary contrast → ``primary``, every
-other row → ``secondary``), decides every row by the ONE rule of :mod:`reproduce.ledger` (noise
-floor, practical threshold, Holm across a data set's primary rows) and writes ``claims.csv``
+other row → ``secondary``), decides every row by the ONE rule of :mod:`reproduce.ledger` (a family per
+paper and data set, δ from the paper's effect) and writes ``claims.csv``
 (every column) and ``claims.md`` (primary rows first, then secondary, then the legend). Every
 claim id has exactly one primary row per data set: a claim no notebook row tests is listed as
 ``inconclusive`` with the reason, never silently dropped. :func:`update_readme` writes the README
 table from the same rows (primary rows only), opened by :func:`plain_summary`.
 
-Beside its verdict every primary row in a Holm family carries what the budget can decide (rules in
-:mod:`reproduce.ledger`): ``mde`` (at the Holm step level ``mde_alpha``), ``decidable``, ``stability``,
-``fragile``; every primary row with a paper effect its ``ratio`` and ``larger_than_paper``.
+Beside its verdict every primary row decided by an interval carries ``stability`` and ``fragile``; every one
+with a paper effect its ``ratio``, ``power`` at that effect, the ``seeds_for_power`` it would need and
+``underpowered`` (rules in :mod:`reproduce.ledger`); :func:`power_markdown` writes them to ``power.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import math
 import os
 import platform
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,27 +36,28 @@ from coherent_itr.runs import source_hash
 
 from . import claims as registry
 from .ledger import (
+    ALPHA,
+    CROSS_PAPER,
     LARGER_THAN_PAPER,
     LEGEND,
-    NOISE_K,
     NOTEBOOK_COLUMNS,
     POWER,
+    RULE,
+    SEED_CAP,
     STABLE,
-    THRESHOLD_RULE,
     Estimate,
-    adjusted_level,
+    bonferroni,
     decide,
     estimate,
     estimate_from_interval,
-    holm,
-    holm_step_alpha,
-    min_detectable_effect,
-    pooled_parts,
-    pooled_sd,
+    family_alpha,
+    power_at,
+    seeds_for_power,
+    smallest_effect,
     stability,
-    threshold,
 )
 from .paths import ROOT
+from .profiles import get_profile
 from .tables import md_cell
 
 CLAIM_IDS = {}
@@ -78,14 +81,21 @@ COLUMNS = [
     "ci_high",
     "p_unadj",
     "p_adj",
-    "threshold",
-    "noise_floor",
+    "family",
+    "family_size",
+    "level",
+    "delta",
     "paper_effect",
     "ratio",
-    "mde",
-    "decidable",
+    "seed_sd",
+    "query_var",
+    "power",
+    "seeds_for_power",
+    "power_note",
+    "underpowered",
     "stability",
     "fragile",
+    "smaller_than_paper",
     "larger_than_paper",
     "verdict",
     "reason",
@@ -99,8 +109,6 @@ COLUMNS = [
     "paper_source",
     "note",
     "health_evaluated",
-    "mde_alpha",
-    "noise_floor_source",
 ]
 STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (_read_notebook_rows, is_stale)
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
@@ -222,37 +230,31 @@ def _direction(kind: str) -> str:
     return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
 
 
-def build_ledger(
-    nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None, null_pair_diffs: dict | None = None
-) -> pd.DataFrame:
+def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None) -> pd.DataFrame:
     """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
 
-    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``;
-    ``null_pair_diffs`` — ``{(dataset, metric key): [per-seed differences of a null pair, …]}``.
+    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``.
 
     The steps: each notebook row becomes a ledger row, the primary ones recognised (:func:`_notebook_rows`); a
-    placeholder stands for every primary no row tests (:func:`_placeholder_rows`); the noise floors
-    (:func:`_noise_floors`), thresholds and p-values (:func:`_add_test`); Holm per data set
-    (:func:`_holm_families`); the verdicts (:func:`_decide_row`), the budget columns (:func:`_budget_columns`)
-    and the last flags; the rows in ledger order (:func:`_ordered`)."""
+    placeholder stands for every primary no row tests (:func:`_placeholder_rows`); each row's family, level, δ
+    and p-values (:func:`_add_test`); the verdicts (:func:`_decide_row`); the power, seeds and stability of the
+    primary rows (:func:`_power_columns`) and the last flags; the rows in ledger order (:func:`_ordered`)."""
     seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
     datasets = list(dict.fromkeys([*datasets, *seen_data]))
     out, primaries = _notebook_rows(nb_rows, collapsed)
     out += _placeholder_rows(nb_rows, datasets, primaries)
-    floors = _noise_floors(out, null_pair_diffs)
     effects = registry.paper_effects()
+    sizes = family_sizes()
     for o in out:
-        _add_test(o, floors, effects)
-    families = _holm_families(out, datasets)
-    for o in out:
+        _add_test(o, effects, sizes)
         _decide_row(o)
-    for fam in families.values():
-        _budget_columns(fam)
-    for o in out:
+        if o["role"] == "primary":
+            _power_columns(o)
         o["direction"] = _direction(o["kind"])
         o["larger_than_paper"] = (
             bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
         )
+        o["smaller_than_paper"] = bool(o["verdict"] == "reproduced" and "smaller than the paper" in o["reason"])
     return _ordered(out, datasets)
 
 
@@ -305,15 +307,6 @@ def _row_kind(r: dict) -> str:
     return str(kind) if isinstance(kind, str) and kind in ("direction", "equivalence", "identity") else "direction"
 
 
-def _noise_key(r: dict, prim, data) -> str | None:
-    """The (data set, metric key) group whose noise floor the row shares and feeds: a primary of two arms, or a
-    notebook-measured primary computed from arm groups (S3: SN − HN on test RSUM, averaged over the grid's cells),
-    its registry metric; another row contrasting two arms on a test-record metric, that metric; else None."""
-    if prim:
-        return str(prim.metric_for(data)) if prim.measure == "arms" or prim.arm_groups else None
-    return metric_key(r.get("metric")) if _is_arm_contrast(r) else None
-
-
 def _text_or(r: dict, key: str, default: str) -> str:
     return r.get(key) if isinstance(r.get(key), str) else default
 
@@ -321,8 +314,8 @@ def _text_or(r: dict, key: str, default: str) -> str:
 def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
     """The ledger row of notebook row ``r`` of claim ``c`` (None: not in the registry): a primary row takes its
     statement, metric, unit, kind and arms from the registry (a legacy row stated the other way round is
-    flipped, the registry's ``sign``); its estimate (``_est``), per-seed effects (``_eff``), noise-floor group
-    (``_mkey``) and whether an arm collapsed (``_collapsed``, ``_why``) are kept for the next steps."""
+    flipped, the registry's ``sign``); its estimate (``_est``), per-seed effects (``_eff``) and whether an arm
+    collapsed (``_collapsed``, ``_why``) are kept for the next steps."""
     data = r.get("dataset")
     role = str(r.get("role", ""))
     sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary and role != "primary" else 1
@@ -344,7 +337,6 @@ def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
         "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
         "_est": est,
         "_eff": eff,
-        "_mkey": _noise_key(r, prim, data),
         "_collapsed": is_col,
         "_why": why,
         "notebook": _text_or(r, "notebook", c.notebook if c else ""),
@@ -381,7 +373,6 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
                     "n_boot": 0,
                     "_est": Estimate(math.nan, math.nan, math.nan, 0),
                     "_eff": None,
-                    "_mkey": None,
                     "_collapsed": False,
                     "_why": "",
                     "notebook": c.notebook,
@@ -401,95 +392,55 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
     return out
 
 
-def _noise_floors(out: list[dict], null_pair_diffs: dict | None) -> dict:
-    """``{(data set, metric key): (noise floor, df, source)}``: ``NOISE_K`` × the sd pooled over the per-seed
-    effects of the group's current contrasts (healthy rows of ≥ 2 seeds; a stale row, :func:`is_stale`, is an
-    earlier run's and feeds no floor) and its declared null pairs; NaN without any df. ``source`` names the one
-    contribution with the largest share of the pooled sum of squares
-    (:func:`_largest_share`), so that a reader sees when one unstable contrast sets the floor."""
-    groups: dict = {}
-    for o in out:
-        if o["_mkey"] and not o["_collapsed"] and not is_stale(o) and o["_est"].n >= 2 and np.isfinite(o["_est"].se):
-            e = o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"])
-            groups.setdefault((o["dataset"], o["_mkey"]), []).append((f"{o['id']} ({o['role']}): {o['statement']}", e))
-    floors = {}
-    for key in set(groups) | set(null_pair_diffs or {}):
-        contrasts = groups.get(key, [])
-        nulls = (null_pair_diffs or {}).get(key, [])
-        sd, df = pooled_sd([e for _, e in contrasts], nulls)
-        floors[key] = (NOISE_K * sd if df else math.nan, df, _largest_share(contrasts, nulls) if df else "")
-    return floors
+def family_of(paper: str) -> str:
+    """The family a claim of ``paper`` is decided in: its paper, or one family for the cross-paper claims."""
+    return paper if paper else CROSS_PAPER
 
 
-def _largest_share(contrasts: list[tuple[str, list]], null_pair_diffs: list) -> str:
-    """Which single contribution to :func:`reproduce.ledger.pooled_sd` has the largest share of its sum of
-    squares (:func:`reproduce.ledger.pooled_parts`) — one contrast, or all null pairs together — as
-    ``"<share>% from <label>"``; empty when the sum is 0."""
-    c_parts, n_parts = pooled_parts([e for _, e in contrasts], null_pair_diffs)
-    parts = [(ss, label) for (ss, _), (label, _) in zip(c_parts, contrasts, strict=True)]
-    if null_pair_diffs:
-        parts.append((sum(ss for ss, _ in n_parts), f"the {len(null_pair_diffs)} declared null pair(s)"))
-    total = sum(ss for ss, _ in parts)
-    if not parts or total <= 0:
-        return ""
-    ss, label = max(parts, key=lambda p: p[0])
-    return f"{100 * ss / total:.0f}% from {label}"
+def family_sizes() -> dict[str, int]:
+    """``{family: m}``: the claims of each paper in the registry that an interval decides (direction and
+    equivalence; identities are exact checks) — fixed by the claims file, not by which rows a run produced."""
+    sizes: dict[str, int] = {}
+    for c in registry.CLAIMS.values():
+        if c.primary.kind in ("direction", "equivalence"):
+            sizes[family_of(c.paper)] = sizes.get(family_of(c.paper), 0) + 1
+    return sizes
 
 
-def _add_test(o: dict, floors: dict, effects: pd.DataFrame) -> None:
-    """Row ``o``'s paper effect and its source (primary rows), noise floor, threshold, unadjusted p-value (the
-    direction test, or the equivalence test against the threshold; none for an identity), ratio to the paper
-    effect, effect and 95% interval; ``p_adj`` NaN until :func:`_holm_families`."""
+def _add_test(o: dict, effects: pd.DataFrame, sizes: dict[str, int]) -> None:
+    """Row ``o``'s paper effect and its source, family and level (a primary row: its paper's family at
+    ALPHA/m; any other row: unadjusted at ALPHA, direction alone), δ, p-values, ratio, effect and 95% interval."""
     c = registry.CLAIMS.get(o["id"])
     prim = o["role"] == "primary"
-    pe = _f(effects.loc[o["id"], "paper_effect"]) if prim and o["id"] in effects.index else math.nan
+    known = prim and o["id"] in effects.index
+    pe = _f(effects.loc[o["id"], "paper_effect"]) if known else math.nan
     o["paper_effect"] = pe
     o["paper_source"] = (
         f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
         f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
-        if prim and o["id"] in effects.index
+        if known
         else ""
     )
-    nf, _, source = floors.get((o["dataset"], o["_mkey"]), (math.nan, 0, "")) if o["_mkey"] else (math.nan, 0, "")
-    o["noise_floor"] = nf
-    o["noise_floor_source"] = source
-    o["threshold"] = threshold(nf, pe, o["tolerance"], o["kind"])
+    decided = o["kind"] in ("direction", "equivalence")
+    fam = family_of(c.paper if c else o["paper"]) if prim and decided and not o["_collapsed"] else ""
+    m = sizes.get(fam, 1) if fam else 1
+    o["family"], o["family_size"] = fam, (m if fam else math.nan)
+    o["_alpha"] = family_alpha(m) if fam else ALPHA
+    o["level"] = 1 - o["_alpha"] if decided else math.nan
+    o["delta"] = smallest_effect(pe if prim else math.nan, o["tolerance"], o["kind"])
     est = o["_est"]
     if o["kind"] == "equivalence":
-        o["p_unadj"] = est.p_equivalent(o["threshold"]) if o["threshold"] > 0 else math.nan
+        o["p_unadj"] = est.p_equivalent(o["delta"]) if o["delta"] > 0 else math.nan
     elif o["kind"] == "direction":
         o["p_unadj"] = est.p_zero()
     else:
         o["p_unadj"] = math.nan
+    o["p_adj"] = bonferroni(o["p_unadj"], m) if fam else math.nan
     ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
     o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
     o["effect"] = est.effect
+    o["seed_sd"], o["query_var"] = est.seed_sd, est.query_var
     o["ci95_low"], o["ci95_high"] = est.interval(0.95)
-    o["p_adj"] = math.nan
-
-
-def _holm_families(out: list[dict], datasets: list) -> dict:
-    """``{data set: its Holm family}``: the primary rows with a p-value that are neither collapsed nor identity
-    checks; each gets its Holm-adjusted ``p_adj`` and the ``_level`` its interval is drawn at."""
-    families = {}
-    for data in datasets:
-        fam = [
-            o
-            for o in out
-            if o["role"] == "primary"
-            and o["dataset"] == data
-            and not o["_collapsed"]
-            and o["kind"] != "identity"
-            and np.isfinite(o["p_unadj"])
-        ]
-        adj = holm([o["p_unadj"] for o in fam])
-        for o, p in zip(fam, adj):
-            o["p_adj"] = float(p)
-        m = len(fam)
-        for o in fam:
-            o["_level"] = adjusted_level(o["p_unadj"], o["p_adj"], m)
-        families[data] = fam
-    return families
 
 
 def _no_verdict_reason(o: dict) -> str:
@@ -499,30 +450,29 @@ def _no_verdict_reason(o: dict) -> str:
         return o["_missing"]
     if o["kind"] == "identity" and (o["tolerance"] is None or not np.isfinite(o["tolerance"])):
         return "identity row without a tolerance"
-    if o["kind"] == "equivalence" and not o["threshold"] > 0:
+    if o["kind"] == "equivalence" and not o["delta"] > 0:
         return "equivalence row without a tolerance"
     return ""
 
 
 def _decide_row(o: dict) -> None:
     """Row ``o``'s verdict, reason and interval (:func:`reproduce.ledger.decide`), or ``inconclusive`` with
-    :func:`_no_verdict_reason`. The reason says when the interval is over seeds only, unadjusted (not a primary
-    row) or without a noise floor (:func:`_interval_notes`)."""
+    :func:`_no_verdict_reason`. The reason says when the interval is over seeds only or unadjusted (not a
+    primary row) (:func:`_interval_notes`)."""
     why = _no_verdict_reason(o)
     if why:
         o.update(verdict="inconclusive", reason=why, ci_low=math.nan, ci_high=math.nan)
         return
     kind, est = o["kind"], o["_est"]
-    tol = o["tolerance"] if kind == "identity" else None
     v, why, lo, hi = decide(
         kind,
         est,
-        o["threshold"],
-        p_adj=o["p_adj"] if np.isfinite(o["p_adj"]) else None,
-        level=o.get("_level"),
+        alpha=o["_alpha"],
+        delta=o["delta"],
+        paper_effect=o["paper_effect"],
         collapsed=o["_collapsed"],
         collapse_reason=o["_why"],
-        tolerance=tol,
+        tolerance=o["tolerance"] if kind == "identity" else None,
     )
     if kind in ("direction", "equivalence") and est.n >= 2:
         why += _interval_notes(o)
@@ -540,9 +490,36 @@ def _interval_notes(o: dict) -> str:
         )
     if o["role"] != "primary":
         notes += "; unadjusted 95% interval (not a primary row)"
-    if not np.isfinite(o["noise_floor"]):
-        notes += "; no noise floor for this measure"
     return notes
+
+
+def _power_columns(o: dict) -> None:
+    """A primary row's power at 1× the paper's effect and the seeds for POWER (direction rows with a paper
+    effect and an interval), *underpowered* (inconclusive below POWER: the reason says so and why), and
+    its stability; a row stored only as an interval (an older claim file) is resampled from
+    :func:`_pseudo_effects`: n values with its mean and seed sd."""
+    est, pe = o["_est"], o["paper_effect"]
+    o.update(power=math.nan, seeds_for_power=math.nan, power_note="", underpowered=None)
+    o.update(stability=math.nan, fragile=None)
+    if o["kind"] not in ("direction", "equivalence") or o["_collapsed"] or est.n < 2 or not np.isfinite(est.se):
+        return
+    if o["kind"] == "direction" and np.isfinite(pe) and pe != 0:
+        sd = est.seed_sd
+        o["power"] = float(power_at(abs(pe), sd, est.query_var, est.n, o["_alpha"]))
+        n, why = seeds_for_power(abs(pe), sd, est.query_var, o["_alpha"])
+        o["seeds_for_power"] = n if n is not None else math.nan
+        o["power_note"] = why
+        o["underpowered"] = bool(o["power"] < POWER)
+        if o["verdict"] == "inconclusive" and o["underpowered"]:
+            o["reason"] += (
+                f"; underpowered: {100 * o['power']:.0f}% power at the paper's effect with {est.n} seeds ("
+                + (f"{n} seeds would give {POWER:.0%})" if n is not None else f"{why})")
+            )
+    elif o["kind"] == "direction":
+        o["power_note"] = "direction alone: the paper gives no effect to plan for"
+    eff = o["_eff"] if o["_eff"] is not None else _pseudo_effects(est)
+    s = stability(o["kind"], eff, est.query_var, o["_alpha"], o["delta"], o["verdict"])
+    o.update(stability=s, fragile=bool(s < STABLE))
 
 
 def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
@@ -560,64 +537,29 @@ def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
     return df.reindex(columns=COLUMNS).reset_index(drop=True)
 
 
-def _budget_columns(fam: list[dict]) -> None:
-    """MDE, decidable flag and stability of the rows of one Holm family (rule in :mod:`reproduce.ledger`);
-    an ``inconclusive`` row that is not decidable says so in its reason. A row stored only as an interval
-    (an older claim file) is resampled from :func:`_pseudo_effects`: n values with its mean and seed sd."""
-    alphas = holm_step_alpha([o["p_unadj"] for o in fam])
-    stab = stability(
-        [
-            {
-                "kind": o["kind"],
-                "effects": o["_eff"] if o["_eff"] is not None else _pseudo_effects(o["_est"]),
-                "query_var": o["_est"].query_var,
-                "threshold": o["threshold"],
-                "verdict": o["verdict"],
-            }
-            for o in fam
-        ]
-    )
-    for o, a, s in zip(fam, alphas, stab):
-        est = o["_est"]
-        mde = min_detectable_effect(est.se, est.df, a, o["kind"])
-        pe = o["paper_effect"]
-        use_paper = o["kind"] == "direction" and np.isfinite(pe) and pe != 0
-        ref = abs(pe) if use_paper else (o["threshold"] if o["threshold"] > 0 else math.nan)
-        decidable = bool(mde <= ref) if np.isfinite(mde) and np.isfinite(ref) else None
-        o.update(mde=mde, mde_alpha=float(a), decidable=decidable, stability=float(s), fragile=bool(s < STABLE))
-        if o["verdict"] == "inconclusive" and decidable is False:
-            o["reason"] += f"; not decidable at this budget: MDE {fmt_num(mde)} > " + (
-                f"|paper effect| {fmt_num(ref)}" if use_paper else f"threshold {fmt_num(ref)}"
-            )
-
-
 def _pseudo_effects(est: Estimate) -> list[float]:
     """n values with the estimate's mean and seed sd (an old claim file kept only its interval);
-    only their spread enters the noise floor."""
+    only their spread enters the stability resamples."""
     sd = est.se * math.sqrt(est.n)
     z = np.arange(est.n) - (est.n - 1) / 2
     z = z / z.std(ddof=1)
     return list(est.effect + sd * z)
 
 
-def collect(
-    results_dir: str | os.PathLike,
-    collapsed: dict | None = None,
-    null_pair_diffs: dict | None = None,
-    stale: dict | None = None,
-) -> pd.DataFrame:
-    """Gather every notebook's claim rows into ``claims.csv`` / ``claims.md`` under the one rule.
+def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, stale: dict | None = None) -> pd.DataFrame:
+    """Gather every notebook's claim rows into ``claims.csv`` / ``claims.md`` (and ``power.md``) under the one rule.
 
     Exactly one primary row per claim id and data set (a placeholder ``inconclusive`` row says why
     when no notebook row is the registry's primary contrast). ``stale``: {claim file: reason} of files
     no current execution wrote; their rows are marked ``STALE`` in the note column."""
     results_dir = Path(results_dir)
     rows = _read_notebook_rows(results_dir, stale)
-    df = build_ledger(rows, collapsed=collapsed, null_pair_diffs=null_pair_diffs)
+    df = build_ledger(rows, collapsed=collapsed)
     health_known = collapsed is not None or any("collapsed" in r for r in rows)
     df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
     atomic_write_text(results_dir / "claims.md", markdown(df, health_known=health_known))
+    atomic_write_text(results_dir / "power.md", power_markdown(df))
     return df
 
 
@@ -663,12 +605,19 @@ def _flag(x) -> bool | None:
     return None
 
 
-def mde_cell(r) -> str:
-    """The minimum detectable effect and whether the row is decidable at this budget."""
-    if not np.isfinite(_f(r.get("mde"))):
+def power_cell(r) -> str:
+    """Power at 1× the paper's effect with the row's seeds, and the seeds that would give POWER (or why none do)."""
+    pw = _f(r.get("power"))
+    if not np.isfinite(pw):
         return "—"
-    d = _flag(r.get("decidable"))
-    return fmt_num(r["mde"]) + {True: " (yes)", False: " (no)", None: ""}[d]
+    n = _f(r.get("seeds_for_power"))
+    if np.isfinite(n):
+        need = f"{int(n)} seeds for {POWER:.0%}"
+    elif "not reachable" in str(r.get("power_note") or ""):
+        need = "not reachable: test-set variance"
+    else:
+        need = f"> {SEED_CAP} seeds"
+    return f"{100 * pw:.0f}% ({need})"
 
 
 def stability_cell(r) -> str:
@@ -698,12 +647,14 @@ def _stale_mask(rows: pd.DataFrame) -> pd.Series:
 
 
 def verdict_cell(r) -> str:
-    """The verdict in bold, with *not decidable at this budget* (inconclusive rows) or *larger than the
-    paper — check the baseline* (reproduced rows more than LARGER_THAN_PAPER × the paper's effect), and
-    the *stale* mark of a row from an earlier run (:func:`is_stale`)."""
+    """The verdict in bold with its tags: *underpowered* (inconclusive rows below POWER at the paper's effect),
+    *smaller than the paper* and *larger than the paper — check the baseline* (reproduced rows), and the
+    *stale* mark of a row from an earlier run (:func:`is_stale`)."""
     v = f"**{r['verdict']}**"
-    if r["verdict"] == "inconclusive" and _flag(r.get("decidable")) is False:
-        v += " (not decidable at this budget)"
+    if r["verdict"] == "inconclusive" and _flag(r.get("underpowered")):
+        v += " (underpowered)"
+    if _flag(r.get("smaller_than_paper")):
+        v += " (smaller than the paper)"
     if _flag(r.get("larger_than_paper")):
         v += " (larger than the paper — check the baseline)"
     if is_stale(r):
@@ -733,59 +684,32 @@ def _cell(s) -> str:
     return md_cell(s) if isinstance(s, str) and s else "—"
 
 
-def noise_floor_markdown(df: pd.DataFrame) -> str:
-    """The noise floor of every metric and data set that has one (rule in :mod:`reproduce.ledger`)."""
-    nf = df[np.isfinite(pd.to_numeric(df["noise_floor"], errors="coerce"))]
-    if not len(nf):
-        return ""
-    key = nf["metric"].map(lambda m: metric_key(m) or m)
-    t = nf.assign(_k=key).drop_duplicates(["dataset", "_k"]).sort_values(["dataset", "_k"])
-    lines = [
-        "## Noise floors",
-        "",
-        f"{NOISE_K:g} × the pooled sd of a single-seed paired difference between two arms "
-        "(same metric, same data set; from every contrast's seed spread and the declared null pairs). The last "
-        "column names the one contribution with the largest share of the pooled sum of squares: a large share "
-        "means one unstable contrast sets the floor for every row of that metric.",
-        "",
-        "| data | metric | noise floor | largest share of the pooled variance |",
-        "|---|---|---|---|",
-    ]
-    src = t["noise_floor_source"] if "noise_floor_source" in t else pd.Series("", index=t.index)
-    src = src.map(lambda s: _cell(s) if isinstance(s, str) else "—")
-    lines += [
-        f"| {r['dataset']} | {_cell(r['_k'])} | {fmt_num(r['noise_floor'])} | {s} |"
-        for r, s in zip(t.to_dict("records"), src, strict=True)
-    ]
-    return "\n".join(lines) + "\n\n"
-
-
 def legend_markdown() -> str:
     lines = [
         "## Legend",
         "",
-        f"Rule (`reproduce/ledger.py`): {THRESHOLD_RULE} Effects are oriented so that the claim "
-        "predicts > 0 (A − B); the interval shown for a primary row is Holm-adjusted (it excludes 0 exactly when "
-        "p_adj < 0.05); secondary rows show an unadjusted 95% interval and never decide a claim.",
+        f"Rule (`reproduce/ledger.py`): {RULE} Effects are oriented so that the claim predicts > 0 (A − B). "
+        "A primary row's interval is its family's simultaneous interval; secondary rows show an unadjusted 95% "
+        "interval, are decided on direction alone and never decide a claim.",
         "",
     ]
     lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
     lines += [
         "",
-        f"**MDE** — the effect the row's test detects with {POWER:.0%} power at the level Holm's step applies to "
-        "it, at its measured standard error and degrees of freedom; *(yes)*: decidable at this budget "
-        "(MDE ≤ |paper's effect|, or ≤ T without one). **Stability** — share of bootstrap resamples "
-        f"(seeds and test queries together, Holm recomputed) with the same verdict; *fragile* below {STABLE:.0%}. "
-        f"A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is flagged *larger than the paper — "
-        "check the baseline*. Formulas in `reproduce/ledger.py`.",
+        f"**δ** — the smallest effect of interest, half the paper's effect. **Power** — the chance that the row's "
+        f"interval lies above 0 if the paper's effect were true, at the row's measured seed sd and test-set "
+        f"variance; beside it the seeds that would give {POWER:.0%} (cap {SEED_CAP}; `power.md`). "
+        "**Stability** — share of bootstrap resamples (seeds and test queries together) with the same verdict; "
+        f"*fragile* below {STABLE:.0%}. A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is "
+        "flagged *larger than the paper — check the baseline*. Formulas in `reproduce/ledger.py`.",
     ]
     return "\n".join(lines) + "\n"
 
 
 NO_HEALTH = (
     "**Training health was not evaluated for this ledger** (no collapse information reached it): "
-    "a verdict whose arm collapsed (issue 14: e.g. Triplet-HN on Flickr8k, ladder and SAM on the synthetic "
-    "world) reads as a method effect here but would be `not testable` — read such rows as provisional."
+    "a verdict whose arm collapsed reads as a method effect here but would be `not testable` — read such "
+    "rows as provisional."
 )
 
 
@@ -801,9 +725,9 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "",
         "## Primary rows",
         "",
-        "| id | claim | data | metric (unit; direction) | our effect [adjusted interval] | paper's effect | "
-        "ratio | MDE (decidable?) | stability | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| id | claim | data | metric (unit; direction) | our effect [simultaneous interval] | paper's effect | "
+        "δ | ratio | power at the paper's effect | stability | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
@@ -813,8 +737,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         )
         out.append(
             f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
-            f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | "
-            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {mde_cell(r)} | "
+            f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | {fmt_num(r['delta'])} | "
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {power_cell(r)} | "
             f"{stability_cell(r)} | {verdict_cell(r)} |"
         )
     for role in ("secondary", "exploratory"):
@@ -825,15 +749,15 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
             "",
             f"## {role.capitalize()} rows",
             "",
-            "| id | statement | data | metric | arms | effect [95% interval] | threshold | verdict |",
-            "|---|---|---|---|---|---|---|---|",
+            "| id | statement | data | metric | arms | effect [95% interval] | verdict |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in sub.to_dict("records"):
             out.append(
                 f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
-                f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {fmt_num(r['threshold'])} | {r['verdict']} |"
+                f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {r['verdict']} |"
             )
-    return "\n".join(out) + "\n\n" + noise_floor_markdown(df) + legend_markdown()
+    return "\n".join(out) + "\n\n" + legend_markdown()
 
 
 def primary_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -890,9 +814,9 @@ def summary_markdown(df: pd.DataFrame) -> str:
 
 SUMMARY_CATEGORIES = (
     "reproduced",
-    "not reproduced",
-    "no effect",
-    "not decidable at this budget",
+    "reversed",
+    "ruled out",
+    "inconclusive (underpowered)",
     "inconclusive",
     "not testable",
     STALE,
@@ -901,11 +825,11 @@ SUMMARY_CATEGORIES = (
 
 def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Primary rows per data set (rows) and category (columns, :data:`SUMMARY_CATEGORIES`): the verdicts,
-    with ``inconclusive`` split into *not decidable at this budget* (decidable flag False) and the rest; a
-    stale row (:func:`is_stale`) counts as *stale*, whatever its earlier verdict."""
+    with ``inconclusive`` split into *underpowered* (the underpowered flag) and the rest; a stale row
+    (:func:`is_stale`) counts as *stale*, whatever its earlier verdict."""
     prim = df[df["role"] == "primary"]
-    not_decidable = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else False
-    cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & not_decidable), SUMMARY_CATEGORIES[3])
+    under = prim["underpowered"].map(_flag).eq(True) if "underpowered" in prim else False
+    cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & under), SUMMARY_CATEGORIES[3])
     cat = cat.where(~_stale_mask(prim), STALE)
     t = pd.crosstab(prim["dataset"], cat).reindex(columns=list(SUMMARY_CATEGORIES), fill_value=0)
     return t.reindex(list(dict.fromkeys(prim["dataset"]))).fillna(0).astype(int)
@@ -914,18 +838,18 @@ def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
 def caveat(df: pd.DataFrame) -> str:
     """The one caveat sentence of the plain summary, chosen by a stated rule: of three shares over the
     primary rows of all data sets — (a) reproduced rows flagged *larger than the paper*, among reproduced
-    rows; (b) *fragile* rows, among decided rows (reproduced, not reproduced, no effect); (c) rows *not
-    decidable at this budget*, among all primary rows — the largest one (ties in the order a, b, c) is
-    stated, stale rows (:func:`is_stale`) left out. Empty when all three are 0."""
+    rows; (b) *fragile* rows, among decided rows (reproduced, reversed, ruled out); (c) *underpowered* rows
+    (below 80% power at the paper's effect), among the primary rows with a paper effect — the largest one
+    (ties in the order a, b, c) is stated, stale rows (:func:`is_stale`) left out. Empty when all three are 0."""
     prim = df[df["role"] == "primary"]
     prim = prim[~_stale_mask(prim)]
     flag = {
         c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
-        for c in ("larger_than_paper", "fragile")
+        for c in ("larger_than_paper", "fragile", "underpowered")
     }
-    not_dec = prim["decidable"].map(_flag).eq(False) if "decidable" in prim else pd.Series(False, index=prim.index)
+    planned = prim["power"].map(_f).map(np.isfinite) if "power" in prim else pd.Series(False, index=prim.index)
     rep = prim["verdict"] == "reproduced"
-    decided = prim["verdict"].isin(["reproduced", "not reproduced", "no effect"])
+    decided = prim["verdict"].isin(["reproduced", "reversed", "ruled out"])
     cands = [
         (
             int((rep & flag["larger_than_paper"]).sum()),
@@ -939,10 +863,10 @@ def caveat(df: pd.DataFrame) -> str:
             f"decided verdicts are fragile (the same verdict in fewer than {STABLE:.0%} of bootstrap resamples)",
         ),
         (
-            int((prim["verdict"].eq("inconclusive") & not_dec).sum()),
-            len(prim),
-            "primary rows are inconclusive and not decidable at this budget (the seeds cannot detect the "
-            "paper's effect with 80% power)",
+            int(flag["underpowered"].sum()),
+            int(planned.sum()),
+            f"primary rows with a paper effect had less than {POWER:.0%} power to reproduce it with their seeds "
+            "(`power.md` gives the seeds each would need)",
         ),
     ]
     k, n, text = max(cands, key=lambda c: c[0] / c[1] if c[1] else 0.0)
@@ -952,38 +876,55 @@ def caveat(df: pd.DataFrame) -> str:
 
 
 def plain_summary(df: pd.DataFrame) -> str:
-    """The README's plain summary: per data set, how many primary rows are reproduced / not reproduced /
-    no effect / not decidable at this budget (inconclusive and not testable rows when there are any), then
-    the :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
+    """The README's plain summary: per data set, how many primary rows are reproduced / reversed / ruled out /
+    inconclusive and underpowered / inconclusive (not testable and stale rows when there are any), then the
+    :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
     if not len(df) or not (df["role"] == "primary").any():
         return ""
     counts = summary_counts(df)
     lines = [
         f"- **{d}** ({int(row.sum())} claims): "
-        + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 4 or row[c])
+        + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 5 or row[c])
         for d, row in counts.iterrows()
     ]
     cav = caveat(df)
     rule = (
         " _(The caveat is the largest of three shares: reproduced effects more than "
-        f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, primary rows not decidable at this "
-        "budget — `reproduce.ledger_io.caveat`.)_"
+        f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, underpowered rows — "
+        "`reproduce.ledger_io.caveat`.)_"
     )
     return "**In short.**\n\n" + "\n".join(lines) + ("\n\n" + cav + rule if cav else "") + "\n"
 
 
-def claim_verdict(verdicts) -> str:
-    """Old summary of several rows (kept for callers of the previous ledger; the ledger itself
-    decides a claim by its ONE primary row and never reports "mixed")."""
-    v = list(verdicts)
-    decided = [x for x in v if x != "inconclusive"]
-    if not decided:
-        return "inconclusive"
-    if all(x == "reproduced" for x in v):
-        return "reproduced"
-    if all(x == "not reproduced" for x in decided):
-        return "not reproduced"
-    return "mixed"
+def power_markdown(df: pd.DataFrame) -> str:
+    """``power.md``: every primary direction row with a paper effect — its measured seed sd and test-set sd,
+    its power at 1× the paper's effect with the seeds it has, and the seeds that would give POWER (cap
+    SEED_CAP), or why no seed count does (rules in :mod:`reproduce.ledger`)."""
+    prim = df[(df["role"] == "primary") & df["power"].map(_f).map(np.isfinite)] if len(df) else df
+    lines = [
+        "# Power at the papers' effects",
+        "",
+        f"For each primary row with a paper effect: the chance that its interval (its family's, at 1 − {ALPHA:g}/m) "
+        f"lies above 0 if the paper's effect were true, at the row's measured per-seed sd and test-set "
+        f"variance, with the seeds it has; and the fewest seeds that give {POWER:.0%} (cap {SEED_CAP}). The test-set "
+        "variance does not shrink with seeds: where it alone is too large, no seed count reaches "
+        f"{POWER:.0%} and more test queries would be needed. The sd of 5 seeds is uncertain (its 95% interval spans "
+        "about 0.6–2.9× the estimate): read the seed counts as a plan. Rule and formulas: `reproduce/ledger.py`.",
+        "",
+        "| id | data | metric | paper's effect | seeds | sd per seed | test-set sd | power now | seeds for "
+        f"{POWER:.0%} | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in prim.to_dict("records"):
+        n = _f(r["seeds_for_power"])
+        qv = _f(r["query_var"])
+        need = str(int(n)) if np.isfinite(n) else _cell(r.get("power_note"))
+        lines.append(
+            f"| {r['id']} | {r['dataset']} | {_cell(r['metric'])} | {fmt_num(r['paper_effect'])} | {r['n_seeds']} | "
+            f"{fmt_num(r['seed_sd'])} | {fmt_num(math.sqrt(qv)) if np.isfinite(qv) and qv > 0 else '0'} | "
+            f"{100 * _f(r['power']):.0f}% | {need} | {verdict_cell(r)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def check_notebook_summary(summary: pd.DataFrame, ledger: pd.DataFrame) -> list[str]:
@@ -1019,9 +960,11 @@ def _readme_stale_sentence(df: pd.DataFrame) -> str:
     )
 
 
-def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md") -> None:
+def update_readme(
+    df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.md", by: str = "`make reproduce`"
+) -> None:
     """Replace the summary table between the ledger markers of README.md (primary rows only; stale rows
-    without their earlier verdicts, :func:`primary_table`)."""
+    without their earlier verdicts, :func:`primary_table`); ``by``: what generated it."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         return
@@ -1033,10 +976,10 @@ def update_readme(df: pd.DataFrame, profile: str, readme: Path = ROOT / "README.
         + "\n"
         + (f"{stale}\n\n" if (stale := _readme_stale_sentence(df)) else "")
         + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
-        f"`make reproduce` (library source hash {source_hash()}). One line per claim: its ONE primary row per "
-        f"data set (declared in `reproduce/data/claims.toml`), our effect with its Holm-adjusted interval and the "
-        f"verdict by the rule in `reproduce/ledger.py` ({THRESHOLD_RULE.rstrip('.')}), and the ratio of our effect to "
-        f"the paper's. Secondary rows, the papers' effects, minimum detectable effects, stability, noise floors and "
+        f"{by} (library source hash {source_hash()}). One line per claim: its ONE primary row per "
+        f"data set (declared in `reproduce/data/claims.toml`), our effect with its simultaneous interval and the "
+        f"verdict by the rule in `reproduce/ledger.py` ({RULE.rstrip('.')}), and the ratio of our effect to "
+        f"the paper's. Secondary rows, the papers' effects, power, stability and "
         f"the legend are in [results/claims.md](results/claims.md)._\n\n"
         + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")
         + summary_markdown(df)
@@ -1124,3 +1067,48 @@ def write_manifest(
     if per_data:
         man["last_training_by_data"] = dict(sorted(per_data.items()))
     atomic_write_json(path, man)
+
+
+REDECIDED_BY = "`python -m reproduce.ledger_io`, from the claim files of the notebooks' last executions"
+
+
+def previous_health(claims_csv: Path) -> dict | None:
+    """The collapse information a re-decision can reuse from the ledger it replaces: ``{}`` when that ledger
+    evaluated training health and found no collapsed arm (no ``not testable`` row), None when it did not
+    evaluate it (or there is none). A ledger with ``not testable`` rows is refused: their reasons are
+    the run cache's, so only ``make reproduce`` can redo them."""
+    if not claims_csv.exists():
+        return None
+    old = pd.read_csv(claims_csv)
+    if "health_evaluated" not in old or not old["health_evaluated"].map(_flag).eq(True).all():
+        return None
+    if old["verdict"].eq("not testable").any():
+        raise ValueError(
+            f"{claims_csv}: has 'not testable' rows whose collapsed arms only the run cache knows; "
+            "re-decide it with `make reproduce` (which reads the cache), not from the claim files alone"
+        )
+    return {}
+
+
+def main(argv=None) -> int:
+    """Re-decide the ledger (``claims.csv``, ``claims.md``, ``power.md``) and the README's ledger block from
+    the claim files on disk under the current rule: nothing is trained or executed, the effects and
+    intervals are the notebooks' last ones, and the README says so."""
+    ap = argparse.ArgumentParser(prog="python -m reproduce.ledger_io", description=main.__doc__)
+    ap.add_argument("--profile", default="default", help="whose results folder (default: %(default)s)")
+    args = ap.parse_args(argv)
+    base = ROOT / get_profile(args.profile).results_dir
+    try:
+        collapsed = previous_health(base / "claims.csv")
+    except ValueError as e:
+        print(f"{ap.prog}: error: {e}", file=sys.stderr)
+        return 2
+    table = collect(base, collapsed=collapsed)
+    if args.profile != "smoke":
+        update_readme(table, args.profile, by=REDECIDED_BY)
+    print(summary_counts(table).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,7 @@ Pages (all relative links, so the folder can be opened from disk or served as is
 * ``figures.html`` — every PNG figure of the results folder, copied under ``figures/``.
 
 Nothing is computed here: every number comes from the files the study wrote (the headline figure
-only divides each effect and interval by the threshold the ledger states).
+only divides each effect and interval by the δ the ledger states).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ INTRO = (
     "training on continuous relevance makes the embedding space more <em>coherent</em>. This study "
     "re-implements their losses on one backbone (VSE++), trains every arm under one protocol with an "
     "equal tuning budget, and decides each of their claims with a pre-stated rule: an effect with a "
-    "Holm-adjusted interval over seeds against a practical threshold. It runs on a synthetic world with "
+    "simultaneous interval over seeds and test queries, read against zero and against half the paper's own "
+    "effect. It runs on a synthetic world with "
     "known relevance and on Flickr8k with human relevance judgements."
 )
 
@@ -201,26 +202,26 @@ def write_figures(results: Path, out: Path) -> int:
 
 VERDICT_COLOURS = {
     "reproduced": "#1a9850",
-    "not reproduced": "#d73027",
-    "no effect": "#4d4d4d",
+    "reversed": "#d73027",
+    "ruled out": "#4d4d4d",
     "inconclusive": "#f39c12",
     "not testable": "#8e7cc3",
 }
-CLIP = 8.0  # effects beyond ±CLIP thresholds are drawn at the edge with an arrow
+CLIP = 8.0  # effects beyond ±CLIP × δ are drawn at the edge with an arrow
 
 
 def headline_figure(claims, path: Path) -> list[str] | None:
-    """The main comparison in one figure: every primary row's effect ÷ its practical threshold T, with
-    its Holm-adjusted interval, one panel per data set, coloured by verdict (|x| ≥ 1 reaches T).
-    Rows with T = 0 (identities; rows with neither a noise floor nor a paper number) cannot be put on
-    that scale and are left out. Returns the claim ids left out, or None when nothing was drawn."""
+    """The main comparison in one figure: every primary row's effect ÷ its smallest effect of interest δ (half
+    the paper's effect), with its simultaneous interval, one panel per data set, coloured by verdict; the
+    paper's own effect is the line at 2. Rows without δ (no paper number; identities) cannot be put on that
+    scale and are left out. Returns the claim ids left out, or None when nothing was drawn."""
     matplotlib.use("Agg")
     # after matplotlib.use('Agg'): the headline figure only
     import matplotlib.pyplot as plt
 
-    if claims is None or not {"effect", "ci_low", "ci_high", "threshold"} <= set(claims.columns):
+    if claims is None or not {"effect", "ci_low", "ci_high", "delta"} <= set(claims.columns):
         return None
-    rows = claims[(claims["role"] == "primary") & (claims["threshold"] > 0)]
+    rows = claims[(claims["role"] == "primary") & (claims["delta"] > 0)]
     if rows.empty:
         return None
     left_out = [c for c in dict.fromkeys(claims.loc[claims["role"] == "primary", "id"]) if c not in set(rows["id"])]
@@ -233,7 +234,7 @@ def headline_figure(claims, path: Path) -> list[str] | None:
     for ax, d in zip(axes[0], data):
         sub = rows[rows["dataset"] == d]
         for r in sub.itertuples(index=False):
-            t, y = r.threshold, y_of[r.id]
+            t, y = r.delta, y_of[r.id]
             colour = VERDICT_COLOURS.get(r.verdict, "black")
             lo, hi = r.ci_low / t, r.ci_high / t
             if np.isfinite(lo) and np.isfinite(hi):
@@ -241,18 +242,19 @@ def headline_figure(claims, path: Path) -> list[str] | None:
             x = r.effect / t
             marker = ">" if x > CLIP else "<" if x < -CLIP else "o"
             ax.plot(np.clip(x, -CLIP, CLIP), y, marker=marker, color=colour, ms=5)
-        for v, style in ((0, "-"), (-1, "--"), (1, "--")):
-            ax.axvline(v, color="0.6", lw=0.8, ls=style, zorder=0)
+        for v, style, colour in ((0, "-", "0.6"), (1, "--", "0.6"), (2, "-", "#2166ac")):
+            ax.axvline(v, color=colour, lw=0.9, ls=style, zorder=0)
         ax.set_xlim(-CLIP - 0.5, CLIP + 0.5)
         ax.set_title(d, fontsize=10)
-        ax.set_xlabel("effect ÷ threshold T", fontsize=9)
+        ax.set_xlabel("our effect ÷ δ (1 = half the paper's, 2 = the paper's)", fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(ids)), [ids[len(ids) - 1 - k] for k in range(len(ids))])
     axes[0][0].set_ylim(-0.8, len(ids) - 0.2)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=v) for v, c in VERDICT_COLOURS.items()]
+    handles.append(plt.Line2D([], [], color="#2166ac", lw=0.9, label="the paper's effect"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    fig.suptitle("Each claim's primary effect ÷ its threshold T, with the Holm-adjusted interval", fontsize=10)
+    fig.suptitle("Each claim's effect against the paper's, with its simultaneous interval", fontsize=10)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -264,7 +266,7 @@ def verdict_table(claims) -> str:
         return "<p>No claims ledger yet: run <code>make reproduce</code>.</p>"
     primary = claims[claims["role"] == "primary"]
     counts = primary.groupby(["dataset", "verdict"]).size().unstack(fill_value=0)
-    order = [v for v in ("reproduced", "not reproduced", "no effect", "inconclusive", "not testable") if v in counts]
+    order = [v for v in VERDICT_COLOURS if v in counts]
     order += [v for v in counts.columns if v not in order]
     head = "".join(f"<th>{html.escape(v)}</th>" for v in order)
     rows = "".join(
@@ -322,11 +324,12 @@ def write_index(results: Path, out: Path, pages: dict[str, dict[str, str]], by_n
     parts += ["<h2>Verdicts</h2>", verdict_table(claims)]
     left_out = headline_figure(claims, out / "headline.png")
     if left_out is not None:
-        note = f" Not on this scale (T = 0): {claim_links(left_out)}." if left_out else ""
+        note = f" Not on this scale (no paper number): {claim_links(left_out)}." if left_out else ""
         parts.append(
-            '<figure style="max-width:100%"><img src="headline.png" alt="every primary effect over its threshold">'
-            "<figcaption>Dashed lines: ± the practical threshold T (<em>reproduced</em> needs the interval clear "
-            f"of 0 and the effect beyond T); effects beyond ±{CLIP:g} T are drawn at the edge.{note}"
+            '<figure style="max-width:100%"><img src="headline.png" alt="every primary effect against the paper\'s">'
+            "<figcaption>Each effect divided by δ, half the paper's effect: the blue line at 2 is the paper's own "
+            "effect, the dashed line at 1 is δ. <em>Reproduced</em>: the interval clear of 0; <em>ruled out</em>: "
+            f"it contains 0 and ends left of 1. Effects beyond ±{CLIP:g} δ are drawn at the edge.{note}"
             "</figcaption></figure>"
         )
     parts.append(manifest_line(results))

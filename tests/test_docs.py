@@ -57,7 +57,11 @@ def test_readme_is_short_starts_with_the_study_and_keeps_the_ledger_block():
     first_section = text.split("\n## ", 2)
     assert first_section[1].startswith("What it finds")
     assert text.count("<!-- claims-ledger:begin -->") == 1 and text.count("<!-- claims-ledger:end -->") == 1
-    assert "previous protocol" in first_section[1] and "not evidence" in first_section[1]
+    # the verdict words are defined before the results use them, and the power table is linked
+    words = first_section[1]
+    for w in ("**Reproduced**", "**Reversed**", "**Ruled out**", "**Inconclusive**"):
+        assert w in words and words.index(w) < words.index("* **")
+    assert "results/power.md" in words
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())

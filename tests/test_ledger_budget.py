@@ -1,5 +1,6 @@
-"""What a primary row's budget can decide: minimum detectable effect, the decidable flag, bootstrap
-stability and the larger-than-the-paper flag (rules in ``reproduce/ledger.py``)."""
+"""What a primary row's seeds can decide: power at the paper's effect, the seeds a claim needs, bootstrap
+stability and the flags beside a verdict (rules in ``reproduce/ledger.py``), each against a simulation or a
+loop written from the definitions."""
 
 import math
 
@@ -11,144 +12,99 @@ from scipy import stats
 from reproduce import claims as registry
 from reproduce import ledger_io
 from reproduce.ledger import (
-    ALPHA,
-    NOISE_K,
     POWER,
+    SEED_CAP,
     VERDICTS,
     ClaimResult,
-    adjusted_level,
     decide,
     decide_codes,
     estimate,
-    holm,
-    holm_step_alpha,
-    min_detectable_effect,
+    power_at,
+    seeds_for_power,
     stability,
 )
 
 
-# --- minimum detectable effect ---------------------------------------------------------------------
-def test_mde_with_infinite_df_is_the_normal_closed_form():
-    # (z_{1 − α/2} + z_{0.8}) · se with z_{0.975} = 1.959964, z_{0.8} = 0.841621
-    assert min_detectable_effect(2.0, math.inf, 0.05) == pytest.approx(2 * (1.959964 + 0.841621), abs=1e-5)
-    # equivalence: (z_{1 − α} + z_{0.9}) · se with z_{0.95} = 1.644854, z_{0.9} = 1.281552
-    assert min_detectable_effect(1.0, math.inf, 0.05, "equivalence") == pytest.approx(2.926405, abs=1e-5)
-    assert math.isnan(min_detectable_effect(math.nan, 4, 0.05)) and math.isnan(min_detectable_effect(1.0, 4, 0.0))
-    with pytest.raises(ValueError, match="identity"):
-        min_detectable_effect(1.0, 4, 0.05, "identity")
+# --- power and the seeds a claim needs --------------------------------------------------------------
+@pytest.mark.parametrize("seed_sd, query_var, n", [(5.0, 0.0, 5), (7.0, 3.0, 5), (2.0, 1.0, 12), (1.0, 4.0, 3)])
+def test_power_at_against_a_simulation_of_the_interval(seed_sd, query_var, n):
+    """Draw per-seed effects from the model (a common test-set shift + seed noise), build the interval as the
+    ledger does by hand (mean, s/√n and the query variance, Welch–Satterthwaite df, t quantile) and count how
+    often it lies above 0. Without a test-set variance the formula is exact (within 1.5 points at 40 000 draws);
+    with one, Welch's random df makes the interval narrower than its nominal level, so the formula (at the
+    true sd) under-states the power: never above the simulation, and at most 6 points below it."""
+    effect, alpha, draws = 6.0, 0.05 / 7, 40_000
+    rng = np.random.default_rng(n)
+    e = effect + rng.normal(0, math.sqrt(query_var), (draws, 1)) + rng.normal(0, seed_sd, (draws, n))
+    mean, seed_var = e.mean(axis=1), e.var(axis=1, ddof=1) / n
+    se = np.sqrt(seed_var + query_var)
+    df = (n - 1) * (se**2 / seed_var) ** 2
+    simulated = np.mean(mean - stats.t.ppf(1 - alpha / 2, df) * se > 0)
+    formula = power_at(effect, seed_sd, query_var, n, alpha)
+    if query_var == 0:
+        assert formula == pytest.approx(simulated, abs=0.015)
+    else:
+        assert simulated - 0.06 <= formula <= simulated + 0.005
 
 
-@pytest.mark.parametrize("df", [4, 9, 30])
-def test_mde_has_80_percent_power_by_monte_carlo(df):
-    """Draw the t statistic of a true effect θ = MDE from its definition (normal mean, χ² sd): the test rejects
-    θ = 0 in the claimed direction in 80% of draws (±1 point at 200 000 draws, 4 binomial sd). The
-    t-approximation (t_{1 − α/2} + t_{0.8})·se falls short at 4 df (power ≈ 0.70) — why the noncentral t is used."""
-    se, alpha = 1.7, ALPHA / 36
-    mde = min_detectable_effect(se, df, alpha)
-    rng = np.random.default_rng(df)
-    z = rng.normal(mde / se, 1.0, 200_000)
-    s = np.sqrt(rng.chisquare(df, 200_000) / df)
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    assert np.mean(z / s > crit) == pytest.approx(POWER, abs=0.01)
-    approx = (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(POWER, df)) * se
-    assert mde >= approx
+def test_power_without_seed_noise_is_the_normal_closed_form():
+    # sd 0: se = √v_query with infinite df → Φ(θ/√v − z_{1 − α/2})
+    got = power_at(3.0, 0.0, 1.0, 5, 0.05)
+    assert got == pytest.approx(stats.norm.cdf(3.0 - stats.norm.ppf(0.975)))
+    assert math.isnan(power_at(math.nan, 1.0, 0.0, 5, 0.05))
 
 
-def test_holm_step_alpha_by_hand():
-    a = holm_step_alpha([0.04, math.nan, 0.001, 0.01])
-    # ranks among the 3 finite p: 0.001 → 1 (α/3), 0.01 → 2 (α/2), 0.04 → 3 (α/1)
-    assert a[2] == pytest.approx(ALPHA / 3) and a[3] == pytest.approx(ALPHA / 2) and a[0] == pytest.approx(ALPHA)
-    assert math.isnan(a[1])
+def test_seeds_for_power_is_the_first_count_that_reaches_it():
+    n, why = seeds_for_power(5.0, 6.0, 0.5, 0.01)
+    assert why == "" and 2 <= n <= SEED_CAP
+    assert power_at(5.0, 6.0, 0.5, n, 0.01) >= POWER > power_at(5.0, 6.0, 0.5, n - 1, 0.01)
+    # the test set's variance alone too large: θ/√v < z_{1 − α/2} + z_0.8 → no seed count reaches it
+    n, why = seeds_for_power(5.0, 1.0, 4.0, 0.01)
+    assert n is None and "not reachable" in why and 5.0 / 2.0 < stats.norm.ppf(0.995) + stats.norm.ppf(0.8)
+    n, why = seeds_for_power(1.0, 50.0, 0.0, 0.01)
+    assert n is None and f"cap of {SEED_CAP}" in why
+    assert seeds_for_power(math.nan, 1.0, 0.0, 0.01) == (None, "no paper effect or no measured sd")
 
 
 # --- the vectorised rule equals the scalar one ----------------------------------------------------
 @pytest.mark.parametrize("kind", ["direction", "equivalence"])
 def test_decide_codes_equal_decide(kind):
     rng = np.random.default_rng(3)
-    m, thr = 30, 4.0
-    rows = [rng.normal(rng.choice([0.0, 3.0, 9.0, -9.0]), rng.choice([0.0, 1.0, 4.0]), 4) for _ in range(m)]
-    ests = [estimate(e, rng.choice([0.0, 0.5])) for e in rows]
-    p = np.array([e.p_zero() if kind == "direction" else e.p_equivalent(thr) for e in ests])
-    p_adj = holm(p)
+    delta, alpha = 4.0, 0.01
     seen = set()
-    for e, pr, pa in zip(ests, p, p_adj):
-        level = adjusted_level(pr, pa, m)
-        v, *_ = decide(kind, e, thr, p_adj=pa, level=level)
-        code = decide_codes(kind, np.array([e.effect]), np.array([e.se]), np.array([e.df]), thr, [pa], [level])
+    for _ in range(60):
+        mu, sd = rng.choice([0.0, 1.0, 3.0, 9.0, -9.0]), rng.choice([0.0, 0.5, 2.0])
+        e = estimate(rng.normal(mu, sd, 4), rng.choice([0.0, 0.5]))
+        v, *_ = decide(kind, e, alpha=alpha, delta=delta)
+        code = decide_codes(kind, np.array([e.effect]), np.array([e.se]), np.array([e.df]), alpha, delta)
         assert VERDICTS[int(code[0])] == v
         seen.add(v)
-    assert len(seen) >= 2
+    assert len(seen) >= 3
 
 
 # --- stability ------------------------------------------------------------------------------------
-def _family(rows_effects, kinds, thr, query_vars):
-    ests = [estimate(e, q) for e, q in zip(rows_effects, query_vars)]
-    p = np.array([e.p_zero() if k == "direction" else e.p_equivalent(thr) for e, k in zip(ests, kinds)])
-    p_adj = holm(p)
-    verdicts = [
-        decide(k, e, thr, p_adj=pa, level=adjusted_level(pr, pa, len(ests)))[0]
-        for e, k, pr, pa in zip(ests, kinds, p, p_adj)
-    ]
-    return [
-        {"kind": k, "effects": e, "query_var": q, "threshold": thr, "verdict": v}
-        for e, k, q, v in zip(rows_effects, kinds, query_vars, verdicts)
-    ]
-
-
-def _holm_by_definition(p):
-    """Holm's adjusted p from its definition: max over earlier ranks of min(1, (m − i) p_(i))."""
-    order = sorted(range(len(p)), key=lambda i: p[i])
-    out, running = [0.0] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p) - rank) * p[i]))
-        out[i] = running
-    return np.array(out)
-
-
 def test_stability_equals_a_brute_force_loop_over_resamples():
-    """Same draws, decided one resample at a time by the scalar rule (estimate, Holm by definition, decide)."""
-    fam = _family(
-        [[10.0, 2.0, 14.0, 7.0, 4.0], [0.5, -1.0, 1.5, 0.0, 2.0], [1.0, 1.5, 0.8, 1.2, 1.1]],
-        ["direction", "direction", "equivalence"],
-        thr=3.0,
-        query_vars=[1.0, 0.25, 0.0],
-    )
+    """Same draws, decided one resample at a time by the scalar rule (estimate, decide)."""
+    effects, qv, alpha, delta = [10.0, 2.0, 14.0, 7.0, 4.0], 1.0, 0.01, 3.0
+    v = decide("direction", estimate(effects, qv), alpha=alpha, delta=delta)[0]
     n_boot = 300
-    got = stability(fam, n_boot=n_boot, seed=7)
+    got = stability("direction", effects, qv, alpha, delta, v, n_boot=n_boot, seed=7)
     rng = np.random.default_rng(7)
-    draws = []
-    for r in fam:
-        e = np.asarray(r["effects"])
-        idx = rng.integers(0, e.size, size=(n_boot, e.size))
-        q = rng.normal(0.0, math.sqrt(r["query_var"]), size=(n_boot, 1))
-        draws.append(e[idx] + q)
-    same = np.zeros(len(fam))
-    for b in range(n_boot):
-        ests = [estimate(d[b], r["query_var"]) for d, r in zip(draws, fam)]
-        p = np.array([e.p_zero() if r["kind"] == "direction" else e.p_equivalent(3.0) for e, r in zip(ests, fam)])
-        p_adj = _holm_by_definition(p)
-        for j, (e, r) in enumerate(zip(ests, fam)):
-            v, *_ = decide(r["kind"], e, 3.0, p_adj=p_adj[j], level=adjusted_level(p[j], p_adj[j], len(fam)))
-            same[j] += v == r["verdict"]
+    e = np.asarray(effects)
+    draws = e[rng.integers(0, e.size, size=(n_boot, e.size))] + rng.normal(0.0, 1.0, size=(n_boot, 1))
+    same = sum(decide("direction", estimate(d, qv), alpha=alpha, delta=delta)[0] == v for d in draws)
     assert got == pytest.approx(same / n_boot)
 
 
 def test_planted_stable_and_unstable_rows():
-    fam = _family(
-        [
-            [50.0, 51.0, 49.0, 50.5, 49.5],  # far beyond T with a tight spread: reproduced in every resample
-            [1.0, 12.0, -4.0, 15.0, 2.0],  # mean 5.2 near T = 5 with a wide spread: the verdict flips
-        ],
-        ["direction", "direction"],
-        thr=5.0,
-        query_vars=[0.0, 0.0],
-    )
-    assert [r["verdict"] for r in fam] == ["reproduced", "inconclusive"]
-    s = stability(fam, n_boot=2000, seed=0)
-    assert s[0] == 1.0
-    assert s[1] < 0.8  # fragile
+    tight = [50.0, 51.0, 49.0, 50.5, 49.5]  # far above 0 with a tight spread: reproduced in every resample
+    wide = [1.0, 12.0, -4.0, 15.0, 2.0]  # the interval's ends move across 0 and δ between resamples
+    assert decide("direction", estimate(tight), alpha=0.01, delta=5.0)[0] == "reproduced"
+    v = decide("direction", estimate(wide), alpha=0.05, delta=5.0)[0]
+    assert stability("direction", tight, 0.0, 0.01, 5.0, "reproduced", n_boot=2000) == 1.0
+    assert stability("direction", wide, 0.0, 0.05, 5.0, v, n_boot=2000) < 0.8  # fragile
     with pytest.raises(ValueError, match="at least 2"):
-        stability([{**fam[0], "effects": [1.0]}])
+        stability("direction", [1.0], 0.0, 0.01, 5.0, "reproduced")
 
 
 # --- the ledger's columns -------------------------------------------------------------------------
@@ -160,35 +116,35 @@ def test_ledger_columns_on_planted_rows(tmp_path):
     p = tmp_path / "bcls"
     p.mkdir()
     b1 = [60.0, 55.0, 62.0, 58.0, 61.0]  # ≈ 6.1 × the paper's 9.7: reproduced, larger than the paper
-    b2 = [30.0, -20.0, 10.0, 40.0, -25.0]  # wide: inconclusive and not decidable against the paper's 15.5
+    b2 = [30.0, -20.0, 10.0, 40.0, -25.0]  # wide: inconclusive, and underpowered against the paper's 15.5
     pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", b1), _row("B2", "BCLS vs Triplet-SN", b2)]).to_csv(
         p / "claims_synthetic.csv", index=False
     )
     df = ledger_io.collect(tmp_path)
     prim = df[(df["role"] == "primary") & (df["dataset"] == "synthetic")].set_index("id")
     r1, r2 = prim.loc["B1"], prim.loc["B2"]
-    # closed form: seed-only se = sd/√5, df = 4; B1 has the smaller p → Holm step α/2, B2 → α/1
-    se1 = np.std(b1, ddof=1) / math.sqrt(5)
-    expect = min_detectable_effect(se1, 4, ALPHA / 2)
-    assert r1["mde"] == pytest.approx(expect) and r1["mde_alpha"] == pytest.approx(ALPHA / 2)
-    assert r1["decidable"] is True and r1["verdict"] == "reproduced" and r1["larger_than_paper"] is True
+    alpha = 0.05 / 9  # BCLS: 9 claims decided by an interval
+    assert r1["power"] == pytest.approx(power_at(9.7, np.std(b1, ddof=1), 0.0, 5, alpha))
+    assert r1["verdict"] == "reproduced" and r1["larger_than_paper"] is True and r1["underpowered"] is False
     assert r1["ratio"] == pytest.approx(np.mean(b1) / 9.7) and r1["stability"] == 1.0 and r1["fragile"] is False
-    se2 = np.std(b2, ddof=1) / math.sqrt(5)
-    assert r2["mde"] == pytest.approx(min_detectable_effect(se2, 4, ALPHA))
-    assert r2["verdict"] == "inconclusive" and r2["decidable"] is False and r2["larger_than_paper"] is False
-    assert "not decidable at this budget" in r2["reason"] and "15.5" in r2["reason"]
+    assert r2["power"] == pytest.approx(power_at(15.5, np.std(b2, ddof=1), 0.0, 5, alpha))
+    assert r2["verdict"] == "inconclusive" and r2["underpowered"] is True and r2["larger_than_paper"] is False
+    n2, _ = seeds_for_power(15.5, np.std(b2, ddof=1), 0.0, alpha)
+    assert "underpowered" in r2["reason"] and (f"{n2} seeds would give 80%" if n2 else "cap") in r2["reason"]
     untested = prim.loc["U1"]
-    assert math.isnan(untested["mde"]) and math.isnan(untested["stability"])
+    assert math.isnan(untested["power"]) and math.isnan(untested["stability"])
     csv = pd.read_csv(tmp_path / "claims.csv")
-    for col in ("mde", "decidable", "stability", "fragile", "larger_than_paper", "ratio"):
+    for col in ("power", "seeds_for_power", "underpowered", "stability", "fragile", "larger_than_paper", "ratio"):
         assert col in csv.columns
     md = (tmp_path / "claims.md").read_text()
-    assert "MDE (decidable?)" in md and "stability" in md
-    assert "**inconclusive** (not decidable at this budget)" in md
+    assert "power at the paper's effect" in md and "stability" in md
+    assert "**inconclusive** (underpowered)" in md
     assert "**reproduced** (larger than the paper — check the baseline)" in md
     # the cells read back from the CSV render the same way
     back = ledger_io.markdown(csv)
-    assert "**inconclusive** (not decidable at this budget)" in back and "100%" in back
+    assert "**inconclusive** (underpowered)" in back and "100%" in back
+    power_md = (tmp_path / "power.md").read_text()
+    assert sum(x.startswith("| B") for x in power_md.splitlines()) == 2
 
 
 def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
@@ -242,41 +198,40 @@ def test_readme_shows_stale_rows_without_their_verdicts_and_counts_them_apart(tm
 # --- the plain summary ----------------------------------------------------------------------------
 def _planted_ledger():
     rows = []
-    # synthetic: 3 reproduced (2 larger than the paper, 1 fragile), 1 not reproduced, 1 no effect,
-    # 2 inconclusive of which 1 not decidable, 1 not testable; flickr8k: 1 reproduced, 2 not decidable
+    # synthetic: 3 reproduced (2 larger than the paper, 1 fragile), 1 reversed, 1 ruled out,
+    # 2 inconclusive of which 1 underpowered, 1 not testable; flickr8k: 1 reproduced, 2 underpowered
     plan = {
         "synthetic": [
-            ("reproduced", True, True, False),
-            ("reproduced", True, True, False),
-            ("reproduced", True, False, True),
-            ("not reproduced", True, None, False),
-            ("no effect", True, None, False),
-            ("inconclusive", False, None, True),
-            ("inconclusive", True, None, False),
-            ("not testable", None, None, None),
+            ("reproduced", 0.9, True, False),
+            ("reproduced", 0.9, True, False),
+            ("reproduced", 0.9, False, True),
+            ("reversed", 0.9, None, False),
+            ("ruled out", 0.9, None, False),
+            ("inconclusive", 0.3, None, True),
+            ("inconclusive", 0.9, None, False),
+            ("not testable", math.nan, None, None),
         ],
         "flickr8k": [
-            ("reproduced", True, False, False),
-            ("inconclusive", False, None, False),
-            ("inconclusive", False, None, False),
+            ("reproduced", 0.95, False, False),
+            ("inconclusive", 0.1, None, False),
+            ("inconclusive", 0.2, None, False),
         ],
     }
     for data, rs in plan.items():
-        for i, (v, dec, big, frag) in enumerate(rs):
+        for i, (v, power, big, frag) in enumerate(rs):
             rows.append(
                 {
                     "id": f"C{i}",
                     "role": "primary",
                     "dataset": data,
                     "verdict": v,
-                    "decidable": dec,
+                    "power": power,
+                    "underpowered": bool(power < 0.8) if np.isfinite(power) else None,
                     "larger_than_paper": big,
                     "fragile": frag,
                 }
             )
-    rows.append(
-        {"id": "C0", "role": "secondary", "dataset": "synthetic", "verdict": "inconclusive", "decidable": False}
-    )
+    rows.append({"id": "C0", "role": "secondary", "dataset": "synthetic", "verdict": "inconclusive"})
     return pd.DataFrame(rows)
 
 
@@ -286,14 +241,14 @@ def test_summary_counts_by_brute_force():
     assert list(t.index) == ["synthetic", "flickr8k"]
     assert t.loc["synthetic"].to_dict() == {
         "reproduced": 3,
-        "not reproduced": 1,
-        "no effect": 1,
-        "not decidable at this budget": 1,
+        "reversed": 1,
+        "ruled out": 1,
+        "inconclusive (underpowered)": 1,
         "inconclusive": 1,
         "not testable": 1,
         "stale": 0,
     }
-    assert t.loc["flickr8k", "not decidable at this budget"] == 2 and t.loc["flickr8k", "reproduced"] == 1
+    assert t.loc["flickr8k", "inconclusive (underpowered)"] == 2 and t.loc["flickr8k", "reproduced"] == 1
     # read back from a CSV (flags as text / empty) the counts are the same
     back = pd.read_csv(__import__("io").StringIO(df.to_csv(index=False)))
     assert ledger_io.summary_counts(back).equals(t)
@@ -301,38 +256,15 @@ def test_summary_counts_by_brute_force():
 
 def test_caveat_states_the_largest_share():
     df = _planted_ledger()
-    # shares: larger than paper 2/4 reproduced = 0.5; fragile 1/6 decided; not decidable 3/11 primary
+    # shares: larger than paper 2/4 reproduced = 0.5; fragile 1/6 decided; underpowered 3/10 with a power
     assert ledger_io.caveat(df) == (
         "Caveat: 2 of 4 reproduced effects are more than 5× the paper's (check the baseline before reading "
         "them as the method's gain)."
     )
     df.loc[df["larger_than_paper"].eq(True), "larger_than_paper"] = False
-    assert ledger_io.caveat(df).startswith("Caveat: 3 of 11 primary rows are inconclusive and not decidable")
+    assert ledger_io.caveat(df).startswith("Caveat: 3 of 10 primary rows with a paper effect had less than 80% power")
     text = ledger_io.plain_summary(df)
-    assert "- **synthetic** (8 claims): 3 reproduced, 1 not reproduced, 1 no effect, 1 not decidable" in text
-    assert "- **flickr8k** (3 claims): 1 reproduced, 0 not reproduced, 0 no effect, 2 not decidable" in text
+    assert "- **synthetic** (8 claims): 3 reproduced, 1 reversed, 1 ruled out, 1 inconclusive (underpowered)" in text
+    assert "- **flickr8k** (3 claims): 1 reproduced, 0 reversed, 0 ruled out, 2 inconclusive (underpowered)" in text
     assert "not testable" not in text.split("\n")[3]  # flickr8k has none: not listed
-    assert ledger_io.caveat(df[df["verdict"] == "no effect"]) == ""
-
-
-def test_a_stale_rows_seed_effects_feed_no_noise_floor(tmp_path):
-    """A stale claim file's per-seed effects are an earlier run's: the floor of the current rows is the one
-    they would have without that file, and the stale row reads back no floor of its own making."""
-    b1 = [60.0, 55.0, 62.0, 58.0, 61.0]
-    (tmp_path / "bcls").mkdir()
-    pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", b1)]).to_csv(
-        tmp_path / "bcls" / "claims_synthetic.csv", index=False
-    )
-    alone = ledger_io.collect(tmp_path)
-    floor = alone.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]["noise_floor"]
-    assert floor == pytest.approx(NOISE_K * np.std(b1, ddof=1))
-    (tmp_path / "unified").mkdir()
-    wild = tmp_path / "unified" / "claims_synthetic.csv"
-    pd.DataFrame([_row("B2", "BCLS vs Triplet-SN", [300.0, -200.0, 100.0, 400.0, -250.0])]).to_csv(wild, index=False)
-    with_current = ledger_io.collect(tmp_path)
-    grown = with_current.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]["noise_floor"]
-    assert grown > 10 * floor  # the wild row, current, widens the pool …
-    df = ledger_io.collect(tmp_path, stale={wild: "written by 04_unified.ipynb with other inputs"})
-    b1_row = df.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
-    assert b1_row["noise_floor"] == pytest.approx(floor)  # … stale, it does not
-    assert "B2" not in str(b1_row["noise_floor_source"])
+    assert ledger_io.caveat(df[df["verdict"] == "ruled out"]) == ""

@@ -184,16 +184,6 @@ def test_ledger_collects_its_own_profile_only(tmp_path):
     assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}  # listed as untested
 
 
-def test_claim_verdict_summarises_rows():
-    from reproduce.ledger_io import claim_verdict
-
-    assert claim_verdict(["reproduced", "reproduced"]) == "reproduced"
-    assert claim_verdict(["reproduced", "inconclusive"]) == "mixed"
-    assert claim_verdict(["not reproduced", "inconclusive"]) == "not reproduced"
-    assert claim_verdict(["reproduced", "not reproduced"]) == "mixed"
-    assert claim_verdict(["inconclusive"]) == "inconclusive"
-
-
 def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkeypatch):
     import papermill
 

@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -36,8 +37,8 @@ CLAIMS_MD = """# Claims ledger
 |---|---|---|---|
 | B1 | Triplet-SN beats Triplet-HN | synthetic | **reproduced** |
 | B1 | Triplet-SN beats Triplet-HN | flickr8k | **inconclusive** |
-| B10 | a planted id that B1 must not match | synthetic | **no effect** |
-| U1 | Unified beats Triplet-HN | synthetic | **no effect** |
+| B10 | a planted id that B1 must not match | synthetic | **ruled out** |
+| U1 | Unified beats Triplet-HN | synthetic | **ruled out** |
 
 ## Secondary rows
 
@@ -74,14 +75,14 @@ def planted(tmp_path: Path) -> Path:
     for base in (res, res / "flickr8k"):
         _notebook(base / "notebooks" / "01_bcls.ipynb", "01 · BCLS")
         _notebook(base / "notebooks" / "05_unified.ipynb", "05 · Unified")
-    rows = [  # U1 has no threshold (T = 0): it cannot go on the headline figure's effect ÷ T scale
+    rows = [  # U1 has no δ (no paper number): it cannot go on the headline figure's effect ÷ δ scale
         ("B1", "primary", "synthetic", "reproduced", "01_bcls", 30.0, 20.0, 40.0, 10.0),
         ("B1", "primary", "flickr8k", "inconclusive", "01_bcls", 5.0, -5.0, 15.0, 10.0),
-        ("B10", "primary", "synthetic", "no effect", "01_bcls", 1.0, -2.0, 4.0, 10.0),
-        ("U1", "primary", "synthetic", "no effect", "05_unified", 0.1, 0.0, 0.2, 0.0),
+        ("B10", "primary", "synthetic", "ruled out", "01_bcls", 1.0, -2.0, 4.0, 10.0),
+        ("U1", "primary", "synthetic", "ruled out", "05_unified", 0.1, 0.0, 0.2, math.nan),
         ("B1", "secondary", "synthetic", "inconclusive", "01_bcls", 2.0, -1.0, 5.0, 10.0),
     ]
-    columns = ["id", "role", "dataset", "verdict", "notebook", "effect", "ci_low", "ci_high", "threshold"]
+    columns = ["id", "role", "dataset", "verdict", "notebook", "effect", "ci_low", "ci_high", "delta"]
     pd.DataFrame(rows, columns=columns).to_csv(res / "claims.csv", index=False)
     (res / "claims.md").write_text(CLAIMS_MD)
     (res / "manifest.json").write_text(json.dumps({"profile": "default", "library_source_hash": "abc123"}))
@@ -158,7 +159,7 @@ def test_site_pages_links_and_claim_anchors(planted: Path, tmp_path: Path):
         assert f'href="{ref}"' in index_html
     assert "<td>reproduced</td>" not in index_html and ">1</td>" in index_html  # counts, not verdict names
     assert '<img src="headline.png"' in index_html and (out / "headline.png").stat().st_size > 0
-    assert 'Not on this scale (T = 0): <a href="ledger.html#U1">U1</a>.' in index_html
+    assert 'Not on this scale (no paper number): <a href="ledger.html#U1">U1</a>.' in index_html
     bcls = (out / "synthetic" / "01_bcls.html").read_text()
     assert 'href="../ledger.html#B1"' in bcls and 'href="../ledger.html#B10"' in bcls and "#U1" not in bcls
     assert "data:image/png;base64," in bcls

@@ -1,111 +1,58 @@
-"""The verdict rule on simulated claims (no true effect → few wrong verdicts; planted large effects →
-detected), the simulation's vectorised rule equals the ledger's, and its report's inputs and outputs."""
+"""The verdict rule under simulation (``reproduce.verdict_simulation``): the rule it applies is the ledger's, its
+error rates match the design, and its report reads the ledger's measured noise."""
 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
-from statsmodels.stats.multitest import multipletests
 
-from reproduce.ledger import Estimate, adjusted_level, decide
-from reproduce.verdict_simulation import (
-    _parse_noise,
-    decide_arrays,
-    holm_rows,
-    main,
-    paper_rsum_effects,
-    primary_rows_per_dataset,
-    simulate,
-    study_noise,
-)
-
-STUDY_NOISE = study_noise()  # σ_d per data set from the committed ledger's RSUM noise floors
-
-CODES = {0: "inconclusive", 1: "reproduced", 2: "not reproduced", 3: "no effect"}
+from reproduce.ledger import ALPHA, VERDICTS, decide, estimate, power_at
+from reproduce.verdict_simulation import family_null_rate, report, simulate_row, study_rows
 
 
-@pytest.mark.parametrize("n_seeds", [3, 5])
-@pytest.mark.parametrize("data", sorted(STUDY_NOISE))
-def test_no_true_effect_gives_at_most_5_percent_wrong_verdicts(data, n_seeds):
-    draws = 400  # 400 families × 36 rows
-    r = simulate(STUDY_NOISE[data], n_seeds=n_seeds, draws=draws, paper_effect=9.7, seed=11)
-    assert r["wrong_row_rate"] <= 0.05 and r["wrong_row_rate_max"] <= 0.05
-    # family-wise error under Holm: ≤ 5% up to sampling error of the simulation (+2.6 binomial sd)
-    assert r["wrong_family_rate"] <= 0.05 + 2.6 * math.sqrt(0.05 * 0.95 / draws)
-
-
-def test_large_planted_effects_are_detected_and_the_rule_can_fail():
-    sd = STUDY_NOISE["flickr8k"]
-    # at 3 seeds (df ≈ 2) Holm's first step over 36 rows needs |t| > t_{1 − 0.05/72, 2} = 26.8, i.e. a seed
-    # sd below 40·√3/26.8 ≈ 2.6 σ_d for a 40 σ_d effect: P(χ²₂ > 13.3) ≈ 0.1% of draws miss it
-    big = simulate(sd, sigma_q=0.5, n_seeds=3, draws=300, planted=40 * sd, paper_effect=9.7, seed=12)
-    assert big["detect_rate"] >= 0.97
-    opposite = simulate(sd, sigma_q=0.5, n_seeds=3, draws=300, planted=-40 * sd, paper_effect=9.7, seed=13)
-    assert opposite["detect_rate"] == 0.0  # a wrong-way effect is never "reproduced"
-
-
-def test_vectorised_holm_equals_statsmodels():
-    p = np.random.default_rng(0).uniform(0, 0.2, (50, 12)) ** 2
-    ref = np.stack([multipletests(row, method="holm")[1] for row in p])
-    assert holm_rows(p) == pytest.approx(ref)
-
-
-def test_simulation_rule_equals_the_ledger_rule():
+def test_simulated_rows_are_decided_as_the_ledger_decides_them():
     rng = np.random.default_rng(5)
-    theta = rng.choice([0.0, 8.0, -8.0, 30.0], 36)
-    eff = theta[:, None] + rng.normal(0, 5.0, (36, 3))
-    qv = 2.0**2
-    codes, d = decide_arrays(eff[None], qv, paper_effect=9.7)
-    assert len(set(codes[0].tolist())) >= 3  # several verdicts are exercised
-    for i in range(36):
-        e = eff[i]
-        seed_var = e.var(ddof=1) / 3
-        est = Estimate(float(e.mean()), math.sqrt(seed_var + qv), 2 * ((seed_var + qv) / seed_var) ** 2, 3, qv)
-        level = adjusted_level(est.p_zero(), float(d["p_adj"][0, i]), 36)
-        v, *_ = decide("direction", est, float(d["thr"][0, i]), p_adj=float(d["p_adj"][0, i]), level=level)
-        assert v == CODES[int(codes[0, i])], i
+    codes = simulate_row(2.0, 3.0, 0.0, 4, 0.01, 1.0, draws=50, rng=rng)
+    rng = np.random.default_rng(5)
+    e = 2.0 + rng.normal(0, 0.0, (50, 1)) + rng.normal(0, 3.0, (50, 4))
+    by_hand = [decide("direction", estimate(x), alpha=0.01, delta=1.0)[0] for x in e]
+    assert [VERDICTS[c] for c in codes] == by_hand
 
 
-def test_study_noise_reads_the_ledgers_rsum_noise_floor(tmp_path):
-    p = tmp_path / "claims.csv"
-    p.write_text(
-        "id,dataset,metric,noise_floor\nB1,synthetic,rsum,36.2\nB2,synthetic,rsum,36.2\n"
-        "B4,synthetic,tau,0.1\nB1,flickr8k,rsum,10.0\nX1,flickr8k,rsum,\n"
+def test_without_a_test_set_variance_the_family_wise_error_is_at_most_alpha():
+    """Seeds only: each row's t interval is exact at ALPHA/m, so a family of m null rows has at most ALPHA
+    (here 5 rows; 20 000 families, 3 binomial sd ≈ 0.5 points)."""
+    rows = pd.DataFrame({"seed_sd": [1.0, 5.0, 0.2, 3.0, 8.0], "query_var": 0.0, "n_seeds": 5, "family_size": 5})
+    assert family_null_rate(rows, draws=20_000) <= ALPHA + 0.005
+
+
+def test_power_at_1x_and_rule_outs_at_half_the_effect():
+    rng = np.random.default_rng(0)
+    codes = simulate_row(6.0, 2.0, 0.0, 8, 0.01, 3.0, draws=20_000, rng=rng)
+    assert np.mean(codes == VERDICTS.index("reproduced")) == pytest.approx(power_at(6.0, 2.0, 0.0, 8, 0.01), abs=0.015)
+    # a true effect of exactly δ is wrongly ruled out with probability ≤ α/2 (the interval's upper end below δ)
+    codes = simulate_row(3.0, 2.0, 0.0, 8, 0.01, 3.0, draws=20_000, rng=rng)
+    assert np.mean(codes == VERDICTS.index("ruled out")) <= 0.005 + 0.003
+
+
+def test_report_reads_the_ledgers_rows(tmp_path):
+    path = tmp_path / "claims.csv"
+    cols = "id,role,dataset,kind,family,family_size,seed_sd,query_var,n_seeds,paper_effect,seeds_for_power\n"
+    path.write_text(
+        cols + "B1,primary,synthetic,direction,BCLS,9,1.2,0.6,5,9.7,2\n"
+        "B5,primary,synthetic,direction,BCLS,9,4.0,0.0,5,,\n"
+        "U6,primary,synthetic,identity,,,,,30,,\n"
+        "B1,secondary,synthetic,direction,,,2.0,0.0,5,,\n"
     )
-    assert study_noise(p) == {"flickr8k": pytest.approx(5.0), "synthetic": pytest.approx(18.1)}
-    with pytest.raises(FileNotFoundError, match="nothing.csv"):
-        study_noise(tmp_path / "nothing.csv")
-    (tmp_path / "bad.csv").write_text("id,dataset\nB1,synthetic\n")
-    with pytest.raises(ValueError, match="noise_floor"):
-        study_noise(tmp_path / "bad.csv")
-
-
-def test_more_seeds_detect_more_at_the_same_noise():
-    # a planted σ_d (Flickr8k's under the 2026-11-24 ledger), not the committed ledger's: this is a property of
-    # the simulator, and at a floor above the planted effect no seed count detects it (the README's power table)
-    sd = 7.7
-    rates = [
-        simulate(sd, n_seeds=n, draws=300, planted=2 * 9.7, paper_effect=9.7, seed=4)["detect_rate"] for n in (3, 10)
-    ]
-    assert rates[1] > rates[0] + 0.2
-
-
-def test_ledger_inputs_and_the_report_file(tmp_path):
-    p = tmp_path / "claims.csv"
-    p.write_text(
-        "id,role,dataset,metric,noise_floor,paper_effect\n"
-        "B1,primary,synthetic,rsum,20.0,9.7\nB1,primary,flickr8k,rsum,10.0,9.7\nB1,secondary,synthetic,rsum,20.0,\n"
-        "N1,primary,synthetic,rsum,20.0,-5\nB4,primary,synthetic,tau,0.1,0.05\nX1,primary,flickr8k,rsum,10.0,\n"
-    )
-    assert paper_rsum_effects(p) == {"B1": 9.7, "N1": 5.0}
-    assert primary_rows_per_dataset(p) == {"flickr8k": 2, "synthetic": 3}
-    assert _parse_noise("synthetic=10.4, flickr8k=7.7") == {"synthetic": 10.4, "flickr8k": 7.7}
-    for bad in ("synthetic", "synthetic=x", "=3"):
-        with pytest.raises(ValueError, match="data=σ_d"):
-            _parse_noise(bad)
-    out = tmp_path / "sim.md"
-    main(["--seeds", "5", "--noise", "synthetic=10,flickr8k=7", "--draws", "50", "--out", str(out)])
-    text = out.read_text()
-    assert "**5 seeds**" in text and "| at 1× | at 2× | at 5× |" in text and "| synthetic (10.00) |" in text
-    with pytest.raises(SystemExit):
-        main(["--seeds", "1", "--out", str(out)])
+    rows = study_rows(path)
+    assert list(rows["id"]) == ["B1", "B5"]
+    text = report(path, draws=200)
+    assert "| synthetic | BCLS | 2 | 9 |" in text and text.count("\n| B1 | synthetic | 9.7 |") == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,dataset\nB1,synthetic\n")
+    with pytest.raises(ValueError, match="missing"):
+        study_rows(bad)
+    with pytest.raises(FileNotFoundError, match="make reproduce"):
+        study_rows(tmp_path / "none.csv")
+    assert math.isfinite(float(rows["seed_sd"].iloc[0]))
