@@ -18,6 +18,7 @@ venv: $(STAMP)  ## create .venv and install the pinned environment (once)
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PY_SYS) -m venv $(VENV)
+	@echo "make venv: installing requirements.txt into $(VENV) (torch CPU build, Jupyter, papermill, the scientific stack; a few minutes, once)"
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, coherent_itr, sentence_transformers; print('environment ok: torch', torch.__version__)"

@@ -58,7 +58,7 @@ from .ledger import (
 )
 from .paths import ROOT
 from .profiles import get_profile
-from .tables import md_cell
+from .tables import md_cell, smoke_banner
 
 CLAIM_IDS = {}
 for _c in registry.CLAIMS.values():
@@ -109,6 +109,7 @@ COLUMNS = [
     "paper_source",
     "note",
     "health_evaluated",
+    "seed_effects",
 ]
 STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (_read_notebook_rows, is_stale)
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
@@ -440,6 +441,7 @@ def _add_test(o: dict, effects: pd.DataFrame, sizes: dict[str, int]) -> None:
     o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
     o["effect"] = est.effect
     o["seed_sd"], o["query_var"] = est.seed_sd, est.query_var
+    o["seed_effects"] = ";".join(f"{x:.6g}" for x in o["_eff"]) if o["_eff"] is not None else ""
     o["ci95_low"], o["ci95_high"] = est.interval(0.95)
 
 
@@ -558,8 +560,9 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, stale
     health_known = collapsed is not None or any("collapsed" in r for r in rows)
     df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
-    atomic_write_text(results_dir / "claims.md", markdown(df, health_known=health_known))
-    atomic_write_text(results_dir / "power.md", power_markdown(df))
+    banner = smoke_banner(results_dir)
+    atomic_write_text(results_dir / "claims.md", banner + markdown(df, health_known=health_known))
+    atomic_write_text(results_dir / "power.md", banner + power_markdown(df))
     return df
 
 
@@ -731,7 +734,7 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
-            f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(':')[0]})"
+            f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(',')[0]})"
             if np.isfinite(_f(r["paper_effect"]))
             else "— (no number in the paper's text)"
         )

@@ -20,6 +20,7 @@ from coherent_itr.io import atomic_write_bytes, atomic_write_text
 
 from .analyses import plotting
 from .tables import MAX_MD_COLUMNS, SHORT_HEADER, markdown_table, md_cell, short_header  # noqa: F401 (report.md_cell …)
+from .tables import smoke_banner
 from .tables import round_significant as readable  # noqa: F401 (report.readable, used by notebooks)
 
 RECALL_COLUMNS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
@@ -130,7 +131,8 @@ def save_table(
     out = Path(results_dir) / paper
     atomic_write_text(out / f"{name}.csv", df.to_csv())
     md = (
-        (f"{caption}\n\n" if caption else "")
+        smoke_banner(out)
+        + (f"{caption}\n\n" if caption else "")
         + markdown_table(pretty_df if pretty_df is not None else readable(df))
         + "\n"
     )

@@ -164,11 +164,19 @@ def anchor_claims(ledger_html: str, ids: list[str]) -> str:
 
 
 def write_ledger(results: Path, out: Path, claims) -> list[str]:
-    """``ledger.html`` from ``claims.md``; returns the claim ids anchored."""
+    """``ledger.html``: one line per claim with filters (:func:`claims_table`, each row anchored by its claim id
+    and linked to its page, :func:`write_claim_pages`), then ``claims.md`` rendered (every row, the legend);
+    without a ``claims.csv`` the Markdown alone, its first row per claim anchored. Returns the claim ids."""
     md = results / "claims.md"
     ids = list(dict.fromkeys(claims["id"])) if claims is not None else []
     body = markdown_html(md.read_text(encoding="utf-8")) if md.is_file() else "<p>No claims ledger was written.</p>"
-    body = anchor_claims(body, ids) if md.is_file() else body
+    compact = claims is not None and {"statement", "paper", "effect", "ci_low", "ci_high"} <= set(claims.columns)
+    if compact:
+        write_claim_pages(claims, out)
+        body = body.replace("<h1>Claims ledger</h1>", "", 1)
+        body = "<h1>Claims ledger</h1>" + claims_table(claims) + "<h2>Every row</h2>" + body
+    elif md.is_file():
+        body = anchor_claims(body, ids)
     (out / "ledger.html").write_text(page_head("Claims ledger") + body + "</body></html>\n", encoding="utf-8")
     return ids
 
@@ -208,6 +216,189 @@ VERDICT_COLOURS = {
     "not testable": "#8e7cc3",
 }
 CLIP = 8.0  # effects beyond ±CLIP × δ are drawn at the edge with an arrow
+
+
+LEDGER_STYLE = """
+body{max-width:1380px}
+table.claims{font-size:13px}
+table.claims td{white-space:nowrap}
+table.claims td.claim{max-width:26em;overflow:hidden;text-overflow:ellipsis}
+.filters{font:14px system-ui,sans-serif;margin:.6em 0}
+.filters select{margin-right:1.2em}
+"""
+FILTER_SCRIPT = """<script>
+function filterClaims(){var p=document.getElementById('f-paper').value,v=document.getElementById('f-verdict').value;
+document.querySelectorAll('tr[data-paper]').forEach(function(r){
+var ok=(!p||r.dataset.paper===p)&&(!v||r.dataset.verdicts.split('|').indexOf(v)>=0);r.style.display=ok?'':'none';});}
+</script>"""
+STATEMENT_CHARS = 70  # a claim's statement is cut here in the one-line table (the full text is its title)
+
+
+def _num(x) -> str:
+    """A ledger number as the ledger's Markdown shows it (:func:`reproduce.ledger_io.fmt_num`)."""
+    # heavy (torch via ledger_io): only when a ledger page is written
+    from .ledger_io import fmt_num
+
+    return fmt_num(x)
+
+
+def _verdict_html(r: dict) -> str:
+    colour = VERDICT_COLOURS.get(r["verdict"], "black")
+    tags = [t for t in ("underpowered", "smaller_than_paper") if str(r.get(t)).lower() == "true"]
+    if r["verdict"] != "inconclusive" and "underpowered" in tags:
+        tags.remove("underpowered")
+    words = {"underpowered": "underpowered", "smaller_than_paper": "smaller than the paper"}
+    tag = f" ({', '.join(words[t] for t in tags)})" if tags else ""
+    return f'<b style="color:{colour}">{html.escape(str(r["verdict"]))}</b>{html.escape(tag)}'
+
+
+def _effect_text(r: dict) -> str:
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if pd.notna(lo) and pd.notna(hi):
+        return f"{_num(r['effect'])} [{_num(lo)}, {_num(hi)}]"
+    return _num(r.get("effect"))
+
+
+def claims_table(claims) -> str:
+    """One line per claim: id (its page), paper, the statement (cut, full text as its title), per data set the
+    effect [interval] → verdict; filters by paper and verdict (a few lines of script, no library)."""
+    prim = claims[claims["role"] == "primary"]
+    data = list(dict.fromkeys(prim["dataset"]))
+    papers = list(dict.fromkeys(prim["paper"].astype(str)))
+    verdicts = [v for v in VERDICT_COLOURS if v in set(prim["verdict"])]
+    options = "".join(f"<option>{html.escape(p)}</option>" for p in papers)
+    v_options = "".join(f"<option>{html.escape(v)}</option>" for v in verdicts)
+    rows = []
+    for cid, g in prim.groupby("id", sort=False):
+        by = {r["dataset"]: r for r in g.to_dict("records")}
+        first = g.iloc[0]
+        text = str(first.get("statement", ""))
+        short = text if len(text) <= STATEMENT_CHARS else text[: STATEMENT_CHARS - 1] + "…"
+        cells = "".join(
+            f"<td>{html.escape(_effect_text(by[d]))} → {_verdict_html(by[d])}</td>" if d in by else "<td>—</td>"
+            for d in data
+        )
+        vs = "|".join(dict.fromkeys(str(r["verdict"]) for r in by.values()))
+        rows.append(
+            f'<tr id="{html.escape(cid)}" data-paper="{html.escape(str(first["paper"]))}" '
+            f'data-verdicts="{html.escape(vs)}">'
+            f'<td><a href="claims/{html.escape(cid)}.html">{html.escape(cid)}</a></td>'
+            f'<td>{html.escape(str(first["paper"]))}</td><td class="claim" title="{html.escape(text)}">'
+            f"{html.escape(short)}</td>{cells}</tr>"
+        )
+    head = "".join(f"<th>{html.escape(d)}: effect [interval] → verdict</th>" for d in data)
+    return (
+        f"<style>{LEDGER_STYLE}</style>{FILTER_SCRIPT}"
+        '<div class="filters">paper <select id="f-paper" onchange="filterClaims()"><option value="">all</option>'
+        f'{options}</select>verdict <select id="f-verdict" onchange="filterClaims()"><option value="">all</option>'
+        f"{v_options}</select></div>"
+        f'<table class="claims"><tr><th>id</th><th>paper</th><th>claim</th>{head}</tr>{"".join(rows)}</table>'
+    )
+
+
+def claim_figure(rows: list[dict], path: Path) -> None:
+    """One panel per data set: the per-seed effects (dots), the mean with its simultaneous interval, 0, δ and
+    the paper's effect."""
+    matplotlib.use("Agg")
+    # after matplotlib.use('Agg'): claim pages only
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(rows), 1, figsize=(6.4, 1.25 * len(rows) + 0.6), squeeze=False, sharex=True)
+    for ax, r in zip(axes[:, 0], rows):
+        seeds = [float(x) for x in str(r.get("seed_effects") or "").split(";") if x.strip()]
+        colour = VERDICT_COLOURS.get(r["verdict"], "black")
+        ax.plot(seeds, np.linspace(-0.15, 0.15, len(seeds)) if seeds else [], "o", color="0.55", ms=4, label="seeds")
+        if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")):
+            ax.plot([r["ci_low"], r["ci_high"]], [0.45, 0.45], color=colour, lw=2.2, label="interval")
+        ax.plot([r["effect"]], [0.45], "o", color=colour, ms=6)
+        ax.axvline(0, color="0.6", lw=0.9)
+        if pd.notna(r.get("delta")):
+            ax.axvline(r["delta"], color="0.4", lw=0.9, ls="--", label="δ")
+        if pd.notna(r.get("paper_effect")):
+            ax.axvline(abs(r["paper_effect"]), color="#2166ac", lw=1.1, label="paper")
+        ax.set_yticks([])
+        ax.set_ylim(-0.5, 0.9)
+        ax.set_ylabel(str(r["dataset"]), fontsize=9)
+        ax.tick_params(labelsize=8)
+    axes[0, 0].legend(fontsize=7, ncol=5, loc="upper left", frameon=False)
+    axes[-1, 0].set_xlabel(f"effect ({rows[0].get('unit') or rows[0].get('metric')}; > 0 = as claimed)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+CLAIM_FIELDS = (
+    ("verdict", "verdict"),
+    ("reason", "why"),
+    ("effect", "effect [simultaneous interval]"),
+    ("level", "interval level (family, m)"),
+    ("paper_effect", "paper's effect"),
+    ("delta", "δ (half the paper's effect)"),
+    ("seed_effects", "per-seed effects"),
+    ("seed_sd", "sd per seed"),
+    ("query_var", "test-set sd"),
+    ("power", "power at the paper's effect (seeds for 80 %)"),
+    ("stability", "stability"),
+)
+
+
+def _field(r: dict, key: str) -> str:
+    if key == "verdict":
+        return _verdict_html(r)
+    if key == "effect":
+        return html.escape(_effect_text(r))
+    if key == "level":
+        return (
+            html.escape(f"{100 * r['level']:.2f} % ({r.get('family')}, m = {int(r['family_size'])})")
+            if pd.notna(r.get("level")) and pd.notna(r.get("family_size"))
+            else "—"
+        )
+    if key == "paper_effect":
+        return (
+            html.escape(f"{_num(r['paper_effect'])} ({r.get('paper_source')})")
+            if pd.notna(r.get("paper_effect"))
+            else "—"
+        )
+    if key == "seed_effects":
+        return html.escape(", ".join(_num(x) for x in str(r.get("seed_effects") or "").split(";") if x.strip()) or "—")
+    if key == "query_var":
+        return html.escape(_num(np.sqrt(r["query_var"]))) if pd.notna(r.get("query_var")) else "—"
+    if key == "power":
+        if not pd.notna(r.get("power")):
+            return html.escape(str(r.get("power_note") or "—")) if pd.notna(r.get("power_note")) else "—"
+        n = r.get("seeds_for_power")
+        need = f"{int(n)} seeds" if pd.notna(n) else str(r.get("power_note") or "")
+        return html.escape(f"{100 * r['power']:.0f} % with {int(r['n_seeds'])} ({need})")
+    if key == "stability":
+        return html.escape(f"{100 * r['stability']:.0f} %") if pd.notna(r.get("stability")) else "—"
+    v = r.get(key)
+    return html.escape(_num(v) if isinstance(v, float) else str(v)) if pd.notna(v) else "—"
+
+
+def write_claim_pages(claims, out: Path) -> int:
+    """``claims/<id>.html`` for every claim: per data set its numbers (:data:`CLAIM_FIELDS`) and a figure
+    (:func:`claim_figure`) of the per-seed effects and the interval against 0, δ and the paper's effect."""
+    prim = claims[claims["role"] == "primary"]
+    folder = out / "claims"
+    folder.mkdir(parents=True, exist_ok=True)
+    for cid, g in prim.groupby("id", sort=False):
+        rows = g.to_dict("records")
+        claim_figure(rows, folder / f"{cid}.png")
+        head = "".join(f"<th>{html.escape(str(r['dataset']))}</th>" for r in rows)
+        body = "".join(
+            f"<tr><th>{html.escape(label)}</th>" + "".join(f"<td>{_field(r, key)}</td>" for r in rows) + "</tr>"
+            for key, label in CLAIM_FIELDS
+        )
+        page = (
+            page_head(f"{cid} — {rows[0]['statement']}", depth=1)
+            + f"<h1>{html.escape(cid)} · {html.escape(str(rows[0]['paper']))}</h1>"
+            + f"<p>{html.escape(str(rows[0]['statement']))}</p>"
+            + f'<img src="{html.escape(cid)}.png" alt="{html.escape(cid)}: per-seed effects and interval">'
+            + f"<table><tr><th></th>{head}</tr>{body}</table>"
+            + '<p><a href="../ledger.html">back to the ledger</a></p></body></html>\n'
+        )
+        (folder / f"{cid}.html").write_text(page, encoding="utf-8")
+    return prim["id"].nunique()
 
 
 def headline_figure(claims, path: Path) -> list[str] | None:
@@ -264,10 +455,18 @@ def headline_figure(claims, path: Path) -> list[str] | None:
 def verdict_table(claims) -> str:
     if claims is None:
         return "<p>No claims ledger yet: run <code>make reproduce</code>.</p>"
-    primary = claims[claims["role"] == "primary"]
-    counts = primary.groupby(["dataset", "verdict"]).size().unstack(fill_value=0)
-    order = [v for v in VERDICT_COLOURS if v in counts]
-    order += [v for v in counts.columns if v not in order]
+    if "underpowered" in claims:  # the ledger's own categories, as in the README (inconclusive split by power)
+        # heavy (torch via ledger_io): only for a ledger with its power columns
+        from .ledger_io import summary_counts
+
+        counts = summary_counts(claims)
+        counts = counts.loc[:, counts.sum() > 0]
+        order = list(counts.columns)
+    else:
+        primary = claims[claims["role"] == "primary"]
+        counts = primary.groupby(["dataset", "verdict"]).size().unstack(fill_value=0)
+        order = [v for v in VERDICT_COLOURS if v in counts]
+        order += [v for v in counts.columns if v not in order]
     head = "".join(f"<th>{html.escape(v)}</th>" for v in order)
     rows = "".join(
         f"<tr><td>{html.escape(d)}</td>" + "".join(f"<td>{counts.loc[d, v]}</td>" for v in order) + "</tr>"

@@ -8,9 +8,13 @@ Pure formatting, no knowledge of the study: the notebooks' tables (:mod:`reprodu
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .paths import ROOT
+from .profiles import get_profile
 
 MAX_MD_COLUMNS = 9  # columns of a Markdown table a person reads (row labels included); the CSV keeps them all
 SHORT_HEADER = 18  # characters: a longer header is shortened in the table and spelled out in the legend below it
@@ -102,3 +106,16 @@ def round_significant(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
         if pd.api.types.is_float_dtype(out[c]) or out[c].dtype == object:
             out[c] = out[c].map(sig)
     return out
+
+
+SMOKE_BANNER = (
+    "> **Pipeline check at toy size (profile `smoke`), not evidence**: one seed, tiny models and data. Its "
+    "numbers and verdicts say only that the pipeline runs end to end; many arms do not learn at this size."
+)
+
+
+def smoke_banner(results_dir) -> str:
+    """:data:`SMOKE_BANNER` and a blank line for a file under the ``smoke`` profile's results folder, else ""."""
+    smoke = (ROOT / get_profile("smoke").results_dir).resolve()
+    where = Path(results_dir).resolve()
+    return SMOKE_BANNER + "\n\n" if where == smoke or smoke in where.parents else ""

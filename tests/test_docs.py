@@ -123,3 +123,21 @@ def test_citation_cff_and_references():
     assert not re.search(r"doi\.org|\b10\.\d{4,}/", references)  # no DOI: only arXiv ids and venues
     license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert license_text.startswith("MIT License") and "Flickr8k" in license_text
+
+
+def test_the_protocols_tuning_grid_and_halving_share_are_the_codes():
+    """docs/protocol.md states the default profile's lr grid and how many settings go on past the rung: they are
+    read back from the text and compared with ``reproduce.profiles`` and ``reproduce.tuning.n_survivors``."""
+    from reproduce.profiles import get_profile
+    from reproduce.tuning import n_survivors
+
+    text = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    grid = get_profile("default").tuning
+    stated = {tuple(float(x) for x in m.split(", ")) for m in re.findall(r"lr ∈ \{([0-9e., -]+)\}", text)}
+    assert stated == {tuple(sorted(grid.lr))}, f"docs/protocol.md states lr grids {stated}, the code has {grid.lr}"
+    halves = re.findall(r"(\d+) of (\d+), (\d+) of (\d+)", text)
+    assert halves, "docs/protocol.md does not state the successive-halving shares ('k of n, k of n')"
+    n_with, n_without = len(grid.lr) * len(grid.warmup_epochs), len(grid.lr)
+    for a, b, c, d in halves:
+        assert (int(b), int(d)) == (n_with, n_without)
+        assert (int(a), int(c)) == (n_survivors(n_with, grid.keep), n_survivors(n_without, grid.keep))

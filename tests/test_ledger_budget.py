@@ -268,3 +268,19 @@ def test_caveat_states_the_largest_share():
     assert "- **flickr8k** (3 claims): 1 reproduced, 0 reversed, 0 ruled out, 2 inconclusive (underpowered)" in text
     assert "not testable" not in text.split("\n")[3]  # flickr8k has none: not listed
     assert ledger_io.caveat(df[df["verdict"] == "ruled out"]) == ""
+
+
+def test_smoke_tables_and_ledger_carry_the_pipeline_check_banner(tmp_path, monkeypatch):
+    """Under the smoke profile's results folder every table and the ledger open with the banner; elsewhere not."""
+    from reproduce import report, tables
+
+    monkeypatch.setattr(tables, "ROOT", tmp_path)
+    smoke = tmp_path / "results" / "smoke"
+    (smoke / "bcls").mkdir(parents=True)
+    pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [1.0])]).to_csv(smoke / "bcls" / "claims_synthetic.csv")
+    ledger_io.collect(smoke)
+    report.save_table(pd.DataFrame({"a": [1.0]}), smoke, "bcls", "t", caption="c")
+    report.save_table(pd.DataFrame({"a": [1.0]}), tmp_path / "results", "bcls", "t", caption="c")
+    for f in (smoke / "claims.md", smoke / "power.md", smoke / "bcls" / "t.md"):
+        assert f.read_text().startswith(tables.SMOKE_BANNER), f
+    assert not (tmp_path / "results" / "bcls" / "t.md").read_text().startswith(">")

@@ -309,3 +309,37 @@ def test_built_site_in_a_headless_browser():
     seen = _check_in_browser(out, ids)
     assert sum(len(d["imgs"]) for d in seen.values()) > 0
     assert _broken_links(out) == []
+
+
+def test_the_ledger_page_has_one_line_per_claim_with_filters_and_a_page_per_claim(planted: Path, tmp_path: Path):
+    """With the ledger's own columns the page opens with one row per claim (anchored once by its id, the claim's
+    verdict per data set, filter attributes) and links each claim to its page: the numbers per data set and a
+    figure of the per-seed effects against 0, δ and the paper's effect."""
+    claims = pd.read_csv(planted / "claims.csv")
+    claims = claims.assign(
+        paper=["BCLS", "BCLS", "BCLS", "Unified", "BCLS"],
+        statement=["Triplet-SN beats Triplet-HN on test RSUM " * 3, "Triplet-SN beats Triplet-HN", "B10", "U1", "s"],
+        paper_effect=[9.7, 9.7, 9.7, math.nan, math.nan],
+        seed_effects=["29;30;31", "4;5;6", "1;1;1", "0.1;0.1;0.1", ""],
+        power=[0.95, 0.2, 0.9, math.nan, math.nan],
+        seeds_for_power=[3, 14, 4, math.nan, math.nan],
+        underpowered=[False, True, False, None, None],
+        n_seeds=[3, 3, 3, 3, 3],
+    )
+    claims.to_csv(planted / "claims.csv", index=False)
+    out = site.build(planted, tmp_path / "site").parent
+    ledger = (out / "ledger.html").read_text()
+    assert _broken_links(out) == []
+    table = ledger[ledger.index('<table class="claims">') : ledger.index("<h2>Every row</h2>")]
+    rows = re.findall(r"<tr id=\"([^\"]+)\" data-paper=\"([^\"]+)\" data-verdicts=\"([^\"]+)\">", table)
+    assert rows == [
+        ("B1", "BCLS", "reproduced|inconclusive"),
+        ("B10", "BCLS", "ruled out"),
+        ("U1", "Unified", "ruled out"),
+    ]
+    assert ledger.count('id="B1"') == 1 and 'id="f-paper"' in ledger and 'id="f-verdict"' in ledger
+    assert "…" in table and 'title="Triplet-SN beats Triplet-HN on test RSUM Triplet-SN' in table  # cut, full as title
+    assert "inconclusive</b> (underpowered)" in table
+    b1 = (out / "claims" / "B1.html").read_text()
+    assert "29, 30, 31" in b1 and "4, 5, 6" in b1 and "95 % with 3 (3 seeds)" in b1 and "20 % with 3 (14 seeds)" in b1
+    assert (out / "claims" / "B1.png").stat().st_size > 0 and '<img src="B1.png"' in b1
