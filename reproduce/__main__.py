@@ -254,6 +254,7 @@ class DataSetPlan:
 class Outcome:
     failed_runs: list = field(default_factory=list)  # RunFailure
     failed_notebooks: list = field(default_factory=list)  # (data, notebook, traceback)
+    failed_data: list = field(default_factory=list)  # (data set, why its final runs were skipped)
     timings: dict = field(default_factory=dict)
     runs_to_do: int = 0  # runs to train in this invocation, all data sets
     runs_done: int = 0  # of which finished (trained or failed)
@@ -353,7 +354,8 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
         per["runs_trained"] += before["to_train"] - after["to_train"]
         per["runs_evaluated"] += after["cached"] - before["cached"]
         for f in failures:
-            print(f, file=sys.stderr)
+            print(f.line(), file=sys.stderr)
+        log_failures(f"{d}: runs", [str(f) for f in failures])
         out.failed_runs += failures
 
     t = time.perf_counter()
@@ -374,7 +376,13 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
                 flush=True,
             )
 
-        final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
+        try:
+            final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
+        except tuning.TuningIncomplete as exc:  # tuning runs failed: the others finished, the summary follows
+            why = f"tuning incomplete, its final runs skipped ({str(exc).splitlines()[0]})"
+            print(f"reproduce [{plan.profile.name}/{d}]: {why}", file=sys.stderr, flush=True)
+            out.failed_data.append((d, why))
+            return time.time()
         out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
         todo = [c for c in final if not cache.has(c)]
         out.runs_to_do += len(todo)
@@ -433,8 +441,10 @@ def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: 
     )
     out.timings["notebooks_s"] = time.perf_counter() - t
     for data, name, tb in fails:
-        print(f"notebook failed: {name} [{data}]\n{tb}", file=sys.stderr)
+        last = tb.strip().splitlines()[-1] if tb.strip() else "unknown error"
+        print(f"notebook failed: {name} [{data}]: {last}", file=sys.stderr)
         out.failed_notebooks.append((data, name, tb))
+    log_failures("notebooks", [f"{name} [{data}]\n{tb}" for data, name, tb in fails])
 
 
 def collapsed_arms(args, sets: list[str]) -> dict:
@@ -454,6 +464,37 @@ def collapsed_arms(args, sets: list[str]) -> dict:
     return out
 
 
+FAILURE_LOG = "failures.log"  # in the run cache's folder: every failed run's and notebook's full traceback
+
+
+def log_failures(what: str, texts: list[str]) -> None:
+    """Append the full tracebacks of ``texts`` under a dated heading to the run cache's :data:`FAILURE_LOG` (the
+    terminal gets one line per failure and the summary)."""
+    if not texts:
+        return
+    path = paths.cache_dir() / FAILURE_LOG
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"=== {stamp} UTC: {what} ({len(texts)}) ===\n" + "\n".join(texts) + "\n")
+
+
+def failure_report(out: Outcome) -> list[str]:
+    """The summary after a study with failures: each failure once (runs grouped by their error), and where the
+    full tracebacks are."""
+    # heavy (torch): --help and usage errors stay light (tests/test_cli.py)
+    from .executors import failure_summary
+
+    lines = ["reproduce: FAILED —"]
+    lines += [f"  {d}: {why}" for d, why in out.failed_data]
+    lines += failure_summary(out.failed_runs)
+    lines += [
+        f"  notebook {name} [{data}]: {tb.strip().splitlines()[-1] if tb.strip() else 'unknown error'}"
+        for data, name, tb in out.failed_notebooks
+    ]
+    lines.append(f"  full tracebacks: {paths.cache_dir(create=False) / FAILURE_LOG}; rerun to retry the failed runs")
+    return lines
+
+
 def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
     status."""
@@ -465,7 +506,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     stale = notebooks.stale_claims(args.profile, dirs)
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
-    failed = bool(out.failed_runs or out.failed_notebooks)
+    failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
     table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
     if args.profile != "smoke":
         if failed:
@@ -485,6 +526,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
             for d, n, tb in out.failed_notebooks
         ],
         "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()},
+        "data_sets": [{"data": d, "error": why} for d, why in out.failed_data],
     }
     estimate = None
     if out.progress:
@@ -510,13 +552,16 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         f"{out.runs_trained} run(s) trained, {out.runs_evaluated} evaluated; "
         f"ledger in {base.relative_to(ROOT)}/claims.md"
         + (
-            f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s) (see above)"
+            f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s), "
+            f"{len(out.failed_data)} data set(s) (summary below)"
             if failed
             else ""
         )
         + (f"; {len(stale)} stale claim file(s)" if stale else ""),
         flush=True,
     )
+    if failed:
+        print("\n".join(failure_report(out)), file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

@@ -47,6 +47,31 @@ class RunFailure:
     def __str__(self) -> str:
         return f"run failed: {self.error}\n  config: {self.config}\n{self.traceback}"
 
+    @property
+    def name(self) -> str:
+        """The run in a few words: its data set, loss, lr and seed (the fields the config has)."""
+        c = self.config
+        parts = [str(c[k]) for k in ("data", "loss") if c.get(k) is not None]
+        parts += [f"{k} {c[k]:g}" if isinstance(c[k], float) else f"{k} {c[k]}" for k in ("lr", "seed") if k in c]
+        return " ".join(parts) or "a run"
+
+    def line(self) -> str:
+        """One line: the run and the first line of its error (the traceback goes to the failure log)."""
+        return f"run failed: {self.name}: {self.error.splitlines()[0] if self.error else 'unknown error'}"
+
+
+def failure_summary(failures: list[RunFailure], shown: int = 3) -> list[str]:
+    """The lines of the end-of-study summary: the failures grouped by their error, most frequent first, each
+    with how many runs it stopped and the first ``shown`` of them by name."""
+    groups: dict[str, list[RunFailure]] = {}
+    for f in failures:
+        groups.setdefault(f.error.splitlines()[0] if f.error else "unknown error", []).append(f)
+    lines = []
+    for error, fs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        names = "; ".join(f.name for f in fs[:shown]) + (f"; and {len(fs) - shown} more" if len(fs) > shown else "")
+        lines.append(f"  {len(fs)} run(s): {error} ({names})")
+    return lines
+
 
 def _watch_parent(parent_pid: int) -> None:
     while True:
