@@ -611,6 +611,9 @@ def run(args, sets: list[str]) -> int:
     return finish(args, sets, out, t0)
 
 
+REDELIVER_S = 0.05  # a signal that arrived inside a finalizer is sent again after this many seconds
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) or ``kill`` (SIGTERM) during the work: the worker processes are stopped, and the driver
     exits with 128 + the signal's number after one line saying how many planned runs are cached."""
@@ -620,7 +623,20 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def _in_finalizer(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be lost: Python ignores one that escapes a ``__del__`` method
+    anywhere up the stack (it prints "Exception ignored in …" and goes on, so a Ctrl-C would be swallowed)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _interrupt(signum, frame):
+    if _in_finalizer(frame):  # deliver it again once the finalizer has returned, where it can stop the driver
+        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+        return
     for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C while the workers stop: exit without waiting
         signal.signal(s, _interrupt_again)
     raise Interrupted(signum)

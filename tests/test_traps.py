@@ -440,3 +440,53 @@ def test_a_python_without_the_environment_is_told_to_use_the_venv():
     assert r.returncode == 2 and r.stdout == ""
     (line,) = r.stderr.strip().splitlines()
     assert "coherent_itr is not installed" in line and "make venv" in line and ".venv/bin/python -m reproduce" in line
+
+
+_FINALIZER_DRIVER = """
+import os, signal, sys, time
+from reproduce import __main__ as driver
+
+
+class Group:  # like the object whose __del__ swallowed a Ctrl-C: the signal arrives while a finalizer runs
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.02)
+
+
+def run(args, sets):
+    Group()  # dropped at once: its __del__ runs here
+    t = time.monotonic()
+    while time.monotonic() - t < 10:  # the study's work, which the interrupt must stop
+        time.sleep(0.01)
+    print("not interrupted", flush=True)
+    return 0
+
+
+driver.run = run
+driver.runs_cached = lambda plans: 0
+for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
+    t = time.monotonic()
+    rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks"])
+    print(f"{rc} {time.monotonic() - t:.2f}", flush=True)
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_driver(tmp_path):
+    """Python ignores an exception that escapes a ``__del__``: a Ctrl-C whose handler raised there was swallowed and
+    the study ran on. The driver sends such a signal again once the finalizer has returned: 20 times in a row it
+    stops within seconds with its one line and exit status 130."""
+    script = tmp_path / "finalizer_driver.py"
+    script.write_text(_FINALIZER_DRIVER)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    runs = [line.split() for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and len(runs) == 20, (proc.stdout, proc.stderr)
+    assert all(rc == "130" and float(s) < 5 for rc, s in runs), runs
+    assert "not interrupted" not in proc.stdout and "Exception ignored" not in proc.stderr
+    assert proc.stderr.splitlines() == ["interrupted: 0 runs cached, rerun to continue"] * 20
