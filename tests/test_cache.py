@@ -413,3 +413,36 @@ def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, t
         assert [h["val_rsum"] for h in a.history] == [h["val_rsum"] for h in b.history]
         for k in ("test_img", "test_cap"):
             np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
+
+
+def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypatch):
+    """A CPU run's key is the hash of config, code, threads and torch version alone (as before the device entered
+    the key: the committed CPU runs keep theirs); on a CUDA machine the device type, compute capability and
+    TF32 switches enter it, so one cache holds a CPU run and a CUDA run of one config and never serves one for
+    the other. The CUDA machine is planted (no GPU here)."""
+    import hashlib
+    import json
+
+    import torch
+
+    from coherent_itr.config import Config
+    from coherent_itr.runs import run_key, training_code_hash
+    from tiny_run import TINY
+
+    config = Config(**TINY, seed=0)
+    blob = {"config": config.key(), "code": training_code_hash(config), "threads": 1, "torch": torch.__version__}
+    cpu = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
+    assert run_key(config) == cpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    cuda = run_key(config)
+    assert cuda != cpu and run_key(config.replace(device="cpu")) == run_key(Config(**TINY, seed=0, device="cpu"))
+    assert run_key(config.replace(device="cpu")) != cuda
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = not tf32  # a process setting (monkeypatch cannot undo it on this module)
+    try:
+        assert run_key(config) not in (cuda, cpu)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    assert run_key(config.replace(device="cuda")) not in (cuda, cpu)

@@ -261,8 +261,27 @@ def pinned_threads(n: int):
         torch.set_num_threads(prev)
 
 
+def device_numerics(config: Config) -> dict:
+    """What of the device changes a run's numbers, beyond its config and code: ``{}`` on the CPU (so the key of
+    a CPU run is what it always was); on CUDA the device type, its compute capability and the TF32 switches of
+    matmul and cuDNN (settings of the process that ``train`` leaves as it finds them). A CUDA run and a CPU run
+    of one config thus have two keys, and one cache holds both."""
+    import torch
+
+    device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return {}
+    major, minor = torch.cuda.get_device_capability()
+    return {
+        "device": f"{device}:sm{major}{minor}",
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+    }
+
+
 def run_key(config: Config, threads: int = 1) -> str:
-    """Training key of ``config`` run with ``threads`` intra-op threads under the current code."""
+    """Training key of ``config`` run with ``threads`` intra-op threads under the current code, on this
+    machine's device (:func:`device_numerics`)."""
     import torch
 
     blob = json.dumps(
@@ -271,6 +290,7 @@ def run_key(config: Config, threads: int = 1) -> str:
             "code": training_code_hash(config),
             "threads": int(threads),
             "torch": torch.__version__,
+            **device_numerics(config),
         },
         sort_keys=True,
     )
