@@ -6,7 +6,7 @@ same settings) share one run: :func:`plan` deduplicates by config.
 
 Each paper's *main comparison* (:data:`MAIN_GROUPS`) is tuned on the validation split
 (:mod:`reproduce.tuning`); every other arm uses its family's tuned lr / warm-up. Arms added for the fair
-protocol (issue 14): VSE++ with and without warm-up (overview "warmup"), SAM as written (``sam``) and as
+protocol: VSE++ with and without warm-up (overview "warmup"), SAM as written (``sam``) and as
 coded (``sam_authors``) for S1–S3, the ladder at θ calibrated to the relevance model beside the literal
 θ = 0.40 (``ladder_calibrated_arms``), S1's reduced-data arms at the full-data arm's number of updates,
 and ≥ 4 points for every trend/peak sweep.
@@ -51,7 +51,7 @@ SWEEP_GROUPS = frozenset(
         "theta_cal_levels",
     }
 )
-# each paper's MAIN comparison (issue 14 item 3): the arms tuned on the validation split. SAM's is the
+# each paper's MAIN comparison: the arms tuned on the validation split. SAM's is the
 # full-data pair of its fraction table (Table 3); its 10% / 25% arms use the tuning of the 100% arm.
 MAIN_GROUPS = {
     "overview": ("x1",),
@@ -147,7 +147,7 @@ def overview_arms(profile: Profile | None = None) -> list[Arm]:
         _arm(p, "x1", "Ladder (adaptive 2–4)", "adaptive_ladder", **SBERT),
         _arm(p, "x1", "Triplet-HN + SAM (SN, τ=3)", "sam", SAM_PAPER, **CIDER),
         _arm(p, "x1", "Triplet + S-NDCG (listwise)", "listwise", **SBERT_UNIT),
-        # issue 14 item 2: VSE++ with and without warm-up at VSE++'s tuned lr (the papers' recipe has none);
+        # VSE++ with and without warm-up at VSE++'s tuned lr (the papers' recipe has none);
         # one of the two is the tuned VSE++ run itself
         _arm(p, "warmup", "VSE++ without warm-up", "triplet", warmup_epochs=0, family="VSE++ (Triplet-HN)"),
         _arm(p, "warmup", "VSE++ with 1 warm-up epoch", "triplet", warmup_epochs=1, family="VSE++ (Triplet-HN)"),
@@ -225,7 +225,7 @@ def ladder_arms(profile: Profile) -> list[Arm]:
 
 
 def ladder_calibrated_arms(profile: Profile) -> list[Arm]:
-    """L1–L3 at θ calibrated to the relevance model in use (issue 14 item 6): θ₁ / θ₂ at the quantiles the
+    """L1–L3 at θ calibrated to the relevance model in use: θ₁ / θ₂ at the quantiles the
     paper's scope-of-interest implies (:mod:`reproduce.calibration`). Needs the profile's θ for its data
     (``Profile.ladder_theta``); none → no calibrated arms (smoke)."""
     theta = profile.ladder_theta
@@ -276,7 +276,7 @@ _SAM_GRIDS = (
 def sam_arms(profile: Profile) -> list[Arm]:
     """SAM as the paper writes it (``sam``: SN = the furthest negative, no clamp, weight 1) and as the
     authors coded it (``sam_authors``: "soft" = the near-hardest negative, margin clamped at 1, weight 5);
-    S1–S3 on both (issue 14 item 5). The reduced-data arms train ⌈E / f⌉ epochs (same updates, S1)."""
+    S1–S3 on both. The reduced-data arms train ⌈E / f⌉ epochs (same updates, S1)."""
     p = "sam"
     arms = []
     for frac in (0.1, 0.25, 1.0):

@@ -139,7 +139,7 @@ def _when(t: float | None) -> str:
 
 
 def scrub_machine_paths(notebook: Path, root: Path | str | None = None) -> int:
-    """Make an executed notebook free of this machine's paths (issue 18): papermill's ``input_path`` /
+    """Make an executed notebook free of this machine's paths (it is committed): papermill's ``input_path`` /
     ``output_path`` become relative to the repository root ``root``, and the prefix ``<root>/`` is cut
     from every text output (warnings name files). Written atomically; returns how many strings changed."""
     root = str(Path(root or NOTEBOOK_DIR.parent).resolve()).rstrip("/") + "/"

@@ -117,7 +117,7 @@ class Page:
         return self.study.results(self.paper, group)
 
     def tuning_table(self, show: bool = True) -> pd.DataFrame:
-        """The paper's tuning table (issue 14): every main arm × grid setting with its validation RSUM,
+        """The paper's tuning table: every main arm × grid setting with its validation RSUM,
         epochs, health and the choice; saved as ``<results>/<paper>/tuning_<data>.{csv,md}``."""
         t = self.study.tuning_table(self.paper)
         view = t.drop(columns=["also", "status"], errors="ignore").assign(

@@ -43,8 +43,8 @@ epochs; an arm plateaus within E when its best validation RSUM by epoch E is ≥
 Every main arm ran 20 epochs on both data sets: most plateau by epoch 3–6 (Flickr8k VSE++: 212.7 validation
 RSUM, 95 % by epoch 4) and then overfit, so patience 3 stops them long before any cap. The slow arms
 (both ladders, Kendall SW-HS alone, S-NDCG alone) were still rising at epoch 20 and ran again for 40 epochs
-(``learning_curves/flickr8k_e40``, 2026-11-25, before any run of this protocol): on Flickr8k the adaptive
-ladder sits in the narrow cone (hardest-negative cosine 0.97–0.99) for 30 epochs, escapes at epoch 31 and
+(``results/benchmarks/learning_curves/``, measured before any run of this protocol): on Flickr8k the
+adaptive ladder sits in the narrow cone (hardest-negative cosine 0.97–0.99) for 30 epochs, escapes at epoch 31 and
 peaks at 221.3 at epoch 33 (its 20-epoch run: 178.8, 81 % of that); Kendall SW-HS alone peaks at 61.0 at
 epoch 33; S-NDCG alone reaches 95 % by epoch 17 and the manual ladder by 16. On the synthetic world
 (``learning_curves/synthetic_e40``) S-NDCG alone needs 27 epochs (305.4 validation RSUM at epoch 20, 468.9 at
@@ -192,7 +192,7 @@ PRIMARY_SEEDS = (0, 1, 2, 3, 4)
 # VSE++ 98 %, SAM 95–98 % of its best at epoch 5) while a setting of lr 2e-4 costs 5 epochs instead of up to 40
 RUNG_EPOCHS = 5
 # sweeps that no trend/peak claim rests on; they run with seed 0 only on both data sets. SAM's "grid" is not
-# one: S3's primary row (SN vs HN over its cells) rests on it, so its arms get every seed (issue 29)
+# one: S3's primary row (SN vs HN over its cells) rests on it, so its arms get every seed
 FLICKR8K_SEED0_GROUPS = frozenset(
     {"margin", "lminmax", "grid_authors", "fraction_reduced", "theta_cal_beta2", "theta_cal_levels"}
 )
@@ -202,7 +202,7 @@ FLICKR8K_SKIP_GROUPS = frozenset({"grid_authors"})
 
 # Ladder (θ₁, θ₂) at the CVSE++ scope-of-interest quantiles (top 1.9 % / 3.9 % of the off-diagonal
 # Sentence-BERT (MiniLM) paired cosines of 50 random training batches of 128; reproduce/calibration.py, which
-# 02_ladder re-measures and shows against θ = 0.40). Measured 2026-11-23 with `python -m reproduce.calibration`:
+# 02_ladder re-measures and shows against θ = 0.40). Measured with `python -m reproduce.calibration`:
 # * synthetic (whole training split): (0.508, 0.447); θ = 0.40 is reached by 6.5 % of pairs; rows with an
 #   empty level 1: 1.5 % at 0.40, 21 % at the calibrated θ₁ → calibrated arms run beside the literal ones.
 # * flickr8k (1,500 random training images): (0.416, 0.349); θ = 0.40 / 0.35 are reached by 2.3 % / 3.9 % of
@@ -290,7 +290,7 @@ def profile_for(profile: str | Profile, data: str) -> Profile:
 
 
 # --- cost model ---------------------------------------------------------------------------------------
-# Measured on this 2-core machine (Intel Xeon, AVX-512, no AMX) on 2026-11-25 at the default model (128/128/128,
+# Measured on a 2-core Intel Xeon (AVX-512, no AMX) at the default model (128/128/128,
 # batch 128), one torch thread per worker, two workers side by side (× 1.05 over one alone):
 # * a Triplet-HN epoch with its validation: synthetic 30.5 ms × 118 steps + 0.3 s ≈ 4.1 s, Flickr8k 45.8 ms ×
 #   235 steps + 0.6 s ≈ 12.0 s (``results/benchmarks/run_profile{,_flickr8k}.md``); other losses add
@@ -315,15 +315,15 @@ LOSS_EXTRA_S = {
     "adaptive_ladder": 5.0,
     "ladder": 4.2,
     "sndcg": 3.4,
-    "listwise": 2.5,  # the Flickr8k runs of 2026-11-25 (bench_run_costs): 14.9 s / epoch against Triplet-HN's 11.6
+    "listwise": 2.5,  # the Flickr8k runs (bench_run_costs): 14.9 s / epoch against Triplet-HN's 11.6
     "bcls": 2.4,
     "sam_authors": 1.3,
     "kendall_sw_hs": 0.75,
-    "sam": 0.7,  # the Flickr8k runs of 2026-11-25: 11.4 s / epoch (the learning curve's 20.3 s shared its cores)
+    "sam": 0.7,  # the Flickr8k runs (bench_run_costs): 11.4 s / epoch (the learning curve's 20.3 s shared its cores)
 }
 # Epochs a full-data run trains before early stopping (patience 3 after the warm-up) ends it, at a good lr: the
 # learning curves with early stopping replayed on them (fast arms: best epoch + 3; the slow arms from the
-# 40-epoch curves), checked against the Flickr8k VSE++ tuning runs of 2026-11-25 (lr 2e-3: 9 and 12 epochs;
+# 40-epoch curves), checked against the Flickr8k VSE++ tuning runs (lr 2e-3: 9 and 12 epochs;
 # 6e-4: 13 and 15; 2e-4: 31 and 36). A smaller lr trains longer (``LR_EPOCH_FACTOR``); never past the cap.
 EXPECTED_EPOCHS = {
     "flickr8k": dict(

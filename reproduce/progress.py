@@ -515,7 +515,7 @@ def cost_table(profile: str = "default", workers: int = 2) -> str:
         f"{sum(r['train_wall_min'] for r in rows):.1f} | {sum(r['total_min'] for r in rows):.1f} |"
     )
     return "\n".join(lines) + (
-        f"\n\n{workers} workers at the costs measured on 2026-11-25 (``COSTS``), every run at its expected epochs "
+        f"\n\n{workers} workers at the measured costs (``COSTS``), every run at its expected epochs "
         "(``EXPECTED_EPOCHS``); unchosen tuning runs are not evaluated on the test split.\n"
     )
 

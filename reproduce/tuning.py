@@ -1,4 +1,4 @@
-"""Equal-budget tuning (issue 14 item 3; Musgrave et al., "A Metric Learning Reality Check", ECCV 2020).
+"""Equal-budget tuning (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020).
 
 The protocol, exactly:
 
@@ -22,9 +22,9 @@ The protocol, exactly:
   record are read (:data:`VALIDATION_KEYS`); test metrics never reach the tuner (tests poison them).
 * **Final runs.** The chosen setting is trained with every seed of the profile; only those runs enter
   tables, figures and claims (the chosen seed-0 run *is* the tuning run, trained once).
-* **Health check of the other seeds** (:func:`health_checked_choice`; added 2026-11-24, after the first
-  Flickr8k run of the protocol showed three arms collapsing on seeds 1–2 at a setting healthy on seed 0 —
-  the same rule for every arm, blind to claims and to test metrics): a setting is kept only if the main
+* **Health check of the other seeds** (:func:`health_checked_choice`; a setting healthy on seed 0 can
+  collapse on other seeds, as three arms did on Flickr8k — the same rule for every arm, blind to claims and to
+  test metrics): a setting is kept only if the main
   arm's runs with the *other* seeds are healthy too. Otherwise the next setting in the seed-0 order is
   tried with every seed, and so on; when every healthy seed-0 setting collapses on some seed, the one
   with the fewest collapsed seeds is kept (then the seed-0 order) and the tables mark its collapses.

@@ -2,7 +2,7 @@
 
 Derived columns of the study's runs (Tables 2–5), the agreement of relevance with the yardstick (Table 1, per
 pair and per query), Fig. 3's curves, SAM's margins on real batches (Eq. 7), the claim rows of S1–S5 and the
-figures. SAM runs in two variants (issue 14 item 5): ``sam`` — SAM *as written* (SN = the furthest negative,
+figures. SAM runs in two variants: ``sam`` — SAM *as written* (SN = the furthest negative,
 no clamp, weight 1) — and ``sam_authors`` — SAM *as the authors coded it* (their "soft" = near-hardest
 negative, margin clamped at 1, weight 5); see :mod:`coherent_itr.losses.sam`.
 """
