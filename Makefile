@@ -40,7 +40,7 @@ test: lint  ## lint, then every test (unit, pipeline, notebooks under the smoke 
 	COHERENT_ITR_PROFILE=smoke $(PY) -m pytest -q --nbval-lax --nbval-kernel-name coherent-itr tests notebooks
 
 site: $(STAMP)  ## static HTML site of the committed results (notebooks, ledger, figures) in results/site/
-	$(PY) -m reproduce.site
+	$(PY) -m reproduce.present.site
 
 test-site: site  ## build the site, then check it in headless Chromium (skips without one: apt-get install chromium)
 	COHERENT_ITR_SITE=$(CURDIR)/results/site $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py

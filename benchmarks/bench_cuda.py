@@ -1,6 +1,6 @@
 """Check and benchmark: the CUDA path (issue "the papers' own scale on a GPU", items 3–4). Needs a GPU.
 
-1. **losses** — every loss the study trains (:func:`reproduce.experiments.study_losses`) on a planted batch
+1. **losses** — every loss the study trains (:func:`reproduce.spec.experiments.study_losses`) on a planted batch
    (B = 128, float32 similarities in [−1, 1], relevance in [0, 1] with a unit diagonal; TF32 off):
    value and gradient w.r.t. the similarities on CUDA against the same on CPU. Passes when
    ``|Δ value| ≤ 1e-5 · max(1, |value|)`` and ``max |Δ grad| ≤ 1e-5 · max(1, max |grad|)``.
@@ -48,7 +48,7 @@ from coherent_itr import data as data_mod  # noqa: E402
 from coherent_itr import losses, metrics  # noqa: E402
 from coherent_itr import train as T  # noqa: E402
 from coherent_itr.determinism import use_deterministic_kernels  # noqa: E402
-from reproduce import experiments, profiles  # noqa: E402
+from reproduce.spec import experiments, profiles  # noqa: E402
 
 TOL = 1e-5
 TOL64 = 1e-10

@@ -1,7 +1,7 @@
 """The main comparison (X1) of the new protocol as far as the run cache holds it, read without training.
 
 For every X1 main arm on ``--data``: the tuning trials (successive halving: each setting's rung, and the
-validation RSUM of those that went on), the setting the protocol chooses (``reproduce.tuning``: the same code
+validation RSUM of those that went on), the setting the protocol chooses (``reproduce.protocol.tuning``: the same code
 the driver uses, health check of the other seeds included), and the test RSUM of each seed's run at that
 setting — for the arms whose runs are all cached; the others are listed as pending. Nothing is trained or
 evaluated here (``RunCache.load(..., evaluate=False)``). This is a progress report of a study that runs over
@@ -23,14 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "results" / "benchmarks"
 
-from reproduce import main_comparison  # noqa: E402
+from reproduce.protocol import main_comparison  # noqa: E402
 
 
 def arm_rows(data: str, paper: str = "overview"):
     """(rows of the table, pending arm names, one {arm, seed, rsum} per final run) from the run cache."""
     from coherent_itr.runs import RunCache
-    from reproduce import tuning
-    from reproduce.study import profile_for
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import profile_for
 
     prof = profile_for("default", data)
     cache = RunCache()
@@ -67,12 +67,12 @@ def arm_rows(data: str, paper: str = "overview"):
 
 
 def comparison_lines(scores, data: str) -> list[str]:
-    """The complete arms as the ledger's main comparison reports them (``reproduce.main_comparison``: mean and
+    """The complete arms as the ledger's main comparison reports them (``reproduce.protocol.main_comparison``: mean and
     IQM with 95% stratified-bootstrap intervals, probability of improvement over VSE++), table and forest plot."""
     import matplotlib
 
     matplotlib.use("Agg")
-    from reproduce.tables import markdown_table
+    from reproduce.spec.tables import markdown_table
 
     res = main_comparison.main_comparison(scores, "rsum")
     fig = main_comparison.forest_plot(
@@ -83,7 +83,8 @@ def comparison_lines(scores, data: str) -> list[str]:
     return [
         "## The complete arms as the main comparison reports them",
         "",
-        "`reproduce.main_comparison` on the test RSUM above (Agarwal et al. 2021: mean and interquartile mean with "
+        "`reproduce.protocol.main_comparison` on the test RSUM above (Agarwal et al. 2021: mean and interquartile mean "
+        "with "
         "95% stratified-bootstrap intervals, 2,000 resamples of each arm's seeds; P(> VSE++) = the probability "
         "that a run of the arm beats a run of VSE++, with its interval). Not the ledger's verdicts: no Holm, no "
         "practical-significance threshold.",
@@ -98,7 +99,7 @@ def comparison_lines(scores, data: str) -> list[str]:
 def main(argv=None) -> None:
     import pandas as pd
 
-    from reproduce.tables import markdown_table
+    from reproduce.spec.tables import markdown_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=("synthetic", "flickr8k"), required=True)

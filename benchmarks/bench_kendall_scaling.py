@@ -5,7 +5,7 @@ Forward + backward of ``kendall`` (Eq. 17, every (anchor, j, k) triple) and ``ke
 S-BERT-like clustered relevance in [−1, 1], for N ∈ {32, 64, 128, 256}, one CPU thread. Each
 repetition times every (loss, N) once in round-robin order (the median of 3 calls; 1 call when the
 first takes more than 0.2 s). The notebook ``01_bcls`` reads the timings and fits, per repetition and
-loss, the log–log slope of time vs N (``reproduce.analyses.bcls.loglog_slopes``); B7's effect is
+loss, the log–log slope of time vs N (``reproduce.present.analyses.bcls.loglog_slopes``); B7's effect is
 slope(full) − slope(SW-HS, β = 0.1) per repetition (the paper predicts ≈ 3 vs ≈ 2, so > 0).
 
 Writes ``results/benchmarks/kendall_scaling.csv`` (one row per repetition, loss and N: ``rep, loss,
@@ -30,7 +30,7 @@ import torch
 
 from coherent_itr.io import atomic_write_text
 from coherent_itr.losses import build
-from reproduce.analyses import bcls
+from reproduce.present.analyses import bcls
 
 ROOT = Path(__file__).resolve().parents[1]
 

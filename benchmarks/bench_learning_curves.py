@@ -2,7 +2,8 @@
 
 Rule (stated before any curve was read; the same for every arm):
 
-* **Arms**: every main arm of the default profile (the distinct tuning problems of ``reproduce.tuning``), seed 0.
+* **Arms**: every main arm of the default profile (the distinct tuning problems of
+  ``reproduce.protocol.tuning``), seed 0.
 * **Model**: ``--size`` words/GRU/joint (default 128/128/128), batch 128 of captions, gradient clip 2.
 * **Setting**: lr = the arm's lr chosen by the previous protocol's tuning on the synthetic world
   (``results/tuning_summary.csv``: 2e-3 for most arms, 6e-4 for the manual ladders, Kendall SW-HS alone and
@@ -56,8 +57,9 @@ def previous_lr(data_root: Path = ROOT / "results") -> dict[str, float]:
 
 def arm_configs(data: str, epochs: int, size: tuple[int, int, int]) -> list[tuple[str, object]]:
     """``[(arm name, Config)]`` of every main arm (one per tuning problem) under the rule above."""
-    from reproduce import experiments, tuning
-    from reproduce.study import profile_for
+    from reproduce.spec import experiments
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import profile_for
 
     prof = profile_for("default", data)
     lrs = previous_lr()
@@ -243,7 +245,7 @@ def main(argv=None) -> None:
         print(f"{len(todo)} arm(s) to train on {a.data}, {a.workers} worker(s)", flush=True)
         if todo:  # features and Sentence-BERT embeddings once, in this process, not in every worker
             from coherent_itr.config import Config
-            from reproduce.prepare import prepare
+            from reproduce.protocol.prepare import prepare
 
             prepare([Config.from_dict(t[1]) for t in todo], progress=False)
         slow = ("adaptive_ladder", "ladder", "listwise", "bcls", "sndcg", "kendall_sw_hs")  # longest first

@@ -2,7 +2,7 @@
 papers' (claim N5, Listwise Table VIII; issue 14 item 7).
 
 Table VIII of the listwise paper reports +5.4% training time per epoch for VSE∞ + Listwise on a GPU.
-The study trains a small VSE++ (``reproduce.profiles`` "default": GRU-64 over 64-d words, 128-d joint
+The study trains a small VSE++ (``reproduce.spec.profiles`` "default": GRU-64 over 64-d words, 128-d joint
 space) on one CPU thread, where the encoders are cheap and the S-NDCG term (a B×B×B tensor of sigmoids
 per direction) weighs far more. This script measures, on one torch thread, for both sizes:
 
@@ -22,7 +22,7 @@ between rounds (first attempt, 2026-11-23), which hid a 60 ms difference.
 
 Writes ``results/benchmarks/listwise_overhead.csv`` (one row per size and round) and ``.md`` (medians,
 absolute overhead per step and its share of the listwise step), atomically; read by
-``reproduce.analyses.listwise.overhead_benchmark`` in ``notebooks/04_listwise.ipynb``.
+``reproduce.present.analyses.listwise.overhead_benchmark`` in ``notebooks/04_listwise.ipynb``.
 
     nice -n 10 .venv/bin/python benchmarks/bench_listwise_overhead.py
 """
@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def sizes() -> dict[str, dict]:
-    """Model sizes: the study's default profile and the papers' VSE++ (``reproduce.profiles``)."""
-    from reproduce.profiles import get_profile
+    """Model sizes: the study's default profile and the papers' VSE++ (``reproduce.spec.profiles``)."""
+    from reproduce.spec.profiles import get_profile
 
     out = {}
     for name, prof, feat in (("study", "default", 256), ("papers", "paper", 2048)):
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     load_end = os.getloadavg()
     atomic_write_text(args.out_dir / "listwise_overhead.csv", raw.to_csv(index=False, float_format="%.4f"))
 
-    from reproduce.analyses.listwise import overhead_benchmark
+    from reproduce.present.analyses.listwise import overhead_benchmark
 
     s = overhead_benchmark(args.out_dir / "listwise_overhead.csv")
     cpu = platform.processor() or platform.machine()

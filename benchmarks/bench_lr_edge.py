@@ -11,7 +11,7 @@ few RSUM against the seed spread of ``results/<data>/overview/x1_main_*.md``. Ru
 
 Writes ``results/benchmarks/lr_edge.{md,csv}``. The committed result was measured on 2026-11-26 with the grid
 {2e-4, 6e-4, 2e-3} (step to 6e-3); on Flickr8k six of ten arms gained there, so 6e-3 joined the grid for every
-arm the same day (``reproduce.profiles.TuningGrid``). Run again, the script steps past the current top.
+arm the same day (``reproduce.spec.profiles.TuningGrid``). Run again, the script steps past the current top.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def rows_for(data: str) -> list[dict]:
     import torch
 
     from coherent_itr.runs import RunCache
-    from reproduce import tuning
-    from reproduce.study import profile_for
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import profile_for
 
     torch.set_num_threads(1)
     prof = profile_for("default", data)
@@ -66,7 +66,7 @@ def rows_for(data: str) -> list[dict]:
 def main(argv=None) -> None:
     import pandas as pd
 
-    from reproduce.tables import markdown_table
+    from reproduce.spec.tables import markdown_table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="synthetic", help="comma-separated: synthetic, flickr8k")

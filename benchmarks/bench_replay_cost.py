@@ -29,8 +29,8 @@ from pathlib import Path
 
 from coherent_itr.io import atomic_write_text
 from coherent_itr.runs import RunCache
-from reproduce import tuning
-from reproduce.study import profile_for
+from reproduce.protocol import tuning
+from reproduce.protocol.study import profile_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

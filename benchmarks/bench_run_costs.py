@@ -4,7 +4,7 @@ Every training entry of the cache whose config has the profile's model and sched
 GRU / joint size, batch, epoch cap, patience) is one observation: its record's ``timing`` (training seconds per
 epoch, validation seconds, the whole ``train()`` call) and ``epochs_run`` (where early stopping ended it), and,
 where the run was evaluated, the evaluation's ``eval_s``. Grouped by loss, and by loss × lr for the epochs
-(a small lr trains longer before it plateaus). These are the numbers ``reproduce.profiles`` prices a plan with
+(a small lr trains longer before it plateaus). These are the numbers ``reproduce.spec.profiles`` prices a plan with
 (``COSTS``, ``LOSS_EPOCH_S``, ``EXPECTED_EPOCHS``); the runs were timed where they ran (two workers side by side
 in the driver), so the figures include that contention.
 
@@ -31,8 +31,8 @@ def plan_keys(data: str, profile_name: str = "default", cache_root=None) -> set:
     """Run keys of the profile's whole protocol on ``data`` as the cache decides it now: the tuning runs (rungs),
     the settings that went on to the cap, and the final runs of the tuned plan (what one cold run trains)."""
     from coherent_itr.runs import RunCache
-    from reproduce import tuning
-    from reproduce.study import profile_for
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import profile_for
 
     prof, cache = profile_for(profile_name, data), RunCache(cache_root)
     runs = [*tuning.tuning_configs(prof), *tuning.survivor_configs(prof, None, cache)]
@@ -46,8 +46,8 @@ def observations(data: str, profile_name: str = "default", cache_root=None, plan
 
     from coherent_itr.config import Config
     from coherent_itr.runs import RunCache
-    from reproduce.profiles import run_seconds
-    from reproduce.study import profile_for
+    from reproduce.spec.profiles import run_seconds
+    from reproduce.protocol.study import profile_for
 
     prof = profile_for(profile_name, data)
     want = {k: prof.model[k] for k in MODEL_FIELDS if k in prof.model}
@@ -154,7 +154,8 @@ def main(argv=None) -> None:
         f"{len(obs)} training runs ({int((obs.train_fraction == 1.0).sum())} on the whole training split), "
         f"{int(obs.eval_s.notna().sum())} evaluated; finished over {wall:.0f} min; "
         f"{sum(obs.total_s) / 3600:.2f} worker-hours of `train()` ({int((obs.kind == 'rung').sum())} of the runs are "
-        f"successive-halving rungs). The cost model (`reproduce.profiles.run_seconds`, training only) priced the same "
+        f"successive-halving rungs). The cost model (`reproduce.spec.profiles.run_seconds`, training only) priced "
+        "the same "
         f"runs at {sum(obs.estimated_s) / 3600:.2f} worker-hours: actual / estimate = "
         f"{sum(obs.total_s) / sum(obs.estimated_s):.2f} (per loss below). Machine: {os.cpu_count()} CPUs; timed "
         "inside the workers (two side by side; other jobs may have shared the cores). Produced by "

@@ -1,7 +1,7 @@
 """Benchmark: where a default-profile run's time goes, and how far the study's step is from a bare step.
 
 Profiles one default-profile run (the profile's model: VSE++ GRU-128 over 128-d words, joint space
-128, batch 128 — ``reproduce.profiles._GRU128``; Triplet-HN, lr 2e-3, one torch thread, one BLAS
+128, batch 128 — ``reproduce.spec.profiles._GRU128``; Triplet-HN, lr 2e-3, one torch thread, one BLAS
 thread) on the synthetic default world — or on Flickr8k with ``--data flickr8k`` (needs
 ``FLICKR8K_DIR`` and the prepared features) — phase by phase, through the library's own training
 steps (:mod:`coherent_itr.train`):
@@ -65,7 +65,7 @@ from coherent_itr.models import VSEModel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from reproduce.profiles import _GRU128  # noqa: E402
+from reproduce.spec.profiles import _GRU128  # noqa: E402
 
 DEFAULT_MODEL = dict(
     **{k: _GRU128[k] for k in ("embed_dim", "word_dim", "text_hidden", "batch_size", "sampling")},

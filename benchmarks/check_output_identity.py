@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pandas as pd  # noqa: E402
 
 import output_fingerprints  # noqa: E402
-from reproduce import claims as registry  # noqa: E402
-from reproduce import ledger_io  # noqa: E402
+from reproduce.spec import claims as registry  # noqa: E402
+from reproduce.protocol import ledger_io  # noqa: E402
 
 
 def _stale_primaries(df: pd.DataFrame) -> pd.Series:

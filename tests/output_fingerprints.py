@@ -31,10 +31,12 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from coherent_itr.data.base import CaptionedImages  # noqa: E402
-from reproduce import claim_rows, ledger_io, page, qualitative  # noqa: E402
-from reproduce import claims as registry  # noqa: E402
-from reproduce.analyses import ladder, unified  # noqa: E402
-from reproduce.ledger import ClaimResult  # noqa: E402
+from reproduce.protocol import claim_rows, ledger_io
+from reproduce.present import page
+from reproduce.present import qualitative  # noqa: E402
+from reproduce.spec import claims as registry  # noqa: E402
+from reproduce.present.analyses import ladder, unified  # noqa: E402
+from reproduce.protocol.ledger import ClaimResult  # noqa: E402
 
 SEEDS = (0, 1, 2)
 
@@ -162,7 +164,7 @@ def _edge_rows(rng) -> list[dict]:
 
 
 def ledger_inputs(seed: int = 0) -> list[dict]:
-    """Claim-file rows (dicts with ``_file``) of every kind :func:`reproduce.ledger_io.build_ledger` reads."""
+    """Claim-file rows (dicts with ``_file``) of every kind :func:`reproduce.protocol.ledger_io.build_ledger` reads."""
     rng = np.random.default_rng(seed)
     rows = _declared_primaries(rng)
     rows += _page_rows("ladder", "02_ladder", "synthetic", ladder_cases()["synthetic"])

@@ -1,4 +1,4 @@
-"""reproduce.analyses.bcls against explicit loops, scipy and planted frames (no runs, no run cache)."""
+"""reproduce.present.analyses.bcls against explicit loops, scipy and planted frames (no runs, no run cache)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reproduce import labels, report
-from reproduce.analyses import bcls
+from reproduce.spec import labels
+
+from reproduce.present import report
+from reproduce.present.analyses import bcls
 
 matplotlib.use("Agg")
 
@@ -56,8 +58,8 @@ def test_column_label_uses_the_label_map_and_names_derived_columns():
 
 
 def test_primary_text_is_the_registrys_and_refuses_arm_contrasts():
-    from reproduce import claims
-    from reproduce.ledger_io import build_ledger
+    from reproduce.spec import claims
+    from reproduce.protocol.ledger_io import build_ledger
 
     t = bcls.primary_text("B9", "flickr8k")
     assert t == {

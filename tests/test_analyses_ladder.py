@@ -1,4 +1,4 @@
-"""reproduce.analyses.ladder against planted frames, explicit loops and scipy (no runs, no training)."""
+"""reproduce.present.analyses.ladder against planted frames, explicit loops and scipy (no runs, no training)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from reproduce import calibration, report  # noqa: E402
-from reproduce import claims as registry  # noqa: E402
-from reproduce.analyses import ladder as L  # noqa: E402
+from reproduce.protocol import calibration
+
+from reproduce.present import report  # noqa: E402
+from reproduce.spec import claims as registry  # noqa: E402
+from reproduce.present.analyses import ladder as L  # noqa: E402
 
 SEEDS = (0, 1, 2)
 METRICS = [

@@ -1,4 +1,4 @@
-"""reproduce.analyses.listwise against independent computations: explicit loops, scipy, planted frames."""
+"""reproduce.present.analyses.listwise against independent computations: explicit loops, scipy, planted frames."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from reproduce.analyses import listwise as lw  # noqa: E402
+from reproduce.present.analyses import listwise as lw  # noqa: E402
 
 
 def _split(n_images=6, cpi=2, seed=0):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce.analyses import overview as ov
+from reproduce.present.analyses import overview as ov
 
 ARMS = [("VSE++ (Triplet-HN)", False), ("Triplet-SN", False), ("BCLS", True), ("Ladder", True)]
 

@@ -1,4 +1,4 @@
-"""reproduce.analyses.sam (notebook 03_sam) on planted frames and matrices, against explicit loops and scipy."""
+"""reproduce.present.analyses.sam (notebook 03_sam) on planted frames and matrices, against explicit loops and scipy."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from scipy.stats import pearsonr
 
 from coherent_itr import metrics
 from coherent_itr.data.base import CaptionedImages
-from reproduce import calibration
-from reproduce import claims as registry
-from reproduce.analyses import sam
-from reproduce.experiments import Arm
+from reproduce.protocol import calibration
+from reproduce.spec import claims as registry
+from reproduce.present.analyses import sam
+from reproduce.spec.experiments import Arm
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,4 @@
-"""reproduce.analyses.unified (notebook 05): each function against an explicit loop, scipy or a planted
+"""reproduce.present.analyses.unified (notebook 05): each function against an explicit loop, scipy or a planted
 frame whose answer is known. No training, no run cache."""
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from reproduce import claims as registry  # noqa: E402
-from reproduce import labels, page, paper_numbers, report  # noqa: E402
-from reproduce.analyses import unified as U  # noqa: E402
-from reproduce.ledger_io import build_ledger  # noqa: E402
+from reproduce.spec import claims as registry  # noqa: E402
+from reproduce.spec import labels, paper_numbers
+from reproduce.present import page
+from reproduce.present import report  # noqa: E402
+from reproduce.present.analyses import unified as U  # noqa: E402
+from reproduce.protocol.ledger_io import build_ledger  # noqa: E402
 
 ARMS = ["Triplet-HN", "VLC", "Unified"]
 SEEDS = [0, 1, 2]

@@ -22,7 +22,7 @@ from coherent_itr.data import features as ft
 from coherent_itr.data import flickr8k as f8
 from coherent_itr.data import sbert
 from coherent_itr.train import train
-from reproduce import bundle as cli
+from reproduce.driver import bundle as cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::coherent_itr.data.flickr8k.Flickr8kWarning")
 

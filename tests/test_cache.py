@@ -352,7 +352,7 @@ def test_two_processes_on_one_cache_train_each_run_once(cache_root, tmp_path):
 
 
 def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
-    from reproduce.executors import LocalExecutor
+    from reproduce.driver.executors import LocalExecutor
 
     cfgs = [BASE.replace(seed=5), BCLS.replace(seed=6)]
     results = []
@@ -373,8 +373,8 @@ def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
 def test_workers_take_the_longest_runs_first():
     """The pool's order (``executors.longest_first``): expected seconds descending (a ladder run before a
     Triplet-HN one, more epochs before fewer), ties in the given order; 2 workers above use it."""
-    from reproduce.executors import longest_first
-    from reproduce.profiles import run_seconds
+    from reproduce.driver.executors import longest_first
+    from reproduce.spec.profiles import run_seconds
 
     a, b = BASE.replace(seed=1), BASE.replace(seed=2)
     ladder = BASE.replace(loss="ladder", relevance="true", seed=3)
@@ -390,7 +390,7 @@ def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, t
     one process (one on a 50 % subset) against the same runs each loading fresh splits — equal numbers,
     and the data set was loaded once."""
     from coherent_itr import data as data_mod
-    from reproduce import executors
+    from reproduce.driver import executors
 
     cfgs = [BASE.replace(seed=7), BCLS.replace(seed=8), BASE.replace(seed=9, train_fraction=0.5)]
     fresh_root, shared_root = tmp_path / "fresh", tmp_path / "shared"

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce import claim_rows, ledger_io, paper_numbers
-from reproduce import claims as registry
-from reproduce.analyses import listwise as lw
+from reproduce.protocol import claim_rows, ledger_io
+
+from reproduce.spec import paper_numbers
+from reproduce.spec import claims as registry
+from reproduce.present.analyses import listwise as lw
 
 SEEDS = (0, 1, 2, 3, 4)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reproduce import claims as registry
-from reproduce.claim_data import ClaimDataError, Contrast, load
+from reproduce.spec import claims as registry
+from reproduce.spec.claim_data import ClaimDataError, Contrast, load
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_COMMIT = "87bd949"  # the last commit with the claims written as Claim(...) calls in reproduce/claims.py
@@ -278,7 +278,7 @@ def test_versus_each_needs_a_list_and_notebook_measures_take_no_arms(tmp_path):
     ],
 )
 def test_the_package_file_is_checked_against_the_study_arms_and_metric_keys(tmp_path, old, new, message):
-    from reproduce import labels
+    from reproduce.spec import labels
 
     text = registry.CLAIMS_TOML.read_text(encoding="utf-8")
     assert old in text

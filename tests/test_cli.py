@@ -110,22 +110,22 @@ def test_help_imports_nothing_heavy_and_documents_every_option():
         "(default: auto)",
     ):
         assert words in r.stdout
-    from reproduce.__main__ import build_parser
+    from reproduce.driver.cli import build_parser
 
     for action in build_parser()._actions:
         assert action.help and len(action.help) > 15, action.dest
 
 
 def test_cli_choices_match_the_study():
-    from reproduce import __main__ as cli
-    from reproduce import experiments, profiles
+    from reproduce.driver import cli as cli
+    from reproduce.spec import experiments, profiles
 
     assert set(cli.PAPERS) == set(experiments.PAPERS) | {"data"}
     assert set(cli.build_parser()._option_string_actions["--profile"].choices) == set(profiles.PROFILES)
 
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
-    from reproduce import __main__ as cli
+    from reproduce.driver import cli as cli
 
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
     sets, why = cli.resolve_data_sets(cli.parse_args([]))
@@ -223,7 +223,7 @@ def test_notebook_kernels_connect_over_ipc_in_a_private_folder_without_the_tcp_w
     import nbformat
     import papermill as pm
 
-    from reproduce.notebooks import ipc_kernel_config
+    from reproduce.driver.notebooks import ipc_kernel_config
 
     code = "from ipykernel.kernelapp import IPKernelApp\napp = IPKernelApp.instance()\nprint(app.transport, app.ip)"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), tmp_path / "in.ipynb")
@@ -250,7 +250,7 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     import warnings
 
     from coherent_itr.data.flickr8k import Flickr8kWarning
-    from reproduce.__main__ import data_warnings_once
+    from reproduce.driver.cli import data_warnings_once
 
     text = f"Flickr8k.token.txt: skipped the captions of a missing image ({uuid.uuid4().hex})"
 
@@ -270,7 +270,7 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     code = (
         "import os, warnings\n"
         "from coherent_itr.data.flickr8k import Flickr8kWarning\n"
-        "from reproduce.executors import init_worker\n"
+        "from reproduce.driver.executors import init_worker\n"
         "init_worker(os.getppid())\n"
         "warnings.warn('release note', Flickr8kWarning)\n"
         "warnings.warn('another warning', UserWarning)\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reproduce import labels
+from reproduce.spec import labels
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted(

@@ -267,12 +267,12 @@ def test_a_damaged_feature_part_is_skipped_and_recomputed(release, tmp_path, mon
 
 
 def test_prepare_draws_the_training_subset_that_train_draws():
-    """``reproduce.prepare.train_rows`` (which images preparation featurises) against the subset
+    """``reproduce.protocol.prepare.train_rows`` (which images preparation featurises) against the subset
     ``coherent_itr.train`` trains on, for several fractions and seeds."""
     from coherent_itr.config import Config
     from coherent_itr.data.base import CaptionedImages
     from coherent_itr.train import _train_subset
-    from reproduce.prepare import train_images_needed, train_rows
+    from reproduce.protocol.prepare import train_images_needed, train_rows
 
     n = 300
     split = CaptionedImages(
@@ -291,7 +291,7 @@ def test_prepare_draws_the_training_subset_that_train_draws():
 def test_a_worker_featurises_the_images_of_its_run_that_preparation_did_not(release, tmp_path, monkeypatch):
     """``executors._splits_for``: a run whose training subset lacks features gets them before it trains."""
     from coherent_itr.config import Config
-    from reproduce import executors
+    from reproduce.driver import executors
 
     monkeypatch.setenv("FLICKR8K_DIR", str(release))
     cache = tmp_path / "cache"
@@ -387,7 +387,7 @@ def test_real_images_features_handful(flickr8k_dir, tmp_path):
 
 
 def test_the_data_card_lists_the_release_warnings_once_and_other_readers_stay_quiet(release, monkeypatch):
-    from reproduce.study import Study, data_warnings
+    from reproduce.protocol.study import Study, data_warnings
 
     monkeypatch.setenv("FLICKR8K_DIR", str(release))
     notes = data_warnings("flickr8k")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coherent_itr.data import relevance_stats as rs
-from reproduce import calibration
+from reproduce.protocol import calibration
 
 
 def test_scope_shares_follow_from_the_coco_1k_scope_of_interest():

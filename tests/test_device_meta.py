@@ -17,7 +17,7 @@ from coherent_itr import data as data_mod
 from coherent_itr import losses
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
-from reproduce import experiments
+from reproduce.spec import experiments
 
 
 @contextmanager

@@ -127,9 +127,10 @@ def test_citation_cff_and_references():
 
 def test_the_protocols_tuning_grid_and_halving_share_are_the_codes():
     """docs/protocol.md states the default profile's lr grid and how many settings go on past the rung: they are
-    read back from the text and compared with ``reproduce.profiles`` and ``reproduce.tuning.n_survivors``."""
-    from reproduce.profiles import get_profile
-    from reproduce.tuning import n_survivors
+    read back from the text and compared with ``reproduce.spec.profiles`` and
+    ``reproduce.protocol.tuning.n_survivors``."""
+    from reproduce.spec.profiles import get_profile
+    from reproduce.protocol.tuning import n_survivors
 
     text = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
     grid = get_profile("default").tuning

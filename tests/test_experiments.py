@@ -8,9 +8,10 @@ import math
 import pytest
 
 from coherent_itr import config as config_mod
-from reproduce import experiments, profiles, progress, tuning
-from reproduce.profiles import get_profile
-from reproduce.study import profile_for
+from reproduce.spec import experiments, profiles
+from reproduce.protocol import progress, tuning
+from reproduce.spec.profiles import get_profile
+from reproduce.protocol.study import profile_for
 
 
 def both(profile="default"):
@@ -41,7 +42,7 @@ def test_thinned_sweep_keeps_ends_default_and_at_least_four_points():
 def test_trend_and_peak_claims_get_four_points_and_at_least_three_seeds(prof):
     """B5, B6, U5, N4 rest on ≥ 4 sweep points; L2 (β₂) and L3 (L) have the papers' 3 values; ≥ 3 seeds each,
     5 for every arm of a primary contrast and every main arm."""
-    from reproduce.claims import primary_arm_names
+    from reproduce.spec.claims import primary_arm_names
 
     assert len(names("bcls", prof, "alpha")) >= 4  # B5
     assert len([n for n in names("bcls", prof, "beta") if n.startswith("β=")]) >= 4  # B6
@@ -66,8 +67,8 @@ def test_trend_and_peak_claims_get_four_points_and_at_least_three_seeds(prof):
 
 
 def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_arms():
-    from reproduce.claim_data import primary_arm_groups
-    from reproduce.claims import primary_arm_names
+    from reproduce.spec.claim_data import primary_arm_groups
+    from reproduce.spec.claims import primary_arm_names
 
     syn, f8k = both()
     for paper in experiments.PAPERS:
@@ -254,7 +255,7 @@ def test_every_planned_config_is_valid_and_main_arms_are_tuned():
 
 def test_an_arms_own_fraction_applies_within_a_profiles_subset():
     """Smoke on Flickr8k trains on 10 % of the images; SAM's 25 % arm must not featurise more than that."""
-    from reproduce.study import profile_for
+    from reproduce.protocol.study import profile_for
 
     smoke = profile_for("smoke", "flickr8k")
     fracs = {a.name: a.configs(smoke)[0].train_fraction for a in experiments.arms("sam", smoke)}

@@ -15,9 +15,9 @@ import pytest
 from coherent_itr import losses, metrics, runs
 from coherent_itr.losses.triplet_sn import TripletSNLoss
 from coherent_itr.runs import RunCache
-from reproduce import experiments
-from reproduce.profiles import get_profile
-from reproduce.study import Study
+from reproduce.spec import experiments
+from reproduce.spec.profiles import get_profile
+from reproduce.protocol.study import Study
 
 TOY_LOSS, TOY_METRIC, TOY_PAPER = "toy_scaled_sn", "toy_mean_gt_sim", "toy"
 

@@ -1,6 +1,6 @@
 """Every figure function of the study, drawn on small planted data with the notebooks' own titles and labels,
 has no overprinted text, no text off the canvas and no annotation or legend over the data
-(:func:`reproduce.analyses.plotting.layout_problems`, boxes from matplotlib's renderer). The checker itself is
+(:func:`reproduce.present.analyses.plotting.layout_problems`, boxes from matplotlib's renderer). The checker itself is
 shown to fail on planted broken figures, and a source scan makes sure no figure function is left out."""
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from coherent_itr.data.base import CaptionedImages  # noqa: E402
-from reproduce import labels, qualitative, report  # noqa: E402
-from reproduce.analyses import bcls, ladder, listwise, plotting, sam, unified  # noqa: E402
+from reproduce.spec import labels
+from reproduce.present import qualitative
+from reproduce.present import report  # noqa: E402
+from reproduce.present.analyses import bcls, ladder, listwise, plotting, sam, unified  # noqa: E402
 
 SETUP = "flickr8k, profile default, seeds [0, 1, 2]"  # as long as the notebooks' setup line gets
 SEEDS = (0, 1, 2)

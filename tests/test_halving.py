@@ -10,9 +10,10 @@ import math
 import pytest
 
 from coherent_itr import config as config_mod
-from reproduce import experiments, tuning
-from reproduce.profiles import TuningGrid, get_profile
-from reproduce.study import profile_for
+from reproduce.spec import experiments
+from reproduce.protocol import tuning
+from reproduce.spec.profiles import TuningGrid, get_profile
+from reproduce.protocol.study import profile_for
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, record
 from tiny_run import TINY
 

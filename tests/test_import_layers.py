@@ -221,10 +221,13 @@ def test_the_checker_passes_a_clean_package(tmp_path):
 
 
 # --- reproduce/ ----------------------------------------------------------------------------------------------------
-def test_every_layer_is_named_in_order():
-    assert set(layers.LAYERS.values()) == set(layers.ORDER)
+def test_every_layer_is_a_folder_named_in_order():
+    assert set(layers.FOLDERS.values()) == set(layers.ORDER) and set(layers.ROOT_MODULES.values()) <= set(layers.ORDER)
+    assert all((REPRODUCE / folder / "__init__.py").is_file() for folder in layers.FOLDERS)
+    assert layers.layer_of("present.analyses.bcls") == "presentation" and layers.layer_of("analyses") is None
 
 
 def test_reproduce_is_in_layers_without_circles():
-    problems = layer_problems(REPRODUCE, "reproduce", layers.LAYERS, layers.ORDER)
+    modules = import_graph(REPRODUCE, "reproduce").modules
+    problems = layer_problems(REPRODUCE, "reproduce", layers.layer_map(modules), layers.ORDER)
     assert not problems, "reproduce/ breaks its import layers (reproduce/layers.py):\n" + "\n".join(problems)

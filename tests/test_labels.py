@@ -11,7 +11,7 @@ import pytest
 
 from coherent_itr import evaluation, metrics
 from coherent_itr.metrics.human import HumanJudgements, provider_agreement
-from reproduce import labels
+from reproduce.spec import labels
 
 
 def _record(fold_size=None) -> dict[str, float]:

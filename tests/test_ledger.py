@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reproduce import claims as registry
-from reproduce import ledger_io
-from reproduce.ledger import (
+from reproduce.spec import claims as registry
+from reproduce.protocol import ledger_io
+from reproduce.protocol.ledger import (
     ALPHA,
     ClaimResult,
     Estimate,
@@ -430,7 +430,7 @@ def test_fmt_num_never_scientific():
 
 def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_path):
     import json
-    from reproduce.ledger_io import write_manifest
+    from reproduce.protocol.ledger_io import write_manifest
 
     write_manifest(tmp_path, "default", ["synthetic"], 1800.0, {"synthetic_train_s": 1700.0}, 2, runs_trained=150)
     first = json.loads((tmp_path / "manifest.json").read_text())
@@ -456,7 +456,7 @@ def _fake_runs():
 
 
 def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
-    from reproduce.claim_rows import primary_row
+    from reproduce.protocol.claim_rows import primary_row
 
     df, pq = _fake_runs()
     row = primary_row("B1", "synthetic", df, per_query=pq, n_boot=300)
@@ -494,7 +494,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
 def test_collapsed_arms_from_cached_records():
     from types import SimpleNamespace
 
-    from reproduce.claim_rows import collapsed_arms
+    from reproduce.protocol.claim_rows import collapsed_arms
 
     class Cache:
         def load(self, cfg):
@@ -545,7 +545,7 @@ def test_manifest_keeps_each_data_sets_last_training(tmp_path):
     """Training one data set, then the other, then a cached rerun: the manifest still says what each
     data set's training cost and how many runs it trained and evaluated."""
     import json
-    from reproduce.ledger_io import write_manifest
+    from reproduce.protocol.ledger_io import write_manifest
 
     def man():
         return json.loads((tmp_path / "manifest.json").read_text())

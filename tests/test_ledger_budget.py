@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reproduce import claims as registry
-from reproduce import ledger_io
-from reproduce.ledger import (
+from reproduce.spec import claims as registry
+from reproduce.protocol import ledger_io
+from reproduce.protocol.ledger import (
     POWER,
     SEED_CAP,
     VERDICTS,
@@ -272,7 +272,8 @@ def test_caveat_states_the_largest_share():
 
 def test_smoke_tables_and_ledger_carry_the_pipeline_check_banner(tmp_path, monkeypatch):
     """Under the smoke profile's results folder every table and the ledger open with the banner; elsewhere not."""
-    from reproduce import report, tables
+    from reproduce.present import report
+    from reproduce.spec import tables
 
     monkeypatch.setattr(tables, "ROOT", tmp_path)
     smoke = tmp_path / "results" / "smoke"

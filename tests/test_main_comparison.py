@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from reproduce import labels  # noqa: E402
-from reproduce import main_comparison as mc  # noqa: E402
+from reproduce.spec import labels  # noqa: E402
+from reproduce.protocol import main_comparison as mc  # noqa: E402
 
 
 def _poi_brute_force(x, y):

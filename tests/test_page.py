@@ -1,11 +1,13 @@
-"""The notebooks' shared start/finish (reproduce.page), paper-number files and one side_by_side."""
+"""The notebooks' shared start/finish (reproduce.present.page), paper-number files and one side_by_side."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from reproduce import page, paper_numbers, report
+from reproduce.present import page, report
+
+from reproduce.spec import paper_numbers
 
 CSV = """table,source,row,column,value
 table8,"paper: F30K, ResNet",Triplet-HN,i2t_r1,48.9
@@ -216,7 +218,7 @@ def test_effects_markdown_escapes_pipes_in_cells():
 def test_tuning_headers_never_show_a_raw_metric_key():
     import re
 
-    from reproduce import labels
+    from reproduce.spec import labels
 
     # every column the tuning table has (tuning._rows) plus one unknown name carrying a metric key
     cols = ["arm", "loss", "lr", "warmup_epochs", "val_rsum", "best_epoch", "epochs_run", "collapsed",
@@ -235,7 +237,7 @@ def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
     (``Profile.seeds_for``): the setup line names every seed policy the profile has, and only those."""
     from types import SimpleNamespace
 
-    from reproduce.profiles import get_profile
+    from reproduce.spec.profiles import get_profile
 
     def setup(profile):
         return page.Page(

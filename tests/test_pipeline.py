@@ -9,10 +9,10 @@ import pytest
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
 from coherent_itr.runs import RunCache
-from reproduce import __main__ as driver
-from reproduce import experiments
-from reproduce.executors import LocalExecutor, RayExecutor
-from reproduce.profiles import get_profile
+from reproduce.driver import cli as driver
+from reproduce.spec import experiments
+from reproduce.driver.executors import LocalExecutor, RayExecutor
+from reproduce.spec.profiles import get_profile
 from tiny_run import TINY
 
 
@@ -81,7 +81,7 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
 
     # the driver exits non-zero when a run failed
     # the profile tunes (a one-point grid under smoke): its protocol is these three runs
-    from reproduce import ledger_io, tuning
+    from reproduce.protocol import ledger_io, tuning
 
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
     monkeypatch.setattr(
@@ -133,7 +133,7 @@ def _fake_sentence_bert(monkeypatch, record):
 def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     from coherent_itr import data as data_mod
     from coherent_itr.data import sbert
-    from reproduce.prepare import prepare
+    from reproduce.protocol.prepare import prepare
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     calls = []
@@ -154,7 +154,7 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
     from transformers.utils import logging as hf_logging
 
     from coherent_itr.data import sbert
-    from reproduce.prepare import prepare
+    from reproduce.protocol.prepare import prepare
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     seen = []
@@ -167,7 +167,7 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
 
 def test_ledger_collects_its_own_profile_only(tmp_path):
     """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
-    from reproduce import ledger_io
+    from reproduce.protocol import ledger_io
 
     row = "id,paper,dataset,verdict,n_seeds\n{},BCLS,{},reproduced,3\n"
     for sub, cid, data in [
@@ -187,7 +187,7 @@ def test_ledger_collects_its_own_profile_only(tmp_path):
 def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkeypatch):
     import papermill
 
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     ran = []
 
@@ -225,7 +225,7 @@ def test_notebooks_side_by_side_each_claim_only_their_own_files(tmp_path, monkey
 
     import papermill
 
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     both_running = threading.Barrier(2, timeout=30)
 
@@ -263,7 +263,7 @@ def test_notebooks_of_two_data_sets_share_one_pool(tmp_path, monkeypatch):
 
     import papermill
 
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     both_running = threading.Barrier(2, timeout=30)
     seen = []
@@ -293,7 +293,7 @@ def test_notebooks_of_two_data_sets_share_one_pool(tmp_path, monkeypatch):
 def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_path):
     import numpy as np
     import pandas as pd
-    from reproduce.report import save_table
+    from reproduce.present.report import save_table
 
     df = pd.DataFrame(
         {
@@ -315,7 +315,7 @@ def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_
 def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path, monkeypatch):
     """Of three runs: one fully cached, one trained before but never evaluated, one missing. The
     driver trains one, evaluates two, and the manifest says so (it used to count both as trained)."""
-    from reproduce import ledger_io, tuning
+    from reproduce.protocol import ledger_io, tuning
 
     cache = RunCache(tmp_path)
     cfgs = tiny_configs(3)
@@ -341,7 +341,7 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     assert driver.main(argv) == 0
     assert seen["runs_trained"] == 1 and seen["runs_evaluated"] == 2
     assert seen["by_data"] == {"synthetic": {"runs_trained": 1, "runs_evaluated": 2}}
-    est = seen["estimate"]  # the plan's estimate against what the invocation took (reproduce.progress)
+    est = seen["estimate"]  # the plan's estimate against what the invocation took (reproduce.protocol.progress)
     assert est["runs_done"] == 2 and est["actual_s"] > 0 and est["estimated_s"] > 0
     assert all(cache.has(c) for c in cfgs)
 
@@ -350,7 +350,7 @@ def test_trained_tuning_runs_leave_nothing_to_do(tmp_path, monkeypatch):
     """Tuning runs are trained, never evaluated: a plan whose tuning runs are all trained has nothing to do,
     so the notebooks are not re-executed for it (a rerun with nothing changed used to count every unevaluated
     tuning run as work and re-execute all 16 notebooks: 408 s instead of seconds)."""
-    from reproduce import tuning
+    from reproduce.protocol import tuning
 
     cache = RunCache(tmp_path)
     cfgs = tiny_configs(2)
@@ -366,8 +366,8 @@ def test_trained_tuning_runs_leave_nothing_to_do(tmp_path, monkeypatch):
 
 def test_the_notebook_estimate_is_each_notebooks_last_execution_else_its_share_of_a_cold_run(tmp_path):
     """``--papers data`` used to be priced as every notebook of a cold run (≈ 5 min for a 10 s notebook)."""
-    from reproduce import notebooks
-    from reproduce.paths import notebook_paths
+    from reproduce.driver import notebooks
+    from reproduce.spec.paths import notebook_paths
 
     sam, data = notebook_paths(["03"])[0], notebook_paths(["06"])[0]
     (tmp_path / "notebooks").mkdir()
@@ -387,8 +387,8 @@ def test_the_notebook_estimate_is_each_notebooks_last_execution_else_its_share_o
 def test_a_notebooks_inputs_include_the_claims_file_and_the_paper_tables(tmp_path):
     """Notebooks write their claim rows from ``reproduce/data/claims.toml``: a change there alone (an arm group,
     a statement) must re-execute them, as a change of a module or a paper-number table does."""
-    from reproduce import notebooks
-    from reproduce.paths import notebook_paths
+    from reproduce.driver import notebooks
+    from reproduce.spec.paths import notebook_paths
 
     pkg = tmp_path / "pkg"
     (pkg / "data" / "paper_tables").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Every seaborn call that draws a bootstrap interval fixes its seed (``reproduce.analyses.plotting.BANDS``),
+"""Every seaborn call that draws a bootstrap interval fixes its seed (``reproduce.present.analyses.plotting.BANDS``),
 so that a re-executed notebook draws the same whiskers: the same config and seed give the same figure."""
 
 import ast
@@ -84,7 +84,7 @@ def test_a_figure_saved_twice_is_byte_identical(tmp_path):
 
     import matplotlib.pyplot as plt
 
-    from reproduce import report
+    from reproduce.present import report
 
     fig, ax = plt.subplots()
     ax.plot([0, 1, 2], [1, 0, 1], label="a")

@@ -1,4 +1,4 @@
-"""The driver's plan, bar and estimate (``reproduce.progress``): the plan's run counts bound what the
+"""The driver's plan, bar and estimate (``reproduce.protocol.progress``): the plan's run counts bound what the
 protocol then trains, the ETA formula on planted costs, the cost scaling, the paper profile's line."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import re
 import pytest
 
 from coherent_itr.config import Config
-from reproduce import experiments, progress, tuning
-from reproduce.profiles import COSTS_MODEL, COSTS, TuningGrid, get_profile, run_seconds
+from reproduce.spec import experiments
+from reproduce.protocol import progress, tuning
+from reproduce.spec.profiles import COSTS_MODEL, COSTS, TuningGrid, get_profile, run_seconds
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, planted, record
 
 
@@ -217,7 +218,7 @@ def test_on_cuda_the_paper_step_is_priced_at_the_devices_measured_matmul_rate(mo
 def test_preparation_featurises_the_later_final_runs_of_its_own_data_sets_only(monkeypatch):
     """``prepare(todo, later=bound)``: the final runs' subsets (other seeds) are loaded with the tuning runs';
     a later run of a data set not being prepared now is left to its own preparation."""
-    from reproduce import prepare as prep
+    from reproduce.protocol import prepare as prep
 
     seen = {}
     real_check = Config.check_train_size
@@ -244,7 +245,7 @@ def test_the_data_card_alone_plans_no_run():
 
 
 def test_the_cost_command_takes_flags_and_names_a_bad_one(capsys):
-    """``python -m reproduce.progress --help`` once failed with "unknown profile '--help'"."""
+    """``python -m reproduce.protocol.progress --help`` once failed with "unknown profile '--help'"."""
     with pytest.raises(SystemExit) as e:
         progress.main(["--help"])
     assert e.value.code == 0 and "--workers" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from coherent_itr.data.base import CaptionedImages
-from reproduce import qualitative as q
+from reproduce.present import qualitative as q
 
 
 def _split(n_img=6, cpi=5, seed=0) -> CaptionedImages:
@@ -257,7 +257,7 @@ class _TunedStudy:
         return self._arms
 
     def configs(self, arm, train_missing=True):
-        from reproduce.tuning import TuningIncomplete
+        from reproduce.protocol.tuning import TuningIncomplete
 
         assert train_missing is False, "views must not train tuning runs"
         if not self.is_tuned:

@@ -94,7 +94,7 @@ def _stop(procs: list[subprocess.Popen], marker: str) -> None:
 
 def test_two_node_ray_cluster_runs_a_plan_into_a_shared_cache(tmp_path):
     pytest.importorskip("ray")
-    from reproduce.executors import LocalExecutor
+    from reproduce.driver.executors import LocalExecutor
 
     ray_cli = Path(sys.executable).with_name("ray")
     if not ray_cli.is_file():
@@ -209,7 +209,7 @@ import json, sys
 import ray
 from coherent_itr.config import Config
 from coherent_itr.runs import RunCache
-from reproduce.executors import RayExecutor
+from reproduce.driver.executors import RayExecutor
 address, root, cfgs = sys.argv[1], sys.argv[2], [Config.from_dict(d) for d in json.loads(sys.argv[3])]
 ray.init(address=address, log_to_driver=False)
 cpus = ray.cluster_resources().get("CPU")

@@ -13,8 +13,8 @@ from coherent_itr.losses import registry as loss_registry
 from coherent_itr.losses.triplet import TripletLoss
 from coherent_itr.metrics import registry as metric_registry
 from coherent_itr.registry import Registry
-from reproduce import experiments
-from reproduce.profiles import get_profile
+from reproduce.spec import experiments
+from reproduce.spec.profiles import get_profile
 
 
 def test_registry_register_unregister_registered_available():

@@ -41,7 +41,7 @@ def _fake_papermill(monkeypatch, notebooks, behaviour):
 
 
 def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path:
-    from reproduce.ledger import LEDGER_COLUMNS
+    from reproduce.protocol.ledger import LEDGER_COLUMNS
 
     p = results_dir / paper / f"claims_{data}.csv"
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,8 @@ def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path
 
 
 def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, monkeypatch):
-    from reproduce import ledger_io, notebooks
+    from reproduce.protocol import ledger_io
+    from reproduce.driver import notebooks
 
     res = tmp_path / "results"
     _fake_papermill(monkeypatch, notebooks, lambda nb, rd, par: _write_claim(rd, "bcls", par["data"], "reproduced"))
@@ -82,9 +83,9 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
 
 
 def test_driver_does_not_update_readme_when_something_failed_and_records_failures(tmp_path, monkeypatch):
-    from reproduce import __main__ as cli
-    from reproduce import ledger_io
-    from reproduce.executors import RunFailure
+    from reproduce.driver import cli as cli
+    from reproduce.protocol import ledger_io
+    from reproduce.driver.executors import RunFailure
 
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     readme_calls = []
@@ -113,7 +114,7 @@ DRIVER = """
 import sys
 from coherent_itr.config import Config
 from coherent_itr.runs import RunCache
-from reproduce.executors import LocalExecutor
+from reproduce.driver.executors import LocalExecutor
 cfgs = [Config(data="toy", data_scale="smoke", epochs=100000, embed_dim=8, word_dim=8, text_hidden=8, batch_size=16,
                vocab_min_count=1, grad_diag_every=0, device="cpu", seed=s) for s in range(2)]
 LocalExecutor(workers=2, progress=False).run(cfgs, RunCache(sys.argv[1]))
@@ -170,7 +171,7 @@ def test_sigkill_of_the_driver_leaves_no_worker(tmp_path):
 # 5. two drivers never execute one notebook twice
 # ------------------------------------------------------------------------------------------------
 def test_two_drivers_execute_a_notebook_once(tmp_path, monkeypatch):
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     ran = []
 
@@ -224,7 +225,7 @@ def test_config_rejects(field, value):
 
 
 def test_train_fraction_must_leave_one_batch_checked_before_training(monkeypatch):
-    from reproduce import prepare as prep
+    from reproduce.protocol import prepare as prep
 
     # 120 toy training images → 2 kept → 10 captions, fewer than a batch of 64
     cfg = Config(data="toy", data_scale="smoke", train_fraction=0.02, batch_size=64)
@@ -318,7 +319,7 @@ def test_image_replaced_with_same_size_and_mtime_gets_new_features(tmp_path, mon
 def test_executed_notebooks_carry_no_machine_paths(tmp_path):
     import json
 
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     root = tmp_path / "repo"
     nb = {
@@ -347,7 +348,7 @@ def test_executed_notebooks_carry_no_machine_paths(tmp_path):
 def test_executed_notebooks_name_the_data_folder_by_its_variable(tmp_path, monkeypatch):
     import json
 
-    from reproduce import notebooks
+    from reproduce.driver import notebooks
 
     release = tmp_path / "somewhere" / "flickr8k"
     monkeypatch.setenv("FLICKR8K_DIR", str(release))
@@ -375,9 +376,10 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
     tracebacks go to the failure log in the run cache."""
     from coherent_itr.runs import RunCache
 
-    from reproduce import __main__ as cli
-    from reproduce import executors, ledger_io, prepare, tuning
-    from reproduce.executors import RunFailure
+    from reproduce.driver import cli as cli
+    from reproduce.driver import executors
+    from reproduce.protocol import ledger_io, prepare, tuning
+    from reproduce.driver.executors import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cli, "ROOT", tmp_path)

@@ -14,8 +14,8 @@ import pytest
 from coherent_itr.metrics import registry
 from coherent_itr.metrics._engine import Plan, run
 from coherent_itr.metrics.retrieval import i2t_ranks, t2i_ranks
-from reproduce import ledger
-from reproduce.analyses import sam
+from reproduce.protocol import ledger
+from reproduce.present.analyses import sam
 
 REPRODUCE = Path(ledger.__file__).parent
 

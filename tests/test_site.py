@@ -27,7 +27,7 @@ import nbformat  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from reproduce import site  # noqa: E402
+from reproduce.present import site  # noqa: E402
 
 CLAIMS_MD = """# Claims ledger
 

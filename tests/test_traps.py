@@ -35,8 +35,8 @@ def test_an_empty_paper_list_tunes_nothing():
     """``run_protocol(papers=[])`` selects no paper: no tuning run, no final config (``None`` still means all)."""
     from coherent_itr.runs import RunCache
 
-    from reproduce import tuning
-    from reproduce.study import profile_for
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import profile_for
 
     profile = profile_for("default", "synthetic")
     assert tuning.tuning_configs(profile, None), "the default profile tunes: the check below would be vacuous"
@@ -50,8 +50,9 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     announcement says so, and training prepares nothing, runs no executor and writes no tuning summary."""
     from coherent_itr.runs import RunCache
 
-    from reproduce import __main__ as cli
-    from reproduce import executors, prepare, tuning
+    from reproduce.driver import cli as cli
+    from reproduce.driver import executors
+    from reproduce.protocol import prepare, tuning
 
     args = cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"])
     args.data_reasons = ["synthetic: planted"]
@@ -345,7 +346,8 @@ sys.path.insert(0, {str(ROOT / "tests")!r})
 
 if __name__ == "__main__":  # the spawned workers import this file too: they only train
     from coherent_itr.config import Config
-    from reproduce import __main__ as driver, ledger_io, prepare, tuning
+    from reproduce.driver import cli as driver
+    from reproduce.protocol import ledger_io, prepare, tuning
     from tiny_run import TINY
 
     # a tiny plan through the driver's own path (the smoke profile tunes): {N_TINY_RUNS} one-epoch toy runs
@@ -444,9 +446,7 @@ def test_a_python_without_the_environment_is_told_to_use_the_venv():
 
 _FINALIZER_DRIVER = """
 import os, signal, sys, time
-from reproduce import __main__ as driver
-
-
+from reproduce.driver import cli as driver
 class Group:  # like the object whose __del__ swallowed a Ctrl-C: the signal arrives while a finalizer runs
     def __del__(self):
         os.kill(os.getpid(), signal.SIGINT)

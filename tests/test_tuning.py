@@ -12,8 +12,9 @@ import pytest
 
 from coherent_itr import config as config_mod
 from coherent_itr import losses
-from reproduce import experiments, tuning
-from reproduce.profiles import TuningGrid, get_profile
+from reproduce.spec import experiments
+from reproduce.protocol import tuning
+from reproduce.spec.profiles import TuningGrid, get_profile
 from tiny_run import TINY
 
 
@@ -190,7 +191,7 @@ def test_honours_warmup_says_whether_the_warmup_changes_the_loss(loss, params):
 def test_tuning_and_training_agree_on_the_warmup_of_every_planned_arm(data, monkeypatch):
     """Every final config carries a warm-up exactly when the training loop applies it: an arm whose loss a
     warm-up does not change never inherits its family's warm-up (the loop would ignore it, the key would lie)."""
-    from reproduce.study import profile_for
+    from reproduce.protocol.study import profile_for
 
     prof = profile_for("default", data)
     monkeypatch.setattr(tuning, "chosen_setting", lambda fam: {"lr": 6e-4, "warmup_epochs": 1})
@@ -411,7 +412,7 @@ def test_a_real_run_record_is_read_by_the_tuner(tmp_path):
 def test_study_resolves_arms_to_their_tuned_configs(monkeypatch):
     """Notebooks get tuned runs transparently: Study trains missing tuning runs, then every arm (sweeps
     included) uses its family's chosen setting; the tuning table marks the choice."""
-    from reproduce.study import Study
+    from reproduce.protocol.study import Study
 
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted, collapsed=lambda c: c.lr == 2e-3)

@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reproduce import claims as registry
-from reproduce import experiments
-from reproduce.study import profile_for
+from reproduce.spec import claims as registry
+from reproduce.spec import experiments
+from reproduce.protocol.study import profile_for
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = (

@@ -1,5 +1,5 @@
-"""The verdict rule under simulation (``reproduce.verdict_simulation``): the rule it applies is the ledger's, its
-error rates match the design, and its report reads the ledger's measured noise."""
+"""The verdict rule under simulation (``reproduce.protocol.verdict_simulation``): the rule it applies is the
+ledger's, its error rates match the design, and its report reads the ledger's measured noise."""
 
 import math
 
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce.ledger import ALPHA, VERDICTS, decide, estimate, power_at
-from reproduce.verdict_simulation import family_null_rate, report, simulate_row, study_rows
+from reproduce.protocol.ledger import ALPHA, VERDICTS, decide, estimate, power_at
+from reproduce.protocol.verdict_simulation import family_null_rate, report, simulate_row, study_rows
 
 
 def test_simulated_rows_are_decided_as_the_ledger_decides_them():

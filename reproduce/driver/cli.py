@@ -1,0 +1,720 @@
+"""Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
+
+Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
+embeddings) -> train the runs the cache lacks. Then execute every data set's notebooks with papermill
+in one pool of ``--workers`` kernels, collect
+the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
+and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
+(the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
+Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
+a running notebook).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reproduce.spec.paths import PAPER_NOTEBOOKS, ROOT
+from reproduce.spec.profiles import COSTS, PROFILES, profile_for
+
+NO_ENVIRONMENT = (
+    "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
+    "with `make venv`, then run `.venv/bin/python -m reproduce` (or `make reproduce`)"
+)
+try:  # the study's environment (standard library above, below it what the environment installs)
+    from coherent_itr import paths
+    from tqdm.auto import tqdm
+
+    from reproduce.driver import notebooks
+except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
+    print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
+    sys.exit(2)
+
+
+PROG = "python -m reproduce"
+DATA_SETS = ("synthetic", "flickr8k")
+EXECUTORS = ("local", "ray")
+# Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
+PAPERS = tuple(PAPER_NOTEBOOKS)
+# rounds of the health check of the other seeds (reproduce.protocol.tuning): at most one per grid setting
+MAX_HEALTH_ROUNDS = 8
+EPILOG = f"""\
+outputs (profile smoke: under results/smoke/ instead of results/):
+  results/<paper>/              tables, figures and claims of the synthetic world
+  results/flickr8k/<paper>/     the same on Flickr8k
+  results/notebooks/            executed notebooks (results/flickr8k/notebooks/ for Flickr8k)
+  results/claims.csv, .md       the claims ledger (rows of a notebook that failed or did not run with the
+                                current inputs are marked STALE with the reason)
+  results/manifest.json         what produced the results, phase timings, failures
+  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper when
+                                nothing failed (stale rows are shown as awaiting a current run)
+
+run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
+  same for make, {PROG} and notebooks in Lab), two kinds of entries:
+  training entries keyed by the run's config, its thread count and only the code it executes (model, data,
+  train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
+  the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
+  runs, editing a notebook trains nothing. Entries carry checksums verified on every read (--verify-cache).
+
+data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_ENV}=/path/to/the release
+  folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
+
+examples:
+  {PROG} --profile smoke                 # minutes: the whole pipeline at its smallest size
+  {PROG} --papers bcls --data synthetic  # one paper (its runs, notebook 01 and the ledger)
+"""
+
+
+class UsageError(Exception):
+    """A bad argument or setting: one line on stderr, exit status 2, before any work."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _comma_list(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(
+                f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
+                f"choose from {', '.join(allowed)} (comma-separated)"
+            )
+        return list(dict.fromkeys(items))
+
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description=__doc__, epilog=EPILOG, formatter_class=_Formatter)
+    ap.add_argument(
+        "--profile",
+        default="default",
+        choices=list(PROFILES),
+        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = the "
+        "study's protocol (about an hour on one GPU, several sittings of a 2-core CPU: docs/compute.md), "
+        "paper = the papers' sizes (for GPUs)",
+    )
+    ap.add_argument(
+        "--data",
+        default="auto",
+        help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
+        f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)",
+    )
+    ap.add_argument(
+        "--papers",
+        default=argparse.SUPPRESS,
+        type=_comma_list(PAPERS, "paper"),
+        help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
+        "'data' is the data card and trains nothing) (default: all)",
+    )
+    ap.add_argument(
+        "--executor",
+        default="local",
+        choices=list(EXECUTORS),
+        help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
+        "instance, or the cluster of RAY_ADDRESS)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=min(2, os.cpu_count() or 1),
+        help="parallel training processes (local) or CPUs of a local Ray instance",
+    )
+    ap.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="train the runs only; execute no notebook (the ledger then marks claims stale)",
+    )
+    ap.add_argument(
+        "--rerun-notebooks",
+        action="store_true",
+        help="execute every notebook even if its inputs are unchanged since its last run",
+    )
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    ap.add_argument(
+        "--verify-cache",
+        action="store_true",
+        help="check the checksum of every cached training and evaluation entry, list the bad ones "
+        "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
+    )
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    args.papers = getattr(args, "papers", None)
+    if args.data == "auto":
+        args.data_sets = None
+    else:
+        try:
+            args.data_sets = _comma_list(DATA_SETS, "data set")(args.data)
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"argument --data: {exc}")
+    return args
+
+
+# ------------------------------------------------------------------------------------------------
+# Checks before any work
+# ------------------------------------------------------------------------------------------------
+def resolve_data_sets(args) -> tuple[list[str], list[str]]:
+    """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
+    requested (or configured) but unusable."""
+    env = os.environ.get(paths.FLICKR8K_ENV)
+    wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
+    why = {"synthetic": "synthetic: the embedded generated world (always available)"}
+    if "flickr8k" in wanted:
+        if not env:
+            raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
+        try:
+            paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
+            # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+            from coherent_itr.data import flickr8k
+
+            root = flickr8k.check_release()
+            with warnings.catch_warnings():  # skipped captions are reported when the data set loads
+                warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
+                flickr8k.flickr8k_index(root)  # every caption line, split list and image file, in seconds
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
+        missing = flickr8k.missing_judgements(root)
+        why["flickr8k"] = f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})" + (
+            f"; without {', '.join(p.name for p in missing)}: the metrics needing human judgements are left out"
+            if missing
+            else ""
+        )
+    elif args.data_sets is None:
+        why["flickr8k"] = f"flickr8k: not run (${paths.FLICKR8K_ENV} is not set)"
+    return wanted, [why[d] for d in ("synthetic", "flickr8k") if d in why]
+
+
+def validate(args) -> list[str]:
+    """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
+    sets, why = resolve_data_sets(args)
+    problem = paths.writable_problem(paths.cache_dir(create=False))
+    if problem:
+        raise UsageError(
+            f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
+        )
+    problem = paths.writable_problem(ROOT / PROFILES[args.profile].results_dir)
+    if problem:
+        raise UsageError(problem)
+    args.data_reasons = why
+    return sets
+
+
+# ------------------------------------------------------------------------------------------------
+# The work
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class DataSetPlan:
+    data: str
+    profile: object  # reproduce.spec.profiles.Profile with its data set applied
+    configs: list
+    todo: list
+    papers: list | None = None
+
+    @property
+    def tuned(self) -> bool:
+        return self.profile.tuning is not None
+
+    @property
+    def results_dir(self) -> Path:
+        return ROOT / self.profile.results_dir
+
+
+@dataclass
+class Outcome:
+    failed_runs: list = field(default_factory=list)  # RunFailure
+    failed_notebooks: list = field(default_factory=list)  # (data, notebook, traceback)
+    failed_data: list = field(default_factory=list)  # (data set, why its final runs were skipped)
+    timings: dict = field(default_factory=dict)
+    runs_to_do: int = 0  # runs to train in this invocation, all data sets
+    runs_done: int = 0  # of which finished (trained or failed)
+    # data set → {"runs_trained": runs that trained (a training entry written), "runs_evaluated": runs
+    # whose test evaluation was computed here (trained here or cached before)}
+    by_data: dict = field(default_factory=dict)
+    progress: object = None  # reproduce.protocol.progress.RunProgress: the plan's bar and estimate
+
+    @property
+    def runs_trained(self) -> int:
+        return sum(v["runs_trained"] for v in self.by_data.values())
+
+    @property
+    def runs_evaluated(self) -> int:
+        return sum(v["runs_evaluated"] for v in self.by_data.values())
+
+
+def plan_data_set(args, data: str, cache) -> DataSetPlan:
+    """The runs of one data set. With a tuning grid (profile ``default``) these are the tuning runs
+    only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from reproduce.spec import experiments
+    from reproduce.protocol import tuning
+
+    profile = profile_for(args.profile, data)
+    papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
+    if papers == []:
+        configs = []
+    elif profile.tuning is not None:
+        configs = tuning.tuning_configs(profile, papers)
+    else:
+        configs = experiments.plan(profile, papers)
+    # tuning runs are only trained (their test split is never evaluated): a trained one is done
+    done = (lambda c: tuning.tuning_run_done(c, profile, cache)) if profile.tuning is not None else cache.has
+    return DataSetPlan(data, profile, configs, [c for c in configs if not done(c)], papers)
+
+
+def announce(args, plans: list[DataSetPlan]) -> None:
+    print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
+    nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
+    for p in plans:
+        what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
+        print(
+            f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train or evaluate "
+            f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
+            + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
+            + f"; results in {p.results_dir.relative_to(ROOT)}/",
+            flush=True,
+        )
+    total = sum(len(p.todo) for p in plans)
+    none = " (the selected papers train nothing)" if args.papers and all(p.papers == [] for p in plans) else ""
+    print(f"reproduce: {total} run(s) known before tuning{none}; cache {paths.cache_dir()}", flush=True)
+
+
+def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
+    """Prepare and train the missing runs of one data set; returns the time its training ended.
+
+    With a tuning grid, the tuning runs train first (:func:`reproduce.protocol.tuning.run_protocol`), then the
+    chosen settings with every seed; the tuning summary lands in the data set's results folder.
+    Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
+    invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
+    :mod:`reproduce.protocol.progress`), open only while runs train so no other bar nests under it."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.config import Config
+
+    from reproduce.driver import executors
+
+    from reproduce.protocol import prepare, tuning
+
+    d = plan.data
+    if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
+        return time.time()
+    progress = not args.no_progress
+    executor = executors.make_executor(args.executor, args.workers, progress)
+    prepared = False
+
+    def prepare_once(todo) -> None:
+        nonlocal prepared
+        if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
+            est = out.progress.estimates.get(d) if out.progress else None
+            out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
+            prepared = True
+
+    def train(todo, evaluate: bool = True) -> None:
+        bar = (
+            out.progress.open(f"training runs (now {d})")
+            if out.progress
+            else tqdm(
+                total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", disable=not progress
+            )
+        )
+        before = cache.counts(todo)  # a run already trained is only evaluated: not counted as trained
+        try:
+            failures = executor.run(todo, cache, bar=bar, evaluate=evaluate)
+        finally:
+            bar.close()
+        after = cache.counts(todo)
+        out.runs_done += len(todo)
+        per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
+        per["runs_trained"] += before["to_train"] - after["to_train"]
+        per["runs_evaluated"] += after["cached"] - before["cached"]
+        for f in failures:
+            print(f.line(), file=sys.stderr)
+        log_failures(f"{d}: runs", [str(f) for f in failures])
+        out.failed_runs += failures
+
+    t = time.perf_counter()
+    if plan.tuned:
+
+        class _Phase:  # the tuning phase through the same bar and failure list
+            def run(self, todo, cache_, evaluate=True):
+                prepare_once(todo)
+                n = len(out.failed_runs)
+                train(todo, evaluate)
+                return out.failed_runs[n:]
+
+        def _survivors(more):
+            if out.progress:
+                out.progress.survivors_known(d, more)
+            print(
+                f"reproduce [{plan.profile.name}/{d}]: rungs done; {len(more)} tuning runs go on to the cap",
+                flush=True,
+            )
+
+        try:
+            final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
+        except tuning.TuningIncomplete as exc:  # tuning runs failed: the others finished, the summary follows
+            why = f"tuning incomplete, its final runs skipped ({str(exc).splitlines()[0]})"
+            print(f"reproduce [{plan.profile.name}/{d}]: {why}", file=sys.stderr, flush=True)
+            out.failed_data.append((d, why))
+            return time.time()
+        out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
+        todo = [c for c in final if not cache.has(c)]
+        out.runs_to_do += len(todo)
+        if out.progress:
+            out.progress.final_known(d, todo)
+        plan.todo = [*plan.todo, *todo]  # the notebooks re-execute when anything trained
+        print(
+            f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
+            f"{len(todo)} to train",
+            flush=True,
+        )
+    else:
+        todo = plan.todo
+    prepare_once(todo)
+    t1 = time.perf_counter()
+    if todo:
+        train(todo)
+    if plan.tuned:  # the health check of the other seeds may move a family to its next setting
+        for _ in range(MAX_HEALTH_ROUNDS):
+            failed = {Config.from_dict(f.config).key() for f in out.failed_runs}
+            final = tuning.tuned_plan(plan.profile, plan.papers, cache, failed_keys=failed)
+            more = [c for c in final if not cache.has(c) and c.key() not in failed]
+            if not more:
+                break
+            print(
+                f"reproduce [{plan.profile.name}/{d}]: a chosen setting collapsed on another seed; "
+                f"{len(more)} runs of the next setting(s) to train",
+                flush=True,
+            )
+            out.runs_to_do += len(more)
+            if out.progress:
+                out.progress.more(d, more)
+            plan.todo = [*plan.todo, *more]
+            train(more)
+    out.timings[f"{d}_train_s"] = time.perf_counter() - t1
+    if plan.tuned:
+        tuning.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
+    return time.time()
+
+
+def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: float, out: Outcome) -> None:
+    """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
+    idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
+    run of its data set trained in this invocation (``trained_until``), or always with ``--rerun-notebooks``."""
+    t = time.perf_counter()
+    targets = []
+    for plan in plans:
+        fresh_after = t_start if args.rerun_notebooks else (trained_until[plan.data] if plan.todo else None)
+        targets.append((plan.data, plan.results_dir, fresh_after))
+    fails = notebooks.execute_all(
+        plans[0].profile.name,
+        targets,
+        only=notebooks.for_papers(args.papers),
+        progress=not args.no_progress,
+        jobs=args.workers,
+    )
+    out.timings["notebooks_s"] = time.perf_counter() - t
+    for data, name, tb in fails:
+        last = tb.strip().splitlines()[-1] if tb.strip() else "unknown error"
+        print(f"notebook failed: {name} [{data}]: {last}", file=sys.stderr)
+        out.failed_notebooks.append((data, name, tb))
+    log_failures("notebooks", [f"{name} [{data}]\n{tb}" for data, name, tb in fails])
+
+
+def collapsed_arms(args, sets: list[str]) -> dict:
+    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
+    ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.runs import RunCache
+
+    from reproduce.protocol import claim_rows, study
+
+    out: dict = {}
+    for d in sets:
+        out.update(
+            claim_rows.collapsed_arms(
+                study.Study(args.profile, d, cache=RunCache(), progress=False), papers=args.papers
+            )
+        )
+    return out
+
+
+FAILURE_LOG = "failures.log"  # in the run cache's folder: every failed run's and notebook's full traceback
+
+
+def log_failures(what: str, texts: list[str]) -> None:
+    """Append the full tracebacks of ``texts`` under a dated heading to the run cache's :data:`FAILURE_LOG` (the
+    terminal gets one line per failure and the summary)."""
+    if not texts:
+        return
+    path = paths.cache_dir() / FAILURE_LOG
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"=== {stamp} UTC: {what} ({len(texts)}) ===\n" + "\n".join(texts) + "\n")
+
+
+def failure_report(out: Outcome) -> list[str]:
+    """The summary after a study with failures: each failure once (runs grouped by their error), and where the
+    full tracebacks are."""
+    # heavy (torch): --help and usage errors stay light (tests/test_cli.py)
+    from reproduce.driver.executors import failure_summary
+
+    lines = ["reproduce: FAILED —"]
+    lines += [f"  {d}: {why}" for d, why in out.failed_data]
+    lines += failure_summary(out.failed_runs)
+    lines += [
+        f"  notebook {name} [{data}]: {tb.strip().splitlines()[-1] if tb.strip() else 'unknown error'}"
+        for data, name, tb in out.failed_notebooks
+    ]
+    lines.append(f"  full tracebacks: {paths.cache_dir(create=False) / FAILURE_LOG}; rerun to retry the failed runs")
+    return lines
+
+
+def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
+    """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
+    status."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from reproduce.protocol import ledger_io
+
+    base = ROOT / profile_for(args.profile, "synthetic").results_dir
+    dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
+    stale = notebooks.stale_claims(args.profile, dirs)
+    for p, why in stale.items():
+        print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
+    failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
+    table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
+    if args.profile != "smoke":
+        if failed:
+            print("reproduce: README.md NOT updated (failures, see above)", flush=True)
+        else:
+            ledger_io.update_readme(table, args.profile)
+            n_stale = int(ledger_io.summary_counts(table)[ledger_io.STALE].sum()) if len(table) else 0
+            print(
+                "reproduce: README.md claims-ledger table rewritten"
+                + (f" ({n_stale} stale primary rows shown as awaiting a current run)" if n_stale else ""),
+                flush=True,
+            )
+    failures = {
+        "runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
+        "notebooks": [
+            {"data": d, "notebook": n, "error": tb.strip().splitlines()[-1] if tb.strip() else ""}
+            for d, n, tb in out.failed_notebooks
+        ],
+        "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()},
+        "data_sets": [{"data": d, "error": why} for d, why in out.failed_data],
+    }
+    estimate = None
+    if out.progress:
+        # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+        from reproduce.protocol import progress as progress_mod
+
+        estimate = progress_mod.finish(out.progress, time.perf_counter() - t0, out.runs_done)
+    ledger_io.write_manifest(
+        base,
+        args.profile,
+        sets,
+        time.perf_counter() - t0,
+        out.timings,
+        n_workers=args.workers,
+        runs_trained=out.runs_trained,
+        runs_evaluated=out.runs_evaluated,
+        by_data=out.by_data,
+        failures=failures,
+        estimate=estimate,
+    )
+    print(
+        f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
+        f"{out.runs_trained} run(s) trained, {out.runs_evaluated} evaluated; "
+        f"ledger in {base.relative_to(ROOT)}/claims.md"
+        + (
+            f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s), "
+            f"{len(out.failed_data)} data set(s) (summary below)"
+            if failed
+            else ""
+        )
+        + (f"; {len(stale)} stale claim file(s)" if stale else ""),
+        flush=True,
+    )
+    if failed:
+        print("\n".join(failure_report(out)), file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def run(args, sets: list[str]) -> int:
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.runs import RunCache, check_writable
+
+    t0, t_start = time.perf_counter(), time.time()
+    cache = RunCache()
+    plans = args.plans = [plan_data_set(args, d, cache) for d in sets]  # args.plans: counted if interrupted
+    announce(args, plans)
+    try:  # room for the runs known now (the final runs of a tuned plan come later)
+        check_writable(n_runs=sum(len(p.todo) for p in plans))
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from reproduce.protocol import progress as progress_mod
+
+    nb_s = notebooks.expected_seconds(
+        [(p.data, p.results_dir) for p in plans],
+        notebooks.for_papers(args.papers),
+        args.workers,
+        {d: c["notebooks_s"] for d, c in COSTS.items()},
+    )
+    out.progress = progress_mod.start(args, plans, cache, nb_s)  # the whole plan, its estimate, the bar
+    trained_until = {}
+    for plan in plans:
+        t = time.perf_counter()
+        trained_until[plan.data] = train_data_set(args, plan, cache, out)
+        out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
+    if not args.skip_notebooks:
+        notebooks_all(args, plans, trained_until, t_start, out)
+    for plan in plans:
+        print(
+            f"reproduce [{plan.profile.name}/{plan.data}]: "
+            + ", ".join(
+                f"{k.removeprefix(plan.data + '_')} {v:.0f} s"
+                for k, v in out.timings.items()
+                if k.startswith(plan.data + "_")
+            ),
+            flush=True,
+        )
+    if "notebooks_s" in out.timings:
+        print(f"reproduce [{args.profile}]: notebooks (every data set, one pool) {out.timings['notebooks_s']:.0f} s")
+    return finish(args, sets, out, t0)
+
+
+REDELIVER_S = 0.05  # a signal that arrived inside a finalizer is sent again after this many seconds
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or ``kill`` (SIGTERM) during the work: the worker processes are stopped, and the driver
+    exits with 128 + the signal's number after one line saying how many planned runs are cached."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be lost: Python ignores one that escapes a ``__del__`` method
+    anywhere up the stack (it prints "Exception ignored in …" and goes on, so a Ctrl-C would be swallowed)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt(signum, frame):
+    if _in_finalizer(frame):  # deliver it again once the finalizer has returned, where it can stop the driver
+        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+        return
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C while the workers stop: exit without waiting
+        signal.signal(s, _interrupt_again)
+    raise Interrupted(signum)
+
+
+def _interrupt_again(signum, frame):
+    print("interrupted again: exiting without waiting for the running work; rerun to continue", file=sys.stderr)
+    os._exit(128 + signum)  # worker processes and notebook kernels end with their parent
+
+
+def runs_cached(plans: list[DataSetPlan]) -> int:
+    """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.runs import RunCache
+
+    cache = RunCache()
+    configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}
+    return sum(cache.has_training(c) for c in configs.values())
+
+
+def data_warnings_once() -> None:
+    """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
+    the driver's output: the preparation reads the same files from several places (the workers ignore them,
+    ``executors.init_worker``). Call inside ``warnings.catch_warnings()``."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.data.flickr8k import Flickr8kWarning
+
+    warnings.filterwarnings("once", category=Flickr8kWarning)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+
+    if importlib.util.find_spec("torch") is None:  # found without importing it (seconds)
+        print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
+        return 2
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
+    try:
+        sets = validate(args)
+        if args.verify_cache:
+            return verify(args)
+        with warnings.catch_warnings():
+            data_warnings_once()
+            return run(args, sets)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # finished runs are safe in the cache: a rerun trains only the others
+        print(f"interrupted: {runs_cached(getattr(args, 'plans', []))} runs cached, rerun to continue", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def verify(args) -> int:
+    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr.runs import verify_cache
+
+    problems = verify_cache()
+    for p in problems:
+        print(f"reproduce: BAD CACHE ENTRY {p}", flush=True)
+    print(
+        f"reproduce: cache {paths.cache_dir()} verified: "
+        + (
+            f"{len(problems)} bad entr{'y' if len(problems) == 1 else 'ies'} (redone by the next run)"
+            if problems
+            else "every entry intact"
+        ),
+        flush=True,
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

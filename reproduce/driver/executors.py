@@ -1,0 +1,295 @@
+"""Executors: run a list of training configs into the run cache, locally or on a Ray cluster.
+
+The unit of work is one Python call, ``RunCache(root).get_or_train(config)`` — never a notebook —
+so any executor can run any subset, in any order, and every finished run is safe on disk the
+moment it completes (the cache writes atomically). A failing run is recorded with its config
+and traceback; the others still run.
+
+Local worker processes die with the driver whatever kills it, SIGKILL included: each asks the
+Linux kernel for a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) and, on every
+platform, a watcher thread ends the worker once its parent process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from coherent_itr import data as data_mod
+from coherent_itr.config import Config
+from coherent_itr.runs import RunCache, pinned_threads
+
+from reproduce.protocol.prepare import train_rows
+from reproduce.spec.profiles import COSTS, run_seconds
+
+PARENT_POLL_S = 1.0  # how often a worker checks that the driver is still alive (fallback to prctl)
+
+
+@dataclass
+class RunFailure:
+    config: dict
+    error: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"run failed: {self.error}\n  config: {self.config}\n{self.traceback}"
+
+    @property
+    def name(self) -> str:
+        """The run in a few words: its data set, loss, lr and seed (the fields the config has)."""
+        c = self.config
+        parts = [str(c[k]) for k in ("data", "loss") if c.get(k) is not None]
+        parts += [f"{k} {c[k]:g}" if isinstance(c[k], float) else f"{k} {c[k]}" for k in ("lr", "seed") if k in c]
+        return " ".join(parts) or "a run"
+
+    def line(self) -> str:
+        """One line: the run and the first line of its error (the traceback goes to the failure log)."""
+        return f"run failed: {self.name}: {self.error.splitlines()[0] if self.error else 'unknown error'}"
+
+
+def failure_summary(failures: list[RunFailure], shown: int = 3) -> list[str]:
+    """The lines of the end-of-study summary: the failures grouped by their error, most frequent first, each
+    with how many runs it stopped and the first ``shown`` of them by name."""
+    groups: dict[str, list[RunFailure]] = {}
+    for f in failures:
+        groups.setdefault(f.error.splitlines()[0] if f.error else "unknown error", []).append(f)
+    lines = []
+    for error, fs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        names = "; ".join(f.name for f in fs[:shown]) + (f"; and {len(fs) - shown} more" if len(fs) > shown else "")
+        lines.append(f"  {len(fs)} run(s): {error} ({names})")
+    return lines
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        if os.getppid() != parent_pid:  # reparented: the driver is gone
+            os._exit(1)
+        time.sleep(PARENT_POLL_S)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this process when ``parent_pid`` (the driver) dies, by any signal.
+
+    On Linux the kernel sends SIGTERM at the parent's death (``PR_SET_PDEATHSIG``); everywhere a
+    daemon thread polls ``os.getppid()``. A parent that died before this ran is caught by the first
+    poll, which happens at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover — the polling thread still covers it
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="die-with-parent", daemon=True).start()
+
+
+def init_worker(parent_pid: int) -> None:
+    """Worker initializer: die with the driver (``die_with_parent``), give progress bars a thread lock, and leave
+    the Flickr8k release's warnings to the driver, which reports each once while preparing the data.
+
+    tqdm guards its bars with a cross-process lock, created at a process's first bar. In a spawned worker that
+    is a named semaphore registered with multiprocessing's resource tracker; a worker stopped by the driver
+    (Ctrl-C, SIGTERM) never unregisters it, and the tracker then warns of "leaked semaphore objects" at exit.
+    A worker's bars are off (runs train with ``progress=False``) and share no terminal with another process,
+    so a thread lock is all they need (``tqdm.set_lock``, tqdm's API for this)."""
+    from tqdm.std import tqdm as base_tqdm  # every tqdm class (auto, notebook, asyncio) inherits its lock
+
+    # the workers load the data module anyway; the driver has reported the release's warnings while preparing
+    from coherent_itr.data.flickr8k import Flickr8kWarning
+
+    die_with_parent(parent_pid)
+    base_tqdm.set_lock(threading.RLock())
+    warnings.filterwarnings("ignore", category=Flickr8kWarning)  # one copy per worker said nothing new
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint():
+    """Processes started inside ignore SIGINT from their first instruction (an ignored signal stays ignored
+    across exec, and Python then installs no KeyboardInterrupt handler): a terminal's Ctrl-C, sent to the whole
+    process group, then prints no traceback per worker. Only the main thread can change signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+_SPLITS: dict[tuple, object] = {}  # this worker's loaded data sets, by what determines them
+
+
+def _splits_for(config, cache_root: str, threads: int):
+    """The data splits of ``config``, loaded once per worker process and data source (Flickr8k: 1.6–2.2 s a
+    load — parsing the captions and judgements and reading the features — which every run used to repay).
+    Training and evaluation only read them (a test trains runs with shared and with fresh splits and compares
+    the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``. Flickr8k's
+    training images come with the features the cache holds (the driver's preparation computed the plan's);
+    a run whose subset lacks some has them computed here (and cached) before it trains."""
+    key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
+    load = dict(data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_root)
+    if key not in _SPLITS:
+        _SPLITS.clear()  # one data source at a time: a worker never holds two copies of Flickr8k
+        with pinned_threads(threads):  # as inside ``train``: a generated world is built with the run's threads
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images="cached", **load)
+    train = _SPLITS[key].train
+    rows = train_rows(config, train.n_images)
+    if not np.isfinite(train.features[rows]).all():  # Flickr8k images no earlier run needed
+        with pinned_threads(threads):
+            _SPLITS[key] = data_mod.load_splits(config.data, train_images=[train.image_ids[i] for i in rows], **load)
+    return _SPLITS[key]
+
+
+def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = True) -> RunFailure | None:
+    """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
+    of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
+    raising. The data splits are loaded once per worker (:func:`_splits_for`)."""
+    try:
+        config = Config.from_dict(config_dict)
+        cache = RunCache(cache_root, threads=threads)
+        needed = not (cache.has(config) if evaluate else cache.has_training(config))
+        splits = _splits_for(config, cache_root, threads) if needed else None
+        cache.get_or_train(config, progress=False, evaluate=evaluate, splits=splits)
+        return None
+    except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
+        return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def _advance(bar, config_dict: dict) -> None:
+    """One run finished: a driver's bar that prices runs (``reproduce.protocol.progress.RunProgress``) is told which."""
+    if hasattr(bar, "run_done"):
+        bar.run_done(config_dict)
+    else:
+        bar.update(1)
+
+
+def longest_first(configs: list[Config]) -> list[Config]:
+    """``configs`` ordered by their expected run time, longest first (:func:`reproduce.spec.profiles.run_seconds`;
+    ties keep the given order; a data set without measured costs is priced as the synthetic world). Runs are
+    independent, so the order changes no number — only how well the workers' last minutes are packed: a long
+    run started last would leave the other workers idle."""
+
+    def cost(c) -> float:
+        return run_seconds(c, c.data if c.data in COSTS else "synthetic")
+
+    return sorted(configs, key=cost, reverse=True)
+
+
+class LocalExecutor:
+    """Runs configs in this process (``workers=1``) or in a pool of worker processes."""
+
+    def __init__(self, workers: int = 1, progress: bool = True) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be ≥ 1, got {workers}")
+        self.workers, self.progress = workers, progress
+
+    def run(
+        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
+    ) -> list[RunFailure]:
+        """Train ``configs`` (and evaluate them unless ``evaluate=False``); ``bar``: a progress bar to advance
+        by one per finished run (else its own)."""
+        root = str(cache.root.parent)
+        todo = [c.to_dict() for c in (configs if self.workers == 1 else longest_first(configs))]
+        failures: list[RunFailure] = []
+        own_bar = bar is None
+        if own_bar:
+            bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
+        if self.workers == 1:
+            for cd in todo:
+                f = _run_one(cd, root, cache.threads, evaluate)
+                if f:
+                    failures.append(f)
+                _advance(bar, cd)
+        else:
+            pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
+            )
+            try:
+                with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
+                    futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
+                for fut in as_completed(futs):
+                    f = fut.result()
+                    if f:
+                        failures.append(f)
+                    _advance(bar, futs[fut])
+            except BaseException:
+                # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
+                # workers too, so no orphan keeps training; finished runs are already safe in the cache
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+        if own_bar:
+            bar.close()
+        return failures
+
+
+class RayExecutor:
+    """Each run a Ray task (``num_gpus=1`` when the cluster has GPUs), all writing one shared cache.
+
+    ``address=None`` starts a local Ray instance with ``num_cpus`` CPUs; pass the cluster address
+    (e.g. ``"auto"``) on a cluster, where the cache root must be on a shared file system.
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> None:
+        self.address, self.num_cpus, self.progress = address, num_cpus, progress
+
+    def run(
+        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
+    ) -> list[RunFailure]:
+        # optional: only the Ray executor needs Ray
+        import ray
+
+        started = False
+        if not ray.is_initialized():
+            kw = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus, include_dashboard=False)
+            ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+            started = True
+        try:
+            gpus = ray.cluster_resources().get("GPU", 0)
+            task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
+            root = str(cache.root.parent)
+            dicts = {}
+            for c in longest_first(configs):
+                dicts[task.remote(c.to_dict(), root, cache.threads, evaluate)] = c.to_dict()
+            pending = list(dicts)
+            failures: list[RunFailure] = []
+            own_bar = bar is None
+            if own_bar:
+                bar = tqdm(total=len(pending), desc="training runs (ray)", unit="run", disable=not self.progress)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                f = ray.get(done[0])
+                if f:
+                    failures.append(f)
+                _advance(bar, dicts[done[0]])
+            if own_bar:
+                bar.close()
+            return failures
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_executor(name: str, workers: int = 1, progress: bool = True):
+    if name == "local":
+        return LocalExecutor(workers=workers, progress=progress)
+    if name == "ray":  # a running cluster when $RAY_ADDRESS is set (its nodes say how many CPUs), else a local Ray
+        address = os.environ.get("RAY_ADDRESS") or None
+        return RayExecutor(address=address, num_cpus=None if address or workers == 1 else workers, progress=progress)
+    raise ValueError(f"unknown executor {name!r}; choose 'local' or 'ray'")

@@ -1,0 +1,243 @@
+"""What every paper notebook starts with and ends with: one call, one object.
+
+    from reproduce.present.page import start
+    pg = start("bcls", profile, data)      # plotting style, the Study, the yardstick, a header line
+    df = pg.results("table8")              # Study.results: one row per run of the group
+    pg.claim("B3", "Table VIII", "…", "rsum", "Triplet-HN vs Kendall SW-HS alone", effects)
+    pg.finish()                            # + the primary rows by claim id, written; effects table shown
+
+A notebook declares what to show and draws it; the effects of its claims come either from
+:meth:`Page.claim` (secondary / notebook-measured rows, per-seed effects) or — for every claim whose
+primary contrast is a difference of two arms — from :func:`reproduce.protocol.claim_rows.primary_row`, which
+:meth:`Page.finish` adds by claim id (the notebook never retypes a primary contrast). Verdicts are
+decided once, for all claims of a data set together (Holm), by the ledger (``results/claims.md``):
+the notebook shows effects and intervals, never its own verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from reproduce.spec import labels
+
+from reproduce.present import qualitative, report
+from reproduce.spec import claims as registry
+from reproduce.protocol.claim_rows import per_query_of, primary_row
+from reproduce.spec.labels import in_text
+from reproduce.protocol.ledger import ClaimResult
+from reproduce.protocol.ledger_io import fmt_num, write_claims
+from reproduce.spec.paths import for_papers, notebook_paths
+from reproduce.protocol.study import Study
+from reproduce.spec.tables import md_cell
+from reproduce.protocol.tuning import health_sentences
+
+YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
+    True: ("expert", "Flickr8k expert judgements"),
+    False: ("true", "true relevance r*"),
+}
+
+
+TUNING_HEADERS = {
+    "rung_val_rsum": "val RSUM at the rung (%)",
+    "went_on": "went on to the cap",
+    "hardneg_cos": "hardest-negative cosine",
+    "warmup_epochs": "warm-up epochs",
+}
+
+
+def _tuning_header(column: str) -> str:
+    """A tuning-table column as a reader's header: the metric label, a tuning word, or the name in words with
+    any metric key in it labelled (never a raw key such as ``rsum``, ``tests/test_committed_notebooks.py``)."""
+    if labels.has_label(column):
+        return labels.label(column)
+    return TUNING_HEADERS.get(column) or labels.in_text(column.replace("_", " "))
+
+
+@dataclass
+class Page:
+    paper: str
+    notebook: str
+    profile: str
+    data: str
+    study: object
+    claims: list = field(default_factory=list)
+
+    # --- what the data set offers -----------------------------------------------------------------
+    @functools.cached_property
+    def human(self) -> bool:
+        """Whether the data set has human judgements (and no true relevance); asked of the splits once."""
+        return self.study.splits().test.extras.get("expert") is not None
+
+    @property
+    def yard(self) -> str:
+        """Metric-key suffix of the independent yardstick: ``expert`` (human judgements) or ``true``."""
+        return YARDSTICK[self.human][0]
+
+    @property
+    def yard_name(self) -> str:
+        return YARDSTICK[self.human][1]
+
+    @property
+    def out(self) -> Path:
+        return self.study.results_dir
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.study.seeds)
+
+    @property
+    def setup(self) -> str:
+        """One line naming data set, profile and seeds (figure titles, captions): see :attr:`seed_note`."""
+        return f"{self.data}, profile {self.profile}, {self.seed_note}"
+
+    @property
+    def seed_note(self) -> str:
+        """The seeds of the main and primary arms, and — where the profile gives them fewer
+        (:meth:`Profile.seeds_for`) — those of the other sweep points and of the seed-0 sweeps, so that a title
+        over a sweep never claims more seeds than its points have."""
+        prof = self.study.profile
+        fewer = []
+        if prof.sweep_seeds and list(prof.sweep_seeds) != self.seeds:
+            fewer.append(f"other sweep points {list(prof.sweep_seeds)}")
+        if prof.seed0_groups and self.seeds != [0]:
+            fewer.append("seed-0 sweeps [0]")
+        return f"seeds {self.seeds}" + (f" ({'; '.join(fewer)})" if fewer else "")
+
+    @property
+    def ours(self) -> str:
+        """Label of our rows beside a paper's in a side-by-side table."""
+        return f"ours: {self.data}, VSE++ GRU-{self.study.profile.model.get('text_hidden')} ({self.profile})"
+
+    def results(self, group: str | None = None) -> pd.DataFrame:
+        return self.study.results(self.paper, group)
+
+    def tuning_table(self, show: bool = True) -> pd.DataFrame:
+        """The paper's tuning table: every main arm × grid setting with its validation RSUM,
+        epochs, health and the choice; saved as ``<results>/<paper>/tuning_<data>.{csv,md}``."""
+        t = self.study.tuning_table(self.paper)
+        view = t.drop(columns=["also", "status"], errors="ignore").assign(
+            collapsed=lambda d: d["collapsed"].map({True: f"{report.COLLAPSE_MARK} yes", False: "no"}).fillna("?"),
+            chosen=lambda d: d["chosen"].map({True: "✓", False: ""}),
+        )
+        cap = (
+            f"Tuning ({self.data}, profile {self.profile}, seed 0): every main arm × setting on the "
+            "validation split; val RSUM (%) at the selected checkpoint; ✓ = the setting all seeds then train "
+            "(best validation RSUM, collapsed settings last, ties → smaller lr, then no warm-up; kept only if "
+            "the arm's other seeds are healthy too — other seeds — else the next one). " + report.collapse_note()
+        )
+
+        words = health_sentences(t) if {"other_seeds", "collapsed", "chosen"} <= set(t.columns) else []
+        if words:
+            cap += "\n\n" + "\n".join(f"* {w}" for w in words)
+
+        view = report.readable(view).rename(columns=_tuning_header)
+        report.save_table(t, self.out, self.paper, f"tuning_{self.data}", cap, view.set_index(view.columns[0]))
+        if show:
+            display(Markdown(cap + "\n\n" + report.markdown_table(view, index=False)))
+        return t
+
+    def qualitative(self, arms: list[str], n: int = 3, k: int = 5, show: bool = True):
+        """The paper's qualitative figure, in the style of BCLS Figs. 6–7 / CVSE++ Figs. 4–5 / listwise
+        Fig. 10: the photo (when the data set has photos) and the top-``k`` captions under each of ``arms``
+        (seed 0) for the ``n`` test images where the first two arms disagree most, each caption with its
+        Sentence-BERT relevance and, when judged, its expert score (:mod:`reproduce.present.qualitative`). Saved as
+        ``<results>/<paper>/qualitative_<data>.{png,svg}``; from cached embeddings, no training."""
+        fig, picked = qualitative.figure_disagreement(qualitative.study_views(self.study, self.paper, arms), n=n, k=k)
+        report.save_figure(fig, self.out, self.paper, f"qualitative_{self.data}")
+        if show:
+            plt.show()
+        return picked
+
+    # --- claims ----------------------------------------------------------------------------------
+    def claim(
+        self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""
+    ) -> None:
+        """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0)."""
+        c = registry.claim(cid)  # an unknown id is an error here, not a silent extra row
+        if role == "primary":  # a notebook-measured primary: the registry's statement, never a retyped one
+            if c.primary.measure != "notebook":
+                raise ValueError(f"{cid}: its primary contrast is two arms; Page.finish adds it by claim id")
+            statement = c.primary.statement
+        self.claims.append(
+            ClaimResult(
+                cid,
+                c.paper,
+                source,
+                statement,
+                metric,
+                self.data,
+                arms,
+                list(effects),
+                kind=kind,
+                tolerance=tolerance,
+                notebook=self.notebook,
+                note=note,
+                role=role,
+            )
+        )
+
+    def primary_rows(self) -> list[dict]:
+        """The primary row of every claim of this paper whose primary contrast is two arms, by claim id,
+        with the per-query bootstrap for RSUM contrasts (:func:`reproduce.protocol.claim_rows.primary_row`)."""
+        rows = []
+        for c in registry.CLAIMS.values():
+            p = c.primary
+            if c.notebook != self.notebook or p.measure != "arms":
+                continue
+            df = self.study.results(p.paper)
+            pq = None
+            if p.metric_for(self.data) == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple):
+                pq = {a: per_query_of(self.study, p.paper, a) for a in (p.arm_a, p.arm_b)}
+            rows.append(primary_row(c.id, self.data, df, per_query=pq))
+        return rows
+
+    def finish(self, show: bool = True) -> pd.DataFrame:
+        """Write this notebook's claim file (its rows + the primary rows by claim id) and show the effects
+        (no verdicts: the ledger decides them for all claims of the data set at once)."""
+        df = write_claims([*self.claims, *self.primary_rows()], self.out, self.paper, self.data)
+        if show:
+            display(Markdown(effects_markdown(df)))
+        return df
+
+
+def effects_markdown(df: pd.DataFrame) -> str:
+    """The claim rows a notebook wrote, effects and 95% intervals only, primary rows first."""
+    d = df.copy()
+    d["role"] = d.get("role", pd.Series([""] * len(d))).fillna("").replace("", "secondary")
+    d = d.sort_values(["id", "role"], key=lambda s: s.map({"primary": 0}).fillna(1) if s.name == "role" else s)
+    lines = [
+        "| claim | role | contrast | metric | effect [95% interval] | seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    for r in d.to_dict("records"):
+        metric = in_text(r["metric"]) if isinstance(r["metric"], str) else r["metric"]
+        cells = [r["id"], r["role"], r["arms"], metric]
+        lines.append(
+            "| " + " | ".join(md_cell(c) for c in cells) + f" | {fmt_num(r['effect'])} "
+            f"[{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}] | {r['n_seeds']} |"
+        )
+    return (
+        "\n".join(lines)
+        + "\n\nEffects are oriented so that the paper's claim predicts > 0. Intervals here are over seeds "
+        "(and, for RSUM primary rows, test queries); the **verdicts** are decided once for all claims of "
+        "the data set, with the noise floor and Holm's adjustment, in `results/claims.md`.\n"
+    )
+
+
+def start(paper: str, profile: str | None = None, data: str = "synthetic", notebook: str | None = None) -> Page:
+    """Plotting style, the :class:`~reproduce.protocol.study.Study` of ``profile`` on ``data``, and a header line."""
+    profile = profile or os.environ.get("COHERENT_ITR_PROFILE", "default")
+    report.setup_plotting()
+
+    nb = notebook or notebook_paths(for_papers([paper]))[0].stem
+    pg = Page(paper, nb, profile, data, Study(profile, data))
+    print(f"profile={profile} data={data} seeds={pg.seeds} model={pg.study.profile.model}")
+    return pg

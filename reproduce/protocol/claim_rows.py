@@ -1,0 +1,266 @@
+"""A claim's primary row computed from the runs, by claim id (what the notebooks call next round).
+
+    from reproduce.protocol.claim_rows import primary_row, per_query_of, collapsed_arms
+    df = st.results("bcls")
+    pq = {arm: per_query_of(st, "bcls", arm) for arm in ("Triplet-SN", "Triplet-HN")}
+    row = primary_row("B1", "synthetic", df, per_query=pq)     # → a claim-file row, role "primary"
+
+The contrast (arms, metric, direction) comes from :mod:`reproduce.spec.claims`; the notebook never
+retypes it. A list of arms enters as their mean, or (``versus = "each"``) as the smallest difference
+over its arms, with a co-primary metric in the same minimum (:func:`_contrast_effects`). The curve
+helpers (:func:`curve_mean`, :func:`after_warmup_window`) measure the notebook primaries about training
+curves after the warm-up, over the same epochs for every arm compared.
+
+For RSUM with per-query data the row carries the variance of a paired bootstrap over test queries
+(``query_var``, ``n_boot``), which the ledger adds to the seed variance
+(:mod:`reproduce.protocol.ledger`). A row written this way is the claim's primary row in
+:func:`reproduce.protocol.ledger_io.collect` (``role == "primary"``), whatever other rows match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from coherent_itr import health
+
+from reproduce.spec import experiments
+from reproduce.spec import claims as registry
+from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, N_BOOT, paired_bootstrap, per_query_recall, verdict
+from reproduce.protocol.tuning import TuningIncomplete
+
+
+def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
+    names = arm if isinstance(arm, tuple) else (arm,)
+    cols = list(metric) if isinstance(metric, tuple) else [metric]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"metric column(s) {missing} not in the results; have {sorted(df.columns)}")
+    parts = []
+    for n in names:
+        sub = df[df["arm"] == n]
+        if not len(sub):
+            raise KeyError(f"arm {n!r} has no runs in the results (arms: {sorted(df['arm'].unique())})")
+        parts.append(sub.set_index("seed")[cols].mean(axis=1))
+    return pd.concat(parts, axis=1).dropna().mean(axis=1)
+
+
+def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[float], str]:
+    """Per-seed effects of an arm contrast and a note naming what was compared.
+
+    ``versus="mean"``: A − mean(B) (one arm B is its own mean). ``versus="each"``: per seed the smallest
+    A − B over the arms B of the list that the results have (an intersection–union test: the effect is
+    > 0 in expectation only if A beats every B). A co-primary metric enters the same minimum, multiplied
+    by ``co_scale``. Seeds are those every compared arm has."""
+    metrics = [(p.metric_for(dataset), 1.0)]
+    if p.co_metric is not None:
+        metrics.append((p.co_metric_for(dataset), p.co_scale))
+    if p.versus == "each":
+        present = set(results["arm"])
+        others = [b for b in p.arm_b if b in present]
+        if not others:
+            raise KeyError(f"none of the arms {list(p.arm_b)} has runs in the results (arms: {sorted(present)})")
+    else:
+        others = [p.arm_b]
+    diffs = []
+    for m, scale in metrics:
+        a = _metric_per_seed(results, p.arm_a, m)
+        for b in others:
+            diffs.append(scale * (a - _metric_per_seed(results, b, m)))
+    table = pd.concat(diffs, axis=1).dropna().sort_index()
+    effects = [float(x) for x in table.min(axis=1)] if len(diffs) > 1 else [float(x) for x in table.iloc[:, 0]]
+    if len(diffs) == 1:
+        return effects, ""
+    where = "each of " + ", ".join(others) if p.versus == "each" else str(p.arm_b)
+    co = f" and {p.co_scale:g} × the co-primary {p.co_metric_for(dataset)}" if p.co_metric is not None else ""
+    return (
+        effects,
+        f"effect per seed = the smallest difference: {p.arm_a} − {where}, on {metric_text(metrics[0][0])}{co}",
+    )
+
+
+def metric_text(m) -> str:
+    return f"mean({', '.join(m)})" if isinstance(m, tuple) else str(m)
+
+
+def primary_row(
+    cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None, n_boot: int = N_BOOT
+) -> dict:
+    """The claim's primary row on ``dataset`` from ``Study.results(paper)`` (one row per arm and seed).
+
+    ``per_query`` — ``{arm name: [per_query_recall(...) per seed, in seed order]}`` for both arms of an
+    RSUM contrast; with it the row's uncertainty includes the paired bootstrap over test queries."""
+    c = registry.claim(cid)
+    p = c.primary
+    if p.measure != "arms":
+        raise ValueError(
+            f"{cid}: its primary contrast is measured in the notebook ({p.statement!r}), "
+            "not as a difference of two arms"
+        )
+    metric = p.metric_for(dataset)
+    effects, compared = _contrast_effects(results, p, dataset)
+    query_var, boot = 0.0, 0
+    if (
+        per_query
+        and metric == "rsum"
+        and not isinstance(p.arm_a, tuple)
+        and not isinstance(p.arm_b, tuple)
+        and p.arm_a in per_query
+        and p.arm_b in per_query
+    ):
+        est = paired_bootstrap(per_query[p.arm_a], per_query[p.arm_b], n_boot=n_boot)
+        if not np.allclose(est.effect, np.mean(effects), atol=1e-6 * max(1.0, abs(est.effect))):
+            raise ValueError(
+                f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
+                f"records ({np.mean(effects):.4f}); the per-query data are not those of these runs"
+            )
+        query_var, boot = est.query_var, n_boot
+    v, m, lo, hi = verdict(p.kind, effects, p.tolerance)
+    leg = p.legacy_for(dataset)
+    row = {
+        "id": cid,
+        "paper": c.paper,
+        "source": c.source,
+        "statement": p.statement,
+        "metric": p.metric_label(dataset) if p.co_metric is not None else leg.get("metric") or p.metric_label(dataset),
+        "dataset": dataset,
+        "arms": leg.get("arms") or p.arms_label(),
+        "n_seeds": len(effects),
+        "effect": m,
+        "ci_low": lo,
+        "ci_high": hi,
+        "tolerance": p.tolerance,
+        "kind": p.kind,
+        "verdict": v,
+        "notebook": c.notebook,
+        "note": compared,
+        "seed_effects": ";".join(repr(float(x)) for x in effects),
+    }
+    if leg.get("sign") == -1:  # the legacy text is stated the other way round: keep the registry's arms
+        row["arms"] = p.arms_label()
+        row["metric"] = p.metric_label(dataset)
+    missing = set(NOTEBOOK_COLUMNS) - set(row)
+    if missing:
+        raise AssertionError(f"primary_row lacks claim-file columns {sorted(missing)}")
+    return {**row, "role": "primary", "query_var": query_var, "n_boot": boot}
+
+
+# --- curve contrasts (notebook-measured primaries: "converges faster", "similarities approach 1") ----------
+def warmup_epochs(hist: pd.DataFrame) -> int:
+    """The longest warm-up (epochs on all negatives, ``warmup`` True in the training log) of any run in
+    ``hist``; 0 when the log has no ``warmup`` column. One number for every arm compared, so both arms
+    are measured over the same epochs."""
+    if "warmup" not in hist.columns or hist.empty:
+        return 0
+    warm = hist[hist["warmup"].astype(bool)]
+    return int(warm.groupby(["arm", "seed"])["epoch"].max().max()) if len(warm) else 0
+
+
+def after_warmup_window(hist: pd.DataFrame, early: bool = False) -> tuple[int, int]:
+    """Epochs ``(first, last)`` after the warm-up that every run in ``hist`` reached: first = the longest
+    warm-up + 1, last = the shortest run's last epoch; ``early``: the first half of those epochs (at
+    least one). ``first > last`` when no run trained past its warm-up."""
+    first = warmup_epochs(hist) + 1
+    last = int(hist.groupby(["arm", "seed"])["epoch"].max().min()) if len(hist) else 0
+    if early and last >= first:
+        last = first + max(1, (last - first + 1) // 2) - 1
+    return first, last
+
+
+def curve_mean(hist: pd.DataFrame, value, early: bool = False) -> tuple[pd.DataFrame, tuple[int, int]]:
+    """Per (arm, seed) the mean over the epochs of :func:`after_warmup_window` of ``value`` (a column of
+    ``hist``, or a function of the frame returning a Series) — the area under the curve per epoch after
+    the warm-up, the same window for every arm. Returns the frame ``arm, seed, value`` and the window."""
+    first, last = after_warmup_window(hist, early)
+    sub = hist[(hist["epoch"] >= first) & (hist["epoch"] <= last)]
+    vals = sub[value] if isinstance(value, str) else value(sub)
+    out = sub.assign(value=vals).groupby(["arm", "seed"], as_index=False)["value"].mean()
+    return out, (first, last)
+
+
+def window_text(window: tuple[int, int]) -> str:
+    first, last = window
+    return f"epoch {first}" if first == last else f"epochs {first}–{last}"
+
+
+def both_cosines(frame: pd.DataFrame) -> pd.Series:
+    """min(validation positive cosine, validation hardest-negative cosine): near 1 only when BOTH are."""
+    return frame[["val_pos_sim", "val_hardneg_sim"]].min(axis=1)
+
+
+def per_query_of(study, paper: str, arm: str) -> list[dict]:
+    """Per-seed :func:`~reproduce.protocol.ledger.per_query_recall` of one arm from the runs' stored test
+    embeddings (``RunResult.arrays['test_img'|'test_cap']``), in seed order."""
+    splits = study.splits()
+    ioc = splits.test.image_of_caption
+    out = []
+    for a, cfg, res in study._runs(paper, None):
+        if a.name != arm:
+            continue
+        if "test_img" not in res.arrays or "test_cap" not in res.arrays:
+            raise KeyError(f"run of {arm!r} seed {cfg.seed} has no stored test embeddings")
+        out.append((cfg.seed, per_query_recall(res.arrays["test_img"], res.arrays["test_cap"], ioc)))
+    return [pq for _, pq in sorted(out, key=lambda t: t[0])]
+
+
+def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
+    """``{(data set, arm name): reason}`` for every arm of a primary contrast with a collapsed run
+    (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
+    only (``papers``: only those papers' contrasts). Pass the result to :func:`reproduce.protocol.ledger_io.collect`."""
+    if is_collapsed is None:
+        is_collapsed = health.is_collapsed
+    out = {}
+    for c in registry.CLAIMS.values():
+        p = c.primary
+        if p.measure != "arms" or (papers is not None and p.paper not in papers):
+            continue
+        names = {n for arm in (p.arm_a, p.arm_b) for n in (arm if isinstance(arm, tuple) else (arm,))}
+        for arm in study.arms(p.paper):
+            if arm.name not in names or (study.data, arm.name) in out:
+                continue
+            try:  # the tuned configs when the profile tunes; never trains (an untuned paper: health unknown)
+                cfgs = study.configs(arm, train_missing=False)
+            except TuningIncomplete:
+                continue
+            for cfg in cfgs:
+                res = study.cache.load(cfg)
+                if res is None:
+                    continue
+                bad, reason = is_collapsed(res.record)
+                if bad:
+                    out[(study.data, arm.name)] = f"seed {cfg.seed}: {reason}"
+                    break
+    return out
+
+
+def null_pair_diffs(results_by_paper: dict, dataset: str, metrics=("rsum",), configs_equal=None) -> dict:
+    """``{(dataset, metric): [per-seed differences of each null pair]}`` for
+    :data:`reproduce.spec.claims.NULL_PAIRS` (arms identical in expectation), from ``Study.results(paper)``
+    frames keyed by paper; pass it to :func:`reproduce.protocol.ledger_io.collect` (``null_pair_diffs=``).
+    ``configs_equal(paper, a, b)`` — True when the two arms share one run (then the pair says nothing
+    about noise and is skipped)."""
+    out: dict = {}
+    for paper, a, b in registry.NULL_PAIRS:
+        df = results_by_paper.get(paper)
+        if df is None or configs_equal is not None and configs_equal(paper, a, b):
+            continue
+        for m in metrics:
+            if m not in df.columns or not (df["arm"] == a).any() or not (df["arm"] == b).any():
+                continue
+            x, y = _metric_per_seed(df, a, m), _metric_per_seed(df, b, m)
+            seeds = sorted(set(x.index) & set(y.index))
+            out.setdefault((dataset, m), []).append([float(x[s] - y[s]) for s in seeds])
+    return out
+
+
+def same_config(profile):
+    """``configs_equal`` for :func:`null_pair_diffs` under ``profile`` (arms of :mod:`reproduce.spec.experiments`)."""
+
+    def equal(paper, a, b):
+        """The two arms run the same config on every seed they share (a sweep arm may run fewer seeds)."""
+        arms = {x.name: x for x in experiments.arms(paper, profile)}
+        ka, kb = ({c.seed: c.key() for c in arms[x].configs(profile)} for x in (a, b))
+        shared = ka.keys() & kb.keys()
+        return bool(shared) and all(ka[s] == kb[s] for s in shared)
+
+    return equal

@@ -1,0 +1,700 @@
+"""Equal-budget tuning (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020).
+
+The protocol, exactly:
+
+* **Who is tuned.** Every arm of every paper's main comparison (``experiments.MAIN_GROUPS``: the X1
+  overview arms, BCLS Table VIII, Ladder Table I, SAM's full-data fraction arms, Listwise Table V,
+  Unified Table 1). Two arms with the same config (VSE++ appears in five papers) are tuned once.
+* **The search** (``Profile.tuning``, a :class:`~reproduce.spec.profiles.TuningGrid`): lr ∈ {2e-4, 6e-4,
+  2e-3, 6e-3} × warm-up ∈ {0, 1} epoch when a warm-up changes the arm's loss (it selects hardest negatives:
+  the library's ``ITRLoss.honours_warmup``, which the training loop reads too), lr alone otherwise —
+  8 or 4 runs per arm, seed 0, under the profile's epoch cap and early stopping. Loss hyper-parameters
+  stay as the papers fixed them.
+* **Successive halving** (``TuningGrid.rung_epochs`` > 0; the ``default`` profile): every setting first
+  trains ``rung_epochs`` epochs after its warm-up (:func:`rung_config`); the better half of each grid
+  (``keep``, rounded up: 4 of 8, 2 of 4), in the selection order below, trains on to the cap and the others
+  stop there (``went_on`` in the tables; never chosen). The same rung and share for every arm. A
+  survivor trains again from its first epoch, which repeats the rung bit for bit (the schedule does not
+  depend on the cap: tested), so a cached full run also answers for its rung (:func:`rung_view`).
+* **Selection** (:func:`select`): the best *validation* RSUM of the run (its selected checkpoint, the
+  record's ``best_epoch``). A collapsed run (``coherent_itr.health.is_collapsed``) or a failed one is
+  never chosen over a healthy one; ties → the smaller lr, then no warm-up. Only validation fields of a
+  record are read (:data:`VALIDATION_KEYS`); test metrics never reach the tuner (tests poison them).
+* **Final runs.** The chosen setting is trained with every seed of the profile; only those runs enter
+  tables, figures and claims (the chosen seed-0 run *is* the tuning run, trained once).
+* **Health check of the other seeds** (:func:`health_checked_choice`; a setting healthy on seed 0 can
+  collapse on other seeds, as three arms did on Flickr8k — the same rule for every arm, blind to claims and to
+  test metrics): a setting is kept only if the main
+  arm's runs with the *other* seeds are healthy too. Otherwise the next setting in the seed-0 order is
+  tried with every seed, and so on; when every healthy seed-0 setting collapses on some seed, the one
+  with the fewest collapsed seeds is kept (then the seed-0 order) and the tables mark its collapses.
+  The search itself (grid × seed 0) stays the same for every arm; the check costs extra final runs only
+  where a chosen setting fails on another seed. The driver trains until the choice no longer moves.
+* **Families** (:func:`family_of`): a sweep arm (α, β, β₂, L, (L_MIN, L_MAX), τ, m, γ, SAM grid, SAM data
+  fractions, calibrated-θ sweeps, the warm-up sensitivity rows) uses the setting tuned for the main arm
+  it sweeps around — named by ``Arm.family``, else the main arm of the same paper with the same loss
+  (e.g. the BCLS α sweep → "BCLS", Unified m / γ → "Unified", "γ=∞ (Triplet-HN)" → "Triplet-HN",
+  SAM 10 % / 25 % → the 100 % arm of the same loss). An arm that fixes a field itself (the warm-up
+  sensitivity rows fix ``warmup_epochs``) keeps it and takes only the rest of the setting.
+
+Two phases: :func:`tuning_configs` (train first) → :func:`tuned_plan` (the final configs, from the
+cached tuning runs). :func:`run_protocol` does both through an executor for the driver.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from coherent_itr.config import Config
+from coherent_itr.health import HEALTH_KEYS, cone, is_collapsed
+
+from reproduce.spec import experiments
+from reproduce.spec.profiles import HN_WARMUP_FIELD, Profile
+from reproduce.spec.tables import markdown_table, round_significant
+
+# the only fields of a run record the tuner reads (no "test", no timing)
+VALIDATION_KEYS = ("config", "history", "best_epoch", "epochs_run", "health", "warmup")
+SETTING_FIELDS = ("lr", HN_WARMUP_FIELD)
+
+
+class TuningIncomplete(RuntimeError):
+    """Tuning runs that :func:`tuned_plan` needs are not in the cache (train :func:`tuning_configs` first)."""
+
+
+# --- families -----------------------------------------------------------------------------------------
+def main_arms(profile: Profile, paper: str) -> list[experiments.Arm]:
+    return [a for a in experiments.arms(paper, profile) if experiments.is_main(a)]
+
+
+def family_of(arm: experiments.Arm, paper_arms: list[experiments.Arm]) -> experiments.Arm:
+    """The main-comparison arm whose tuned setting ``arm`` uses (see the module docstring)."""
+    if experiments.is_main(arm):
+        return arm
+    mains = [a for a in paper_arms if experiments.is_main(a)]
+    if arm.family is not None:
+        hit = [a for a in mains if a.name == arm.family]
+        if len(hit) != 1:
+            raise ValueError(
+                f"arm {arm.paper}/{arm.name!r}: family {arm.family!r} is not one main arm of "
+                f"{arm.paper} (main arms: {[a.name for a in mains]})"
+            )
+        return hit[0]
+    loss = arm.overrides["loss"]
+    hit = [a for a in mains if a.overrides["loss"] == loss]
+    if len(hit) != 1:
+        raise ValueError(
+            f"arm {arm.paper}/{arm.name!r} (loss {loss!r}): cannot infer its tuning family — "
+            f"{len(hit)} main arms of {arm.paper} use that loss; set Arm.family"
+        )
+    return hit[0]
+
+
+def family_table(profile: Profile, papers=None) -> pd.DataFrame:
+    """Every arm → the main arm whose tuning it uses (for the README / notebooks)."""
+    rows = []
+    for paper in papers or experiments.PAPERS:
+        arms = experiments.arms(paper, profile)
+        for a in arms:
+            f = family_of(a, arms)
+            rows.append(
+                {
+                    "paper": paper,
+                    "group": a.group,
+                    "arm": a.name,
+                    "main": experiments.is_main(a),
+                    "family": f.name,
+                    "fixed": ",".join(k for k in SETTING_FIELDS if k in a.overrides),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def grid(arm: experiments.Arm, profile: Profile) -> list[dict]:
+    """The settings ``arm`` (a main arm) is tuned over under ``profile``."""
+    if profile.tuning is None:
+        raise ValueError(f"profile {profile.name!r} has no tuning grid")
+    return profile.tuning.settings(arm.honours_warmup)
+
+
+def _tuning_config(arm, profile, setting) -> Config:
+    return arm.config(profile, profile.tuning.seed, **setting)
+
+
+def tuning_key(arm: experiments.Arm, profile: Profile) -> str:
+    """Identifies a tuning problem: the arm's config at the tuning seed and the grid's first setting
+    (two main arms with the same config — VSE++ in five papers — share one)."""
+    return _tuning_config(arm, profile, grid(arm, profile)[0]).key()
+
+
+def tuning_configs(profile: Profile, papers=None) -> list[Config]:
+    """Phase 1: every run of the search (main arms × grid, seed ``tuning.seed``), deduplicated — under
+    successive halving the rung runs (:func:`rung_config`), whose better part goes on to the cap
+    (:func:`survivor_configs`). Empty when the profile has no tuning."""
+    if profile.tuning is None:
+        return []
+    make = rung_config if halving(profile) else _tuning_config
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            for s in grid(arm, profile):
+                c = make(arm, profile, s)
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+# --- successive halving --------------------------------------------------------------------------------
+def halving(profile: Profile) -> bool:
+    """Whether ``profile`` tunes by successive halving (``TuningGrid.rung_epochs`` > 0)."""
+    return profile.tuning is not None and profile.tuning.rung_epochs > 0
+
+
+def _first_epoch(arm: experiments.Arm, setting: dict) -> int:
+    """The first epoch of the arm's own objective (after the warm-up, when the warm-up changes its loss)."""
+    return (int(setting.get(HN_WARMUP_FIELD, 0)) if arm.honours_warmup else 0) + 1
+
+
+def rung_config(arm: experiments.Arm, profile: Profile, setting: dict) -> Config:
+    """The rung run of a grid setting: its tuning config stopped ``rung_epochs`` epochs after the warm-up (never
+    past the cap). Its epochs are the first epochs of the full run, bit for bit (the schedule does not depend on
+    the cap), so a cached full run answers for its rung too (:func:`rung_view`)."""
+    full = _tuning_config(arm, profile, setting)
+    return full.replace(epochs=min(full.epochs, _first_epoch(arm, setting) - 1 + profile.tuning.rung_epochs))
+
+
+def full_config_of(rung: Config, profile: Profile) -> Config:
+    """The full tuning run a rung run is the beginning of."""
+    return rung.replace(epochs=int(profile.model["epochs"]))
+
+
+def tuning_run_done(config: Config, profile: Profile, cache) -> bool:
+    """A tuning run needs no training: it is cached, or (a rung) its full run is."""
+    if cache.has_training(config):
+        return True
+    return halving(profile) and cache.has_training(full_config_of(config, profile))
+
+
+def rung_view(record: dict, epochs: int) -> dict:
+    """The validation view (:data:`VALIDATION_KEYS`) of ``record``'s first ``epochs`` epochs: what the same
+    run stopped at ``epochs`` records — the selection of ``coherent_itr.train._Selector`` (first maximum of
+    validation RSUM from the first epoch after the warm-up; a run that never leaves the warm-up keeps its
+    last epoch) on the prefix of the history. Early stopping ends both runs at the same epoch."""
+    hist = [h for h in record["history"] if int(h["epoch"]) <= epochs]
+    if not hist:
+        raise ValueError(f"rung_view: the record has no epoch ≤ {epochs}")
+    warm = record.get("warmup", {})
+    first = (len(warm.get("epochs", [])) if warm.get("applies") else 0) + 1
+    cands = [h for h in hist if int(h["epoch"]) >= first]
+    best = hist[-1]
+    if cands:
+        best = cands[0]
+        for h in cands[1:]:
+            if h["val_rsum"] > best["val_rsum"]:
+                best = h
+    health = {k: best[k] for k in HEALTH_KEYS if k in best}
+    health.update(epoch=int(best["epoch"]), val_rsum=best["val_rsum"], val_rsum_chance=best.get("val_rsum_chance"))
+    return {
+        "config": {**record["config"], "epochs": int(epochs)},
+        "history": hist,
+        "best_epoch": int(best["epoch"]),
+        "epochs_run": len(hist),
+        "health": health,
+    }
+
+
+def n_survivors(n: int, keep: float) -> int:
+    """How many of ``n`` settings go on past the rung: the ``keep`` share, rounded up (at least one)."""
+    return max(1, math.ceil(n * keep - 1e-9))
+
+
+def rung_trials(
+    arm: experiments.Arm, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> tuple[list[dict], list[Config]]:
+    """(one trial per grid setting at the rung, the rung configs missing from the cache). A rung is read from
+    its own run or from the beginning of its full run; ``train_missing`` trains a missing one on the spot."""
+    trials, missing = [], []
+    for s in grid(arm, profile):
+        rc = rung_config(arm, profile, s)
+        rec = None if cache is None else _load_record(cache, rc)
+        if rec is None and cache is not None:
+            full = _load_record(cache, _tuning_config(arm, profile, s))
+            if full is not None:
+                rec = rung_view(_validation_view(full), rc.epochs)
+            elif train_missing and rc.key() not in failed_keys:
+                cache.get_or_train(rc, progress=False, evaluate=False)
+                rec = _load_record(cache, rc)
+        if rec is not None:
+            t = trial_from_record(rec, is_collapsed)
+        elif rc.key() in failed_keys:
+            t = failed_trial(s, "run failed")
+        else:
+            t = failed_trial(s, "missing")
+            missing.append(rc)
+        trials.append(t)
+    return trials, missing
+
+
+def survivors(trials: list[dict], keep: float) -> list[dict]:
+    """The trials that go on past the rung: the first ``keep`` share (rounded up) in :func:`select` order —
+    healthy before collapsed or failed, then the higher validation RSUM, the smaller lr, no warm-up."""
+    return sorted(trials, key=_rank)[: n_survivors(len(trials), keep)]
+
+
+def survivor_configs(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:
+    """Phase 1b of successive halving: the full tuning runs of every setting that goes on past its rung,
+    deduplicated (raises :class:`TuningIncomplete` while a rung is missing). Empty without halving."""
+    if not halving(profile):
+        return []
+    seen: dict[str, Config] = {}
+    missing: list[Config] = []
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            trials, miss = rung_trials(arm, profile, cache, failed_keys, is_collapsed=is_collapsed)
+            missing += miss
+            if miss:
+                continue
+            for t in survivors(trials, profile.tuning.keep):
+                c = _tuning_config(arm, profile, _setting(t))
+                seen.setdefault(c.key(), c)
+    if missing:
+        raise TuningIncomplete(
+            f"{len(missing)} rung run(s) are not in the cache, e.g. {missing[0].loss} lr={missing[0].lr} "
+            f"(key {missing[0].key()}); train reproduce.protocol.tuning.tuning_configs(profile) first"
+        )
+    return list(seen.values())
+
+
+def survivor_stand_ins(profile: Profile, papers=None) -> list[Config]:
+    """For a plan made before any rung ran: the full runs of ``n_survivors`` settings per tuning problem (the
+    last ones of the grid — the largest lr, which includes the profile's own — stand in for those that will go
+    on; the cost model does not depend on lr or warm-up)."""
+    if not halving(profile):
+        return []
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            g = grid(arm, profile)
+            for s in g[-n_survivors(len(g), profile.tuning.keep) :]:
+                c = _tuning_config(arm, profile, s)
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+# --- selection (reads validation fields only) ----------------------------------------------------------
+def _validation_view(record) -> dict:
+    return {k: record[k] for k in VALIDATION_KEYS if k in record}
+
+
+def _default_is_collapsed(view: dict) -> tuple[bool, str]:
+    return is_collapsed(view)
+
+
+def trial_from_record(record, is_collapsed=None) -> dict:
+    """One tuning trial from a run record, reading only :data:`VALIDATION_KEYS`: lr, warm-up, the
+    validation RSUM at the selected checkpoint, epochs used, and the collapse verdict."""
+    view = _validation_view(record)
+    cfg, hist, best = view["config"], view["history"], view["best_epoch"]
+    at = [h for h in hist if h.get("epoch") == best]
+    if len(at) != 1:
+        raise ValueError(
+            f"run record (loss {cfg.get('loss')}, lr {cfg.get('lr')}): best_epoch={best} is not "
+            f"one epoch of its history (epochs {[h.get('epoch') for h in hist]})"
+        )
+    rsum = float(at[0]["val_rsum"])
+    collapsed, reason = (is_collapsed or _default_is_collapsed)(view)
+    if not math.isfinite(rsum):
+        collapsed, reason = True, "non-finite validation RSUM"
+    health = view.get("health") or {}
+    known = all(k in health for k in HEALTH_KEYS)  # the cone: a diagnostic shown beside the choice, never deciding
+    return {
+        "lr": float(cfg["lr"]),
+        HN_WARMUP_FIELD: int(cfg.get(HN_WARMUP_FIELD, 0) or 0),
+        "val_rsum": rsum,
+        "best_epoch": int(best),
+        "epochs_run": int(view.get("epochs_run", len(hist))),
+        "collapsed": collapsed,
+        "collapse_reason": reason,
+        "hardneg_cos": float(health["val_hardneg_sim"]) if known else float("nan"),
+        "narrow_cone": cone(health)[0] if known else None,
+        "status": "ok",
+    }
+
+
+def failed_trial(setting: dict, status: str) -> dict:
+    return {
+        "lr": float(setting["lr"]),
+        HN_WARMUP_FIELD: int(setting.get(HN_WARMUP_FIELD, 0)),
+        "val_rsum": float("nan"),
+        "best_epoch": None,
+        "epochs_run": None,
+        "collapsed": True,
+        "collapse_reason": status,
+        "hardneg_cos": float("nan"),
+        "narrow_cone": None,
+        "status": status,
+    }
+
+
+def _rank(t: dict) -> tuple:
+    r = t["val_rsum"]
+    stopped = t.get("went_on") is False  # successive halving: stopped at the rung, never trained to the cap
+    return (stopped, bool(t["collapsed"]), -(r if math.isfinite(r) else -math.inf), t["lr"], t[HN_WARMUP_FIELD])
+
+
+def select(trials: list[dict]) -> dict:
+    """The chosen trial: healthy before collapsed/failed (``collapsed`` None = unknown counts as healthy),
+    then the highest validation RSUM, then the smaller lr, then fewer warm-up epochs. Order-independent."""
+    if not trials:
+        raise ValueError("select: no tuning trials")
+    return min(trials, key=_rank)
+
+
+# --- phase 2 -----------------------------------------------------------------------------------------
+@dataclass
+class Family:
+    key: str
+    arm: experiments.Arm  # the first main arm with this tuning problem
+    members: list[str]  # "paper/arm" of every main arm sharing it
+    trials: list[dict]
+    chosen: dict | None
+
+
+def _setting(t: dict) -> dict:
+    """The grid setting (lr, warm-up) of a trial."""
+    return {"lr": t["lr"], HN_WARMUP_FIELD: t[HN_WARMUP_FIELD]}
+
+
+def _other_seeds_health(
+    arm, profile: Profile, setting: dict, cache, failed_keys, train_missing: bool, is_collapsed
+) -> tuple[int, int, bool]:
+    """(collapsed, checked, complete) over the main arm's runs at ``setting`` with every seed but the
+    tuning seed: a failed run counts as collapsed; a run not in the cache is trained on the spot
+    (``train_missing``) or leaves the check incomplete."""
+    bad = checked = 0
+    complete = True
+    for seed in arm.seeds(profile):
+        if seed == profile.tuning.seed:
+            continue
+        cfg = arm.config(profile, seed, **setting)
+        if not cache.has_training(cfg):
+            if cfg.key() in failed_keys:
+                bad, checked = bad + 1, checked + 1
+                continue
+            if not train_missing:
+                complete = False
+                continue
+            cache.get_or_train(cfg, progress=False, evaluate=False)
+        collapsed, _ = (is_collapsed or _default_is_collapsed)(_validation_view(_load_record(cache, cfg)))
+        bad, checked = bad + int(bool(collapsed)), checked + 1
+    return bad, checked, complete
+
+
+def health_checked_choice(
+    fam: Family, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> dict:
+    """The family's setting under the health check of the other seeds (module docstring): the first
+    healthy seed-0 trial, in :func:`select` order, whose other seeds are healthy; a trial whose other seeds
+    are not all trained yet is the (pending) choice — the driver trains them and asks again. Each checked
+    trial gets ``other_seeds`` ("k/n collapsed"). Without a cache or a healthy trial: :func:`select`."""
+    ranked = sorted(fam.trials, key=_rank)
+    healthy = [t for t in ranked if not t["collapsed"] and t["status"] == "ok"]
+    if cache is None or not healthy:
+        return ranked[0]
+    checked_trials = []
+    for t in healthy:
+        bad, n, complete = _other_seeds_health(
+            fam.arm, profile, _setting(t), cache, failed_keys, train_missing, is_collapsed
+        )
+        t["other_seeds"] = f"{bad}/{n} collapsed" + ("" if complete else " (not all trained)")
+        if bad == 0:
+            return t
+        t["collapsed_other_seeds"] = bad
+        checked_trials.append(t)
+    return min(checked_trials, key=lambda t: (t["collapsed_other_seeds"], _rank(t)))
+
+
+def _load_record(cache, cfg):
+    """The training record (validation and health only: the tuner never sees test metrics)."""
+    res = cache.load_training(cfg)
+    return None if res is None else res.record
+
+
+def arm_trials(
+    arm: experiments.Arm, profile: Profile, cache, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> tuple[list[dict], list[Config]]:
+    """(one trial per grid setting of the main arm ``arm``, the tuning configs missing from the cache). Under
+    successive halving a setting that stopped at its rung keeps its rung trial (``went_on`` False), the others
+    their full run's (``went_on`` True, with ``rung_val_rsum``). ``train_missing``: train missing runs on the spot."""
+    trials, missing = [], []
+    rung, going_on = None, None
+    if halving(profile):
+        rung, miss = rung_trials(arm, profile, cache, failed_keys, train_missing, is_collapsed)
+        missing += miss
+        going_on = [id(t) for t in survivors(rung, profile.tuning.keep)] if not miss else []
+    for i, s in enumerate(grid(arm, profile)):
+        if rung is not None and id(rung[i]) not in going_on:
+            r = rung[i]
+            stop = f"stopped at the rung (epoch {_first_epoch(arm, s) - 1 + profile.tuning.rung_epochs})"
+            status = stop if r["status"] == "ok" else r["status"]
+            trials.append({**r, "status": status, "went_on": False, "rung_val_rsum": r["val_rsum"]})
+            continue
+        cfg = _tuning_config(arm, profile, s)
+        if train_missing and cache is not None and not cache.has_training(cfg) and cfg.key() not in failed_keys:
+            cache.get_or_train(cfg, progress=False, evaluate=False)
+        rec = None if cache is None else _load_record(cache, cfg)
+        if rec is not None:
+            t = trial_from_record(rec, is_collapsed)
+        elif cfg.key() in failed_keys:
+            t = failed_trial(s, "run failed")
+        else:
+            missing.append(cfg)
+            t = failed_trial(s, "missing")
+        if rung is not None:
+            t.update(went_on=True, rung_val_rsum=rung[i]["val_rsum"])
+        trials.append(t)
+    return trials, missing
+
+
+def families(
+    profile: Profile, papers=None, cache=None, failed_keys=(), train_missing: bool = False, is_collapsed=None
+) -> dict[str, Family]:
+    """Every tuning problem of ``papers`` with its trials (from ``cache``, :func:`arm_trials`) and its choice. A
+    run missing from the cache is an error (:class:`TuningIncomplete`) unless its key is in ``failed_keys`` (it
+    failed: a trial that is never chosen over a healthy one) or ``train_missing`` (trained on the spot)."""
+    out: dict[str, Family] = {}
+    missing = []
+    for paper in papers or experiments.PAPERS:
+        for arm in main_arms(profile, paper):
+            k = tuning_key(arm, profile)
+            if k in out:
+                out[k].members.append(f"{paper}/{arm.name}")
+                continue
+            trials, miss = arm_trials(arm, profile, cache, failed_keys, train_missing, is_collapsed)
+            missing += miss
+            out[k] = Family(k, arm, [f"{paper}/{arm.name}"], trials, None)
+    if missing:
+        raise TuningIncomplete(
+            f"{len(missing)} tuning run(s) are not in the cache, e.g. "
+            f"{missing[0].loss} lr={missing[0].lr} (key {missing[0].key()}); "
+            "train reproduce.protocol.tuning.tuning_configs(profile) first"
+        )
+    for f in out.values():
+        f.chosen = health_checked_choice(f, profile, cache, failed_keys, train_missing, is_collapsed)
+    return out
+
+
+def chosen_setting(fam: Family) -> dict:
+    return _setting(fam.chosen)
+
+
+def arm_configs(arm: experiments.Arm, paper_arms, profile: Profile, fams: dict[str, Family]) -> list[Config]:
+    """The final configs of ``arm`` (every seed) at its family's chosen setting."""
+    if profile.tuning is None:
+        return arm.configs(profile)
+    fam = fams[tuning_key(family_of(arm, paper_arms), profile)]
+    setting = chosen_setting(fam)
+    if not arm.honours_warmup:  # a family's warm-up would change nothing in this arm's loss: the config says so
+        setting[HN_WARMUP_FIELD] = 0
+    return arm.configs(profile, **setting)
+
+
+def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:
+    """Phase 2: every final config (each arm × its seeds at its family's chosen setting), deduplicated.
+    Without tuning in the profile: ``experiments.plan`` (old behaviour)."""
+    if profile.tuning is None:
+        return experiments.plan(profile, papers)
+    fams = families(profile, papers, cache, failed_keys, is_collapsed=is_collapsed)
+    seen: dict[str, Config] = {}
+    for paper in papers or experiments.PAPERS:
+        arms = experiments.arms(paper, profile)
+        for arm in arms:
+            for c in arm_configs(arm, arms, profile, fams):
+                seen.setdefault(c.key(), c)
+    return list(seen.values())
+
+
+def run_protocol(
+    profile: Profile, papers, cache, executor, before_training=None, failures=None, before_survivors=None
+) -> list[Config]:
+    """Both phases for the driver: train the tuning runs that are not cached through ``executor``
+    (``executor.run(configs, cache, evaluate=False) -> failures``: training entries only, no test evaluation;
+    ``before_training(todo)`` first, e.g. data preparation; under successive halving the rungs, then the full runs of
+    the settings that go on, ``before_survivors(those)`` first), then return the final configs (the chosen seed-0
+    runs are already trained; the caller evaluates them and trains the rest).
+    Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
+    appended to ``failures`` (a list) when given, so the driver can exit non-zero.
+    ``papers=None`` selects every paper; an empty list selects none (nothing trains, no final config)."""
+    if papers is not None and not papers:
+        return []
+    tune = tuning_configs(profile, papers)
+    todo = [c for c in tune if not tuning_run_done(c, profile, cache)]
+    failed: set[str] = set()
+
+    def train(todo):
+        for f in executor.run(todo, cache, evaluate=False):
+            failed.add(Config.from_dict(f.config).key())
+            warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
+            if failures is not None:
+                failures.append(f)
+
+    if todo:
+        if before_training is not None:
+            before_training(todo)
+        train(todo)
+    if halving(profile):  # the better part of every grid goes on to the cap
+        more = [c for c in survivor_configs(profile, papers, cache, failed) if not cache.has_training(c)]
+        if before_survivors is not None:
+            before_survivors(more)
+        if more:
+            train(more)
+    return tuned_plan(profile, papers, cache, failed_keys=failed)
+
+
+# --- tables ------------------------------------------------------------------------------------------
+def _rows(fams: dict[str, Family], only_members=None) -> list[dict]:
+    rows = []
+    for f in fams.values():
+        members = [m for m in f.members if only_members is None or m.split("/", 1)[0] == only_members]
+        if not members:
+            continue
+        for t in f.trials:
+            rows.append(
+                {
+                    "arm": members[0].split("/", 1)[1],
+                    "also": "; ".join(members[1:]) or "",
+                    "loss": f.arm.overrides["loss"],
+                    "lr": t["lr"],
+                    HN_WARMUP_FIELD: t[HN_WARMUP_FIELD],
+                    "val_rsum": t["val_rsum"],
+                    "best_epoch": t["best_epoch"],
+                    "epochs_run": t["epochs_run"],
+                    "collapsed": t["collapsed"],
+                    "collapse_reason": t["collapse_reason"],
+                    "hardneg_cos": t.get("hardneg_cos", float("nan")),
+                    "narrow_cone": t.get("narrow_cone"),
+                    "status": t["status"],
+                    "rung_val_rsum": t.get("rung_val_rsum", float("nan")),
+                    "went_on": t.get("went_on"),
+                    "other_seeds": t.get("other_seeds", ""),
+                    "chosen": t is f.chosen,
+                }
+            )
+    return rows
+
+
+def _n_collapsed(other_seeds) -> int:
+    text = other_seeds if isinstance(other_seeds, str) else ""
+    return int(text.split("/", 1)[0]) if "/" in text else 0
+
+
+def _setting_text(r) -> str:
+    w = int(r[HN_WARMUP_FIELD])
+    return f"lr {r['lr']:g}" + (f", {w} warm-up epoch{'s' if w > 1 else ''}" if w else "")
+
+
+def health_sentences(table: pd.DataFrame) -> list[str]:
+    """In words, for every main arm of a tuning table (:func:`tuning_table`) whose health is not plain: every
+    setting collapsed on seed 0; every setting healthy on seed 0 collapsing on another seed; or the choice
+    moved by the health check of the other seeds. Empty when every choice is healthy on every seed."""
+    out = []
+    for arm, g in table.groupby("arm", sort=False):
+        chosen = g[g["chosen"]]
+        if chosen.empty:
+            continue
+        c = chosen.iloc[0]
+        healthy0 = g[~g["collapsed"].astype(bool)]
+        if healthy0.empty:
+            out.append(
+                f"**{arm}**: every setting of the grid is collapsed on seed 0 ({len(g)} of {len(g)}); the arm is "
+                "reported as collapsed (‡): a training failure at this budget, not a measurement of the method."
+            )
+            continue
+        moved = healthy0[healthy0["other_seeds"].map(_n_collapsed) > 0]
+        if _n_collapsed(c.get("other_seeds")) > 0:
+            parts = "; ".join(f"{_setting_text(r)}: {r['other_seeds']}" for _, r in moved.iterrows())
+            out.append(
+                f"**{arm}**: every setting healthy on seed 0 collapses on another seed ({parts}); it keeps "
+                f"{_setting_text(c)}, the one with the fewest, and its rows are marked ‡."
+            )
+        elif len(moved):
+            parts = "; ".join(f"{_setting_text(r)} ({r['other_seeds']})" for _, r in moved.iterrows())
+            out.append(
+                f"**{arm}**: the health check of the other seeds rejected {parts}; {_setting_text(c)} is healthy "
+                "on every seed and is the choice."
+            )
+    return out
+
+
+def tuning_table(profile: Profile, paper: str, cache, is_collapsed=None) -> pd.DataFrame:
+    """One row per (main arm of ``paper``, grid setting): lr, warm-up, validation RSUM, epochs, collapsed,
+    chosen — the tuning table every notebook shows."""
+    if profile.tuning is None:
+        return pd.DataFrame(columns=["arm", "lr", HN_WARMUP_FIELD, "val_rsum", "collapsed", "chosen"])
+    fams = families(profile, [paper], cache, is_collapsed=is_collapsed)
+    return pd.DataFrame(_rows(fams, paper))
+
+
+def covered_papers(profile: Profile, papers, cache) -> list[str] | None:
+    """``papers`` (None: all) widened by every other paper whose tuning runs are all done in ``cache``
+    (:func:`tuning_run_done`); None when that is every paper."""
+    if papers is None or profile.tuning is None:
+        return papers
+    out = [
+        p
+        for p in experiments.PAPERS
+        if p in papers or all(tuning_run_done(c, profile, cache) for c in tuning_configs(profile, [p]))
+    ]
+    return None if out == list(experiments.PAPERS) else out
+
+
+def write_tuning_summary(results_dir, profile: Profile, cache, papers=None, is_collapsed=None) -> pd.DataFrame:
+    """``<results_dir>/tuning_summary.{csv,md}``: every tuning problem of the data set, every setting, the
+    choice (``results_dir`` is the profile's, e.g. ``results/`` or ``results/flickr8k/``). It covers ``papers``
+    and every other paper whose tuning runs are all in ``cache`` (:func:`covered_papers`): a run of one paper
+    (``--papers bcls``) does not drop the families of the others from a summary an earlier run wrote."""
+    fams = {}
+    if profile.tuning:
+        wide = covered_papers(profile, papers, cache)
+        try:
+            fams = families(profile, wide, cache, is_collapsed=is_collapsed)
+            papers = wide
+        except TuningIncomplete:  # another paper's survivors of the rungs are not trained yet: the invoked papers alone
+            fams = families(profile, papers, cache, is_collapsed=is_collapsed)
+    df = pd.DataFrame(_rows(fams))
+    out = Path(results_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "tuning_summary.csv", index=False)
+    g = profile.tuning
+    head = f"# Tuning summary — profile {profile.name}, data {profile.data}\n\n" + (
+        f"Grid: lr ∈ {list(g.lr)} × warm-up ∈ {list(g.warmup_epochs)} epoch(s) for losses on hardest "
+        f"negatives (lr only otherwise); seed {g.seed}; selection by validation RSUM at the selected "
+        "checkpoint, collapsed runs last, ties → smaller lr, then no warm-up; a setting is kept only if the "
+        "main arm's other seeds are healthy too (`other_seeds`), else the next one is tried."
+        + (
+            f" Successive halving: every setting first trains {g.rung_epochs} epochs after its warm-up "
+            f"(`rung_val_rsum`); the better {g.keep:.0%} of each grid (rounded up, in the selection order) goes on "
+            "to the cap (`went_on`), the others stop there and are never chosen."
+            if g.rung_epochs
+            else ""
+        )
+        + "\n\n"
+        if g
+        else "No tuning in this profile.\n\n"
+    )
+    fam = family_table(profile, papers)
+    sweeps = fam[~fam["main"]].drop(columns=["main"])
+
+    body = (markdown_table(round_significant(df), index=False) if len(df) else "") + "\n"
+    if g and len(sweeps):
+        body += (
+            "\n## Families: the main arm whose tuned setting each other arm uses\n\n"
+            "(`fixed`: a setting field the arm fixes itself, e.g. the warm-up sensitivity rows)\n\n"
+            + markdown_table(sweeps, index=False)
+            + "\n"
+        )
+    (out / "tuning_summary.md").write_text(head + body)
+    return df
