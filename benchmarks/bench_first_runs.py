@@ -86,8 +86,8 @@ def comparison_lines(scores, data: str) -> list[str]:
         "`reproduce.protocol.main_comparison` on the test RSUM above (Agarwal et al. 2021: mean and interquartile mean "
         "with "
         "95% stratified-bootstrap intervals, 2,000 resamples of each arm's seeds; P(> VSE++) = the probability "
-        "that a run of the arm beats a run of VSE++, with its interval). Not the ledger's verdicts: no Holm, no "
-        "practical-significance threshold.",
+        "that a run of the arm beats a run of VSE++, with its interval). Not the ledger's verdicts: no family-wise "
+        "intervals, no smallest effect of interest.",
         "",
         markdown_table(main_comparison.comparison_table(res)),
         "",
@@ -109,7 +109,7 @@ def main(argv=None) -> None:
         f"# The main comparison (X1) of the new protocol so far, {a.data}",
         "",
         "Read from the run cache by `benchmarks/bench_first_runs.py` (nothing trained): each arm tuned on the "
-        "validation split by the protocol of `reproduce/profiles.py` (successive halving, the health check of the "
+        "validation split by the protocol of `reproduce/spec/profiles.py` (successive halving, the health check of the "
         "other seeds), then its 5 seeds at the chosen setting; test RSUM of each seed. A progress report, not the "
         "ledger: no verdict until the whole study has run (the intervals of the complete arms are below).",
         "",

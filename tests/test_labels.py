@@ -45,7 +45,7 @@ def test_every_metric_key_of_evaluate_has_a_label(fold_size):
     rec = _record(fold_size)
     assert len(rec) > 250  # the record really holds every family (R@K … agreement), not a stub
     missing = [k for k in rec if not labels.has_label(k)]
-    assert missing == [], f"metric keys without a label in reproduce/labels.py: {missing}"
+    assert missing == [], f"metric keys without a label in reproduce/spec/labels.py: {missing}"
     # the labels tell keys apart (the parser keeps direction, K, yardstick and variant)
     lab = {k: labels.label(k) for k in rec}
     dup = pd.Series(lab).duplicated(keep=False)
@@ -85,7 +85,7 @@ def test_examples_and_unknown_key():
     # a new metric (or yardstick) without a pattern fails loudly, naming the key and the file to edit
     for k in ["cs100_i2t_newyard", "foo_i2t_true", "rsum2"]:
         assert not labels.has_label(k)
-        with pytest.raises(KeyError, match=re.escape(k) + ".*reproduce/labels.py"):
+        with pytest.raises(KeyError, match=re.escape(k) + ".*reproduce/spec/labels.py"):
             labels.info(k)
 
 

@@ -1,5 +1,5 @@
 """What a primary row's seeds can decide: power at the paper's effect, the seeds a claim needs, bootstrap
-stability and the flags beside a verdict (rules in ``reproduce/ledger.py``), each against a simulation or a
+stability and the flags beside a verdict (rules in ``reproduce/protocol/ledger.py``), each against a simulation or a
 loop written from the definitions."""
 
 import math

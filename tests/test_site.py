@@ -1,4 +1,4 @@
-"""The results site (reproduce/site.py): built from a planted results folder, its links, images and
+"""The results site (reproduce/present/site.py): built from a planted results folder, its links, images and
 claim anchors checked by a Python link checker and in a real headless browser (Chromium; skipped when
 none is installed). ``make test-site`` also builds the site of the committed results and points
 ``COHERENT_ITR_SITE`` at it, so the browser checks every page of the real site too.

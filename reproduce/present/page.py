@@ -10,7 +10,7 @@ A notebook declares what to show and draws it; the effects of its claims come ei
 :meth:`Page.claim` (secondary / notebook-measured rows, per-seed effects) or — for every claim whose
 primary contrast is a difference of two arms — from :func:`reproduce.protocol.claim_rows.primary_row`, which
 :meth:`Page.finish` adds by claim id (the notebook never retypes a primary contrast). Verdicts are
-decided once, for all claims of a data set together (Holm), by the ledger (``results/claims.md``):
+decided once, for all of a paper's claims together (simultaneous intervals), by the ledger (``results/claims.md``):
 the notebook shows effects and intervals, never its own verdict.
 """
 
@@ -228,7 +228,7 @@ def effects_markdown(df: pd.DataFrame) -> str:
         "\n".join(lines)
         + "\n\nEffects are oriented so that the paper's claim predicts > 0. Intervals here are over seeds "
         "(and, for RSUM primary rows, test queries); the **verdicts** are decided once for all claims of "
-        "the data set, with the noise floor and Holm's adjustment, in `results/claims.md`.\n"
+        "a paper together, with simultaneous intervals and half the paper's effect as δ, in `results/claims.md`.\n"
     )
 
 

@@ -691,7 +691,7 @@ def legend_markdown() -> str:
     lines = [
         "## Legend",
         "",
-        f"Rule (`reproduce/ledger.py`): {RULE} Effects are oriented so that the claim predicts > 0 (A − B). "
+        f"Rule (`reproduce/protocol/ledger.py`): {RULE} Effects are oriented so that the claim predicts > 0 (A − B). "
         "A primary row's interval is its family's simultaneous interval; secondary rows show an unadjusted 95% "
         "interval, are decided on direction alone and never decide a claim.",
         "",
@@ -704,7 +704,7 @@ def legend_markdown() -> str:
         f"variance; beside it the seeds that would give {POWER:.0%} (cap {SEED_CAP}; `power.md`). "
         "**Stability** — share of bootstrap resamples (seeds and test queries together) with the same verdict; "
         f"*fragile* below {STABLE:.0%}. A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is "
-        "flagged *larger than the paper — check the baseline*. Formulas in `reproduce/ledger.py`.",
+        "flagged *larger than the paper — check the baseline*. Formulas in `reproduce/protocol/ledger.py`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -912,7 +912,8 @@ def power_markdown(df: pd.DataFrame) -> str:
         f"variance, with the seeds it has; and the fewest seeds that give {POWER:.0%} (cap {SEED_CAP}). The test-set "
         "variance does not shrink with seeds: where it alone is too large, no seed count reaches "
         f"{POWER:.0%} and more test queries would be needed. The sd of 5 seeds is uncertain (its 95% interval spans "
-        "about 0.6–2.9× the estimate): read the seed counts as a plan. Rule and formulas: `reproduce/ledger.py`.",
+        "about 0.6–2.9× the estimate): read the seed counts as a plan. Rule and formulas: "
+        "`reproduce/protocol/ledger.py`.",
         "",
         "| id | data | metric | paper's effect | seeds | sd per seed | test-set sd | power now | seeds for "
         f"{POWER:.0%} | verdict |",
@@ -981,7 +982,7 @@ def update_readme(
         + f"_Profile `{profile}`, data {', '.join(datasets) or 'none'}, generated {date} by "
         f"{by} (library source hash {source_hash()}). One line per claim: its ONE primary row per "
         f"data set (declared in `reproduce/data/claims.toml`), our effect with its simultaneous interval and the "
-        f"verdict by the rule in `reproduce/ledger.py` ({RULE.rstrip('.')}), and the ratio of our effect to "
+        f"verdict by the rule in `reproduce/protocol/ledger.py` ({RULE.rstrip('.')}), and the ratio of our effect to "
         f"the paper's. Secondary rows, the papers' effects, power, stability and "
         f"the legend are in [results/claims.md](results/claims.md)._\n\n"
         + ("" if "health_evaluated" not in df or df["health_evaluated"].astype(bool).all() else NO_HEALTH + "\n\n")

@@ -248,7 +248,9 @@ def info(key: str) -> MetricInfo:
         m = rx.match(key)
         if m:
             return MetricInfo(key, **build(m))
-    raise KeyError(f"no label for column {key!r}: add a pattern to reproduce/labels.py (_PATTERNS or STUDY_COLUMNS)")
+    raise KeyError(
+        f"no label for column {key!r}: add a pattern to reproduce/spec/labels.py (_PATTERNS or STUDY_COLUMNS)"
+    )
 
 
 _FAMILY_KEY = {

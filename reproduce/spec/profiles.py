@@ -202,7 +202,7 @@ SYNTHETIC_SEED0_GROUPS = FLICKR8K_SEED0_GROUPS
 FLICKR8K_SKIP_GROUPS = frozenset({"grid_authors"})
 
 # Ladder (θ₁, θ₂) at the CVSE++ scope-of-interest quantiles (top 1.9 % / 3.9 % of the off-diagonal
-# Sentence-BERT (MiniLM) paired cosines of 50 random training batches of 128; reproduce/calibration.py, which
+# Sentence-BERT (MiniLM) paired cosines of 50 random training batches of 128; reproduce/protocol/calibration.py, which
 # 02_ladder re-measures and shows against θ = 0.40). Measured with `python -m reproduce.protocol.calibration`:
 # * synthetic (whole training split): (0.508, 0.447); θ = 0.40 is reached by 6.5 % of pairs; rows with an
 #   empty level 1: 1.5 % at 0.40, 21 % at the calibrated θ₁ → calibrated arms run beside the literal ones.
