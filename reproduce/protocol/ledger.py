@@ -331,14 +331,20 @@ def bonferroni(p: float, m: int) -> float:
 
 
 # --- power and the seeds a claim needs -----------------------------------------------------------
-def _se_df(seed_sd: float, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
-    """se(n) and Welch–Satterthwaite df(n) of the module doc, vectorised over ``n``."""
-    n = np.asarray(n, dtype=float)
-    seed_var = seed_sd**2 / n
+def welch_se_df(seed_var, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
+    """se = √(seed_var + query_var) and the Welch–Satterthwaite df = (n − 1)·(se² / seed_var)² of the module doc
+    (∞ without seed spread), vectorised: ``seed_var`` is the seed part s²/n of the squared standard error."""
+    seed_var, n = np.asarray(seed_var, dtype=float), np.asarray(n, dtype=float)
     se2 = seed_var + max(0.0, float(query_var))
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
     return np.sqrt(se2), df
+
+
+def _se_df(seed_sd: float, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
+    """se(n) and df(n) with ``n`` seeds of per-seed sd ``seed_sd`` (:func:`welch_se_df`), vectorised over ``n``."""
+    n = np.asarray(n, dtype=float)
+    return welch_se_df(seed_sd**2 / n, query_var, n)
 
 
 def power_at(effect: float, seed_sd: float, query_var: float, n, alpha: float) -> np.ndarray | float:
@@ -430,12 +436,8 @@ def stability(
     rng = np.random.default_rng(seed)
     qv = max(0.0, float(query_var or 0.0))
     res = e[rng.integers(0, n, size=(n_boot, n))] + rng.normal(0.0, math.sqrt(qv), size=(n_boot, 1))
-    mean = res.mean(axis=1)
-    seed_var = res.var(axis=1, ddof=1) / n
-    se2 = seed_var + qv
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
-    codes = decide_codes(kind, mean, np.sqrt(se2), df, alpha, delta)
+    se, df = welch_se_df(res.var(axis=1, ddof=1) / n, qv, n)
+    codes = decide_codes(kind, res.mean(axis=1), se, df, alpha, delta)
     return float((codes == VERDICTS.index(verdict)).mean())
 
 

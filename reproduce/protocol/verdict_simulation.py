@@ -40,6 +40,7 @@ from reproduce.protocol.ledger import (
     decide_codes,
     power_at,
     smallest_effect,
+    welch_se_df,
 )
 from reproduce.spec.paths import ROOT
 
@@ -82,12 +83,8 @@ def simulate_row(
     rng = np.random.default_rng(0) if rng is None else rng
     qv = max(0.0, float(query_var))
     e = theta + rng.normal(0, math.sqrt(qv), (draws, 1)) + rng.normal(0, seed_sd, (draws, n_seeds))
-    mean = e.mean(axis=1)
-    seed_var = e.var(axis=1, ddof=1) / n_seeds
-    se2 = seed_var + qv
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(seed_var > 0, (n_seeds - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
-    return decide_codes("direction", mean, np.sqrt(se2), df, alpha, delta)
+    se, df = welch_se_df(e.var(axis=1, ddof=1) / n_seeds, qv, n_seeds)
+    return decide_codes("direction", e.mean(axis=1), se, df, alpha, delta)
 
 
 def family_null_rate(rows: pd.DataFrame, draws: int = DRAWS, seed: int = 1) -> float:
