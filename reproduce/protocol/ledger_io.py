@@ -255,7 +255,9 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         o["larger_than_paper"] = (
             bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
         )
-        o["smaller_than_paper"] = bool(o["verdict"] == "reproduced" and "smaller than the paper" in o["reason"])
+        o["smaller_than_paper"] = bool(
+            o["verdict"] == "reproduced" and o["kind"] == "direction" and o["ci_high"] < abs(o["paper_effect"])
+        )
     return _ordered(out, datasets)
 
 
