@@ -1,6 +1,6 @@
 """Check: the sha256 of what four ``reproduce/`` functions produce, to show a refactor changed no output byte.
 
-The functions: ``ledger_io.build_ledger`` (through ``ledger_io.collect``: ``claims.csv`` and ``claims.md``),
+The functions: ``ledger_rows.build_ledger`` (through ``ledger_files.collect``: ``claims.csv`` and ``claims.md``),
 ``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` / ``identity_claim_rows`` and
 ``qualitative.figure_qualitative``. The inputs:
 
@@ -36,7 +36,8 @@ import pandas as pd  # noqa: E402
 
 import output_fingerprints  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
-from reproduce.protocol import ledger_io  # noqa: E402
+from reproduce.protocol import ledger_rows  # noqa: E402
+from reproduce.driver import ledger_files  # noqa: E402
 
 
 def _stale_primaries(df: pd.DataFrame) -> pd.Series:
@@ -49,7 +50,7 @@ def _stale_primaries(df: pd.DataFrame) -> pd.Series:
 def copy_claim_files(dest: Path) -> int:
     """The committed claim files under ``dest`` (same layout); stale primaries read as secondary. Their count."""
     n = 0
-    for p in ledger_io.claim_files(ROOT / "results"):
+    for p in ledger_rows.claim_files(ROOT / "results"):
         out = dest / p.relative_to(ROOT / "results")
         out.parent.mkdir(parents=True, exist_ok=True)
         df = pd.read_csv(p)
@@ -76,7 +77,7 @@ def committed_ledgers() -> tuple[dict, int, pd.DataFrame]:
     with tempfile.TemporaryDirectory() as tmp:
         n_stale = copy_claim_files(Path(tmp))
         for name, kw in cases.items():
-            df = ledger_io.collect(tmp, **kw)
+            df = ledger_files.collect(tmp, **kw)
             for f in ("claims.csv", "claims.md"):
                 out[f"committed claim files, {name}: {f}"] = (Path(tmp) / f).read_bytes()
             if name == "plain":

@@ -1,4 +1,4 @@
-"""Planted inputs and fingerprints of four outputs of ``reproduce/``: the ledger (``ledger_io.build_ledger``), the
+"""Planted inputs and fingerprints of four outputs of ``reproduce/``: the ledger (``ledger_rows.build_ledger``), the
 claim rows of the ladder and Unified notebooks (``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` /
 ``identity_claim_rows``) and the qualitative figure (``qualitative.figure_qualitative``).
 
@@ -31,7 +31,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from coherent_itr.data.base import CaptionedImages  # noqa: E402
-from reproduce.protocol import claim_rows, ledger_io
+from reproduce.protocol import claim_rows, ledger_rows
 from reproduce.present import page
 from reproduce.present import qualitative  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
@@ -164,7 +164,8 @@ def _edge_rows(rng) -> list[dict]:
 
 
 def ledger_inputs(seed: int = 0) -> list[dict]:
-    """Claim-file rows (dicts with ``_file``) of every kind :func:`reproduce.protocol.ledger_io.build_ledger` reads."""
+    """Claim-file rows (dicts with ``_file``) of every kind that
+    :func:`reproduce.protocol.ledger_rows.build_ledger` reads."""
     rng = np.random.default_rng(seed)
     rows = _declared_primaries(rng)
     rows += _page_rows("ladder", "02_ladder", "synthetic", ladder_cases()["synthetic"])
@@ -195,16 +196,16 @@ def ledger_cases() -> dict:
     more; and the messages of the two inputs it refuses."""
     rows = ledger_inputs()
     out = {
-        "plain": ledger_io.build_ledger(rows),
-        "collapsed": ledger_io.build_ledger(rows, collapsed=_collapsed_mapping()),
-        "no collapse": ledger_io.build_ledger(rows, collapsed={}),
-        "datasets": ledger_io.build_ledger(rows, datasets=("flickr8k", "coco")),
+        "plain": ledger_rows.build_ledger(rows),
+        "collapsed": ledger_rows.build_ledger(rows, collapsed=_collapsed_mapping()),
+        "no collapse": ledger_rows.build_ledger(rows, collapsed={}),
+        "datasets": ledger_rows.build_ledger(rows, datasets=("flickr8k", "coco")),
     }
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [6.0, 5.5, 6.2])
     wrong = {**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}
     for name, bad in (("two primaries", [legacy, legacy]), ("false primary", [wrong])):
         try:
-            ledger_io.build_ledger(bad)
+            ledger_rows.build_ledger(bad)
             out[name] = "no error"
         except ValueError as e:
             out[name] = f"ValueError: {e}"

@@ -59,7 +59,7 @@ def test_column_label_uses_the_label_map_and_names_derived_columns():
 
 def test_primary_text_is_the_registrys_and_refuses_arm_contrasts():
     from reproduce.spec import claims
-    from reproduce.protocol.ledger_io import build_ledger
+    from reproduce.protocol.ledger_rows import build_ledger
 
     t = bcls.primary_text("B9", "flickr8k")
     assert t == {

@@ -21,7 +21,7 @@ from reproduce.spec import labels, paper_numbers
 from reproduce.present import page
 from reproduce.present import report  # noqa: E402
 from reproduce.present.analyses import unified as U  # noqa: E402
-from reproduce.protocol.ledger_io import build_ledger  # noqa: E402
+from reproduce.protocol.ledger_rows import build_ledger  # noqa: E402
 
 ARMS = ["Triplet-HN", "VLC", "Unified"]
 SEEDS = [0, 1, 2]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reproduce.protocol import claim_rows, ledger_io
+from reproduce.protocol import claim_rows, ledger_rows
 
 from reproduce.spec import paper_numbers
 from reproduce.spec import claims as registry
@@ -169,10 +169,10 @@ def test_a_collapse_of_the_arm_predicted_to_fail_is_decided_on_its_numbers(tmp_p
     df = results({p.arm_a: {"rsum": [400.0 + s for s in SEEDS]}, p.arm_b: {"rsum": [60.0 + 2 * s for s in SEEDS]}})
     row = {**claim_rows.primary_row(cid, "synthetic", df), "_file": "claims_synthetic.csv"}
     collapsed = {("synthetic", p.arm_b): "validation RSUM at chance"}
-    led = ledger_io.build_ledger([row], datasets=("synthetic",), collapsed=collapsed)
+    led = ledger_rows.build_ledger([row], datasets=("synthetic",), collapsed=collapsed)
     r = led[(led.id == cid) & (led.role == "primary")].iloc[0]
     assert r.verdict != "not testable" and r.effect == pytest.approx(340.0 - 1.0 * np.mean(SEEDS))
-    led = ledger_io.build_ledger([row], datasets=("synthetic",), collapsed={("synthetic", p.arm_a): "flat loss"})
+    led = ledger_rows.build_ledger([row], datasets=("synthetic",), collapsed={("synthetic", p.arm_a): "flat loss"})
     r = led[(led.id == cid) & (led.role == "primary")].iloc[0]
     assert r.verdict == "not testable" and p.arm_a in r.reason  # the other arm's collapse still sets it aside
 

@@ -10,7 +10,10 @@ import pytest
 from scipy import stats
 
 from reproduce.spec import claims as registry
-from reproduce.protocol import ledger_io
+from reproduce.protocol import ledger_rows
+from reproduce.present import ledger_render
+from reproduce.driver import ledger_files
+from reproduce.spec import tables
 from reproduce.protocol.ledger import (
     ALPHA,
     ClaimResult,
@@ -171,7 +174,7 @@ def test_bonferroni_interval_excludes_zero_exactly_when_the_adjusted_p_is_below_
 
 
 def test_family_sizes_are_the_registrys_interval_claims_per_paper():
-    sizes = ledger_io.family_sizes()
+    sizes = ledger_rows.family_sizes()
     by_hand: dict = {}
     for c in registry.CLAIMS.values():
         if c.primary.kind != "identity":
@@ -255,7 +258,7 @@ def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
             _row("B2", "rsum", "BCLS vs Triplet-SN", [1.0, -2.0, 0.5]),
         ],
     )
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     prim = df[df["role"] == "primary"]
     assert len(prim) == len(registry.CLAIMS) * 2 and not prim.duplicated(["id", "dataset"]).any()
     b1 = prim[(prim["id"] == "B1") & (prim["dataset"] == "synthetic")].iloc[0]
@@ -315,7 +318,7 @@ def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
 
 def test_collapsed_arm_makes_the_primary_row_not_testable(tmp_path):
     _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
-    df = ledger_io.collect(tmp_path, collapsed={("synthetic", "Triplet-HN"): "gap 0.0003 at the selected epoch"})
+    df = ledger_files.collect(tmp_path, collapsed={("synthetic", "Triplet-HN"): "gap 0.0003 at the selected epoch"})
     r = df[(df["id"] == "B1") & (df["role"] == "primary") & (df["dataset"] == "synthetic")].iloc[0]
     assert r["verdict"] == "not testable" and "Triplet-HN" in r["reason"] and math.isnan(r["p_adj"])
 
@@ -335,7 +338,7 @@ def test_a_row_stated_the_other_way_round_is_flipped(tmp_path):
             )
         ],
     )
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     r = df[(df["id"] == "X1") & (df["role"] == "primary") & (df["dataset"] == "synthetic")].iloc[0]
     assert r["effect"] == pytest.approx(6.0) and r["arms"].startswith("VSE++")
 
@@ -344,7 +347,7 @@ def test_two_rows_matching_one_primary_is_an_error(tmp_path):
     row = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])
     _write(tmp_path, "bcls", "synthetic", [row, row])
     with pytest.raises(ValueError, match="two rows match the primary contrast of B1"):
-        ledger_io.collect(tmp_path)
+        ledger_files.collect(tmp_path)
 
 
 def test_old_claim_files_without_per_seed_effects_still_read(tmp_path):
@@ -369,26 +372,26 @@ def test_old_claim_files_without_per_seed_effects_still_read(tmp_path):
             }
         ],
     )
-    r = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    r = ledger_files.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
     assert r["ci95_low"] == pytest.approx(lo) and r["ci95_high"] == pytest.approx(hi)
 
 
 def test_notebook_summary_must_agree_with_the_ledger(tmp_path):
     _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     truth = df.query("id == 'B1' and role == 'primary' and dataset == 'synthetic'")["verdict"].iloc[0]
     good = pd.DataFrame([{"id": "B1", "dataset": "synthetic", "verdict": truth}])
-    assert ledger_io.check_notebook_summary(good, df) == []
+    assert ledger_render.check_notebook_summary(good, df) == []
     bad = pd.DataFrame(
         [
             {"id": "B1", "dataset": "synthetic", "verdict": "mixed"},
             {"id": "B99", "dataset": "synthetic", "verdict": "reproduced"},
         ]
     )
-    msgs = ledger_io.check_notebook_summary(bad, df)
+    msgs = ledger_render.check_notebook_summary(bad, df)
     assert len(msgs) == 2 and "mixed" in msgs[0] and "B99" in msgs[1]
     with pytest.raises(AssertionError, match="disagrees"):
-        ledger_io.assert_notebook_agrees(bad, df)
+        ledger_render.assert_notebook_agrees(bad, df)
 
 
 def test_readme_table_counts_primary_rows_only(tmp_path):
@@ -401,10 +404,10 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
             _row("B1", "other", "x vs y", [1.0, 1.1, 0.9]),
         ],
     )
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{ledger_io.BEGIN}\nold\n{ledger_io.END}\nrest\n")
-    ledger_io.update_readme(df, "default", readme)
+    readme.write_text(f"intro\n{ledger_files.BEGIN}\nold\n{ledger_files.END}\nrest\n")
+    ledger_files.update_readme(df, "default", readme)
     text = readme.read_text()
     table = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| id")]
     assert len(table) == len(registry.CLAIMS) and text.endswith("rest\n") and "old" not in text
@@ -415,22 +418,18 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
     # the plain summary opens the block, and no verdict goes without its ratio column
     assert text.index("**In short.**") < text.index("| id |") and "synthetic: ratio to paper" in text
     b1 = next(ln for ln in table if ln.startswith("| B1 |"))
-    assert f"| {ledger_io.fmt_num(59.0 / 9.7, 2)} |" in b1
+    assert f"| {tables.fmt_num(59.0 / 9.7, 2)} |" in b1
 
 
 def test_fmt_num_never_scientific():
-    assert ledger_io.fmt_num(1.2e-12) == "1.2 × 10⁻¹²" and ledger_io.fmt_num(12345.6) == "12346"
-    assert ledger_io.fmt_num(-3.456e-5) == "-3.46 × 10⁻⁵" and ledger_io.fmt_num(2.5e-4) == "0.00025"
-    assert (
-        ledger_io.fmt_num(math.nan) == "—"
-        and ledger_io.fmt_num(0.0) == "0"
-        and ledger_io.fmt_num(-0.02594) == "-0.0259"
-    )
+    assert tables.fmt_num(1.2e-12) == "1.2 × 10⁻¹²" and tables.fmt_num(12345.6) == "12346"
+    assert tables.fmt_num(-3.456e-5) == "-3.46 × 10⁻⁵" and tables.fmt_num(2.5e-4) == "0.00025"
+    assert tables.fmt_num(math.nan) == "—" and tables.fmt_num(0.0) == "0" and tables.fmt_num(-0.02594) == "-0.0259"
 
 
 def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_path):
     import json
-    from reproduce.protocol.ledger_io import write_manifest
+    from reproduce.driver.ledger_files import write_manifest
 
     write_manifest(tmp_path, "default", ["synthetic"], 1800.0, {"synthetic_train_s": 1700.0}, 2, runs_trained=150)
     first = json.loads((tmp_path / "manifest.json").read_text())
@@ -468,7 +467,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     assert seed_only["query_var"] == 0 and seed_only["n_boot"] == 0
     # a secondary row that would match the legacy matcher stays secondary next to a declared primary
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
-    ledger_io.write_claims(
+    ledger_rows.write_claims(
         [
             row,
             ClaimResult(
@@ -480,7 +479,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
         "bcls",
         "synthetic",
     )
-    out = ledger_io.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic'")
+    out = ledger_files.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic'")
     prim, sec = out[out["role"] == "primary"].iloc[0], out[out["role"] == "secondary"]
     assert prim["n_boot"] == 300 and prim["effect"] == pytest.approx(np.mean(expected)) and len(sec) == 1
     wider = estimate(expected, row["query_var"]).interval(0.95)
@@ -520,14 +519,14 @@ def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_pa
         "collapse_reason": "Triplet-HN: gap 0.001",
     }
     _write(tmp_path, "bcls", "synthetic", [row])
-    b1 = ledger_io.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
+    b1 = ledger_files.collect(tmp_path).query("id == 'B1' and role == 'primary' and dataset == 'synthetic'").iloc[0]
     assert b1["verdict"] == "not testable" and "gap 0.001" in b1["reason"]
     _write(tmp_path, "bcls", "synthetic", [{**_row("B1", "other", "x vs y", [1.0, 2.0, 3.0]), "role": "primary"}])
     with pytest.raises(ValueError, match="not the registry's primary"):
-        ledger_io.collect(tmp_path)
+        ledger_files.collect(tmp_path)
     # the same file written by older code (stale): a secondary row marked STALE, and a placeholder primary
     [f] = list(tmp_path.rglob("claims_synthetic.csv"))
-    df = ledger_io.collect(tmp_path, stale={f: "written with other inputs"}).query("id == 'B1'")
+    df = ledger_files.collect(tmp_path, stale={f: "written with other inputs"}).query("id == 'B1'")
     old = df[df.metric == "other"].iloc[0]
     assert old["role"] != "primary" and str(old["note"]).startswith("STALE (written with other inputs)")
     assert ((df.role == "primary") & (df.dataset == "synthetic")).sum() == 1
@@ -535,9 +534,9 @@ def test_collapsed_column_in_a_claim_file_and_a_false_primary_declaration(tmp_pa
 
 def test_ledger_says_when_training_health_was_not_evaluated(tmp_path):
     _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0])])
-    ledger_io.collect(tmp_path)
+    ledger_files.collect(tmp_path)
     assert "Training health was not evaluated" in (tmp_path / "claims.md").read_text()
-    ledger_io.collect(tmp_path, collapsed={})
+    ledger_files.collect(tmp_path, collapsed={})
     assert "Training health was not evaluated" not in (tmp_path / "claims.md").read_text()
 
 
@@ -545,7 +544,7 @@ def test_manifest_keeps_each_data_sets_last_training(tmp_path):
     """Training one data set, then the other, then a cached rerun: the manifest still says what each
     data set's training cost and how many runs it trained and evaluated."""
     import json
-    from reproduce.protocol.ledger_io import write_manifest
+    from reproduce.driver.ledger_files import write_manifest
 
     def man():
         return json.loads((tmp_path / "manifest.json").read_text())
@@ -601,13 +600,13 @@ def test_a_rows_verdict_does_not_depend_on_another_arms_noise(tmp_path):
     b1 = [6.0, 5.5, 6.2, 5.8, 6.1]
     s3 = registry.CLAIMS["S3"].primary
     _write(tmp_path, "bcls", "synthetic", [_row("B1", "rsum", "Triplet-SN vs Triplet-HN", b1)])
-    alone = ledger_io.collect(tmp_path)
+    alone = ledger_files.collect(tmp_path)
     wild = _row("X1", "rsum", "VSE++ without warm-up vs VSE++", [1.0, -200.0, 3.0, 2.0, 0.0], notebook="00_overview")
     s3_eff = [-38.0, -42.0, -40.0, -41.0, -39.0]
     s3_row = _row("S3", "rsum", "SAM SN vs HN, mean over 4 cells", s3_eff, statement=s3.statement)
     _write(tmp_path, "overview", "synthetic", [wild])
     _write(tmp_path, "sam", "synthetic", [{**s3_row, "notebook": "03_sam", "role": "primary"}])
-    both = ledger_io.collect(tmp_path)
+    both = ledger_files.collect(tmp_path)
     cols = ["ci_low", "ci_high", "delta", "verdict", "power", "p_adj"]
     key = "id == 'B1' and role == 'primary' and dataset == 'synthetic'"
     pd.testing.assert_series_equal(alone.query(key).iloc[0][cols], both.query(key).iloc[0][cols])

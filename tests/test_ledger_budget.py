@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from reproduce.spec import claims as registry
-from reproduce.protocol import ledger_io
+from reproduce.present import ledger_render
+from reproduce.driver import ledger_files
 from reproduce.protocol.ledger import (
     POWER,
     SEED_CAP,
@@ -120,7 +121,7 @@ def test_ledger_columns_on_planted_rows(tmp_path):
     pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", b1), _row("B2", "BCLS vs Triplet-SN", b2)]).to_csv(
         p / "claims_synthetic.csv", index=False
     )
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     prim = df[(df["role"] == "primary") & (df["dataset"] == "synthetic")].set_index("id")
     r1, r2 = prim.loc["B1"], prim.loc["B2"]
     alpha = 0.05 / 9  # BCLS: 9 claims decided by an interval
@@ -141,7 +142,7 @@ def test_ledger_columns_on_planted_rows(tmp_path):
     assert "**inconclusive** (underpowered)" in md
     assert "**reproduced** (larger than the paper — check the baseline)" in md
     # the cells read back from the CSV render the same way
-    back = ledger_io.markdown(csv)
+    back = ledger_render.markdown(csv)
     assert "**inconclusive** (underpowered)" in back and "100%" in back
     power_md = (tmp_path / "power.md").read_text()
     assert sum(x.startswith("| B") for x in power_md.splitlines()) == 2
@@ -151,9 +152,9 @@ def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
     (tmp_path / "bcls").mkdir()
     f = tmp_path / "bcls" / "claims_synthetic.csv"
     pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0, 58.0, 61.0])]).to_csv(f, index=False)
-    fresh = ledger_io.markdown(ledger_io.collect(tmp_path))
+    fresh = ledger_render.markdown(ledger_files.collect(tmp_path))
     assert "*stale*" not in fresh and "primary rows are stale" not in fresh
-    df = ledger_io.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
+    df = ledger_files.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
     b1 = df[(df["role"] == "primary") & (df["id"] == "B1") & (df["dataset"] == "synthetic")].iloc[0]
     assert b1["note"].startswith("STALE (written by 01_bcls.ipynb")
     md = (tmp_path / "claims.md").read_text()
@@ -164,7 +165,7 @@ def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
     assert n_bcls > 1
     assert f"**{n_bcls} of {n_prim} primary rows are stale**" in md
     line = next(x for x in md.splitlines() if x.startswith("| B1 |") and "| synthetic |" in x)
-    assert line.endswith(f"**reproduced** (larger than the paper — check the baseline) — {ledger_io.STALE_MARK} |")
+    assert line.endswith(f"**reproduced** (larger than the paper — check the baseline) — {ledger_render.STALE_MARK} |")
     assert sum("*stale*" in x for x in md.splitlines() if x.startswith("| ")) == n_bcls
     b2 = df[(df["role"] == "primary") & (df["id"] == "B2")].set_index("dataset")["note"].fillna("")
     assert b2["synthetic"].startswith("STALE (its notebook's claim file") and b2["flickr8k"] == ""
@@ -175,21 +176,21 @@ def test_readme_shows_stale_rows_without_their_verdicts_and_counts_them_apart(tm
     f = tmp_path / "bcls" / "claims_synthetic.csv"
     pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [60.0, 55.0, 62.0, 58.0, 61.0])]).to_csv(f, index=False)
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{ledger_io.BEGIN}\nold\n{ledger_io.END}\n")
-    fresh = ledger_io.collect(tmp_path)
-    ledger_io.update_readme(fresh, "default", readme)
+    readme.write_text(f"intro\n{ledger_files.BEGIN}\nold\n{ledger_files.END}\n")
+    fresh = ledger_files.collect(tmp_path)
+    ledger_files.update_readme(fresh, "default", readme)
     text = readme.read_text()
     b1 = next(x for x in text.splitlines() if x.startswith("| B1 |"))
-    assert "**reproduced**" in b1 and "await a run" not in text and ledger_io.STALE_CELL not in text
-    assert ledger_io.summary_counts(fresh)[ledger_io.STALE].sum() == 0
-    df = ledger_io.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
-    counts = ledger_io.summary_counts(df)
+    assert "**reproduced**" in b1 and "await a run" not in text and ledger_render.STALE_CELL not in text
+    assert ledger_render.summary_counts(fresh)[ledger_render.STALE].sum() == 0
+    df = ledger_files.collect(tmp_path, stale={f: "written by 01_bcls.ipynb with other inputs"})
+    counts = ledger_render.summary_counts(df)
     n_bcls = sum(c.notebook == "01_bcls" for c in registry.CLAIMS.values())
-    assert counts.loc["synthetic", ledger_io.STALE] == n_bcls and counts.loc["synthetic", "reproduced"] == 0
-    ledger_io.update_readme(df, "default", readme)
+    assert counts.loc["synthetic", ledger_render.STALE] == n_bcls and counts.loc["synthetic", "reproduced"] == 0
+    ledger_files.update_readme(df, "default", readme)
     text = readme.read_text()
     b1 = next(x for x in text.splitlines() if x.startswith("| B1 |"))
-    assert ledger_io.STALE_CELL in b1 and "reproduced" not in b1 and "60" not in b1  # neither verdict nor effect
+    assert ledger_render.STALE_CELL in b1 and "reproduced" not in b1 and "60" not in b1  # neither verdict nor effect
     assert f"**{n_bcls} of {int((df['role'] == 'primary').sum())} primary rows await a run" in text
     assert f"{n_bcls} stale" in text[text.index("Primary rows — ") :]
     assert f"{n_bcls} stale" in text[text.index("**In short.**") : text.index("| id |")]
@@ -237,7 +238,7 @@ def _planted_ledger():
 
 def test_summary_counts_by_brute_force():
     df = _planted_ledger()
-    t = ledger_io.summary_counts(df)
+    t = ledger_render.summary_counts(df)
     assert list(t.index) == ["synthetic", "flickr8k"]
     assert t.loc["synthetic"].to_dict() == {
         "reproduced": 3,
@@ -251,23 +252,25 @@ def test_summary_counts_by_brute_force():
     assert t.loc["flickr8k", "inconclusive (underpowered)"] == 2 and t.loc["flickr8k", "reproduced"] == 1
     # read back from a CSV (flags as text / empty) the counts are the same
     back = pd.read_csv(__import__("io").StringIO(df.to_csv(index=False)))
-    assert ledger_io.summary_counts(back).equals(t)
+    assert ledger_render.summary_counts(back).equals(t)
 
 
 def test_caveat_states_the_largest_share():
     df = _planted_ledger()
     # shares: larger than paper 2/4 reproduced = 0.5; fragile 1/6 decided; underpowered 3/10 with a power
-    assert ledger_io.caveat(df) == (
+    assert ledger_render.caveat(df) == (
         "Caveat: 2 of 4 reproduced effects are more than 5× the paper's (check the baseline before reading "
         "them as the method's gain)."
     )
     df.loc[df["larger_than_paper"].eq(True), "larger_than_paper"] = False
-    assert ledger_io.caveat(df).startswith("Caveat: 3 of 10 primary rows with a paper effect had less than 80% power")
-    text = ledger_io.plain_summary(df)
+    assert ledger_render.caveat(df).startswith(
+        "Caveat: 3 of 10 primary rows with a paper effect had less than 80% power"
+    )
+    text = ledger_render.plain_summary(df)
     assert "- **synthetic** (8 claims): 3 reproduced, 1 reversed, 1 ruled out, 1 inconclusive (underpowered)" in text
     assert "- **flickr8k** (3 claims): 1 reproduced, 0 reversed, 0 ruled out, 2 inconclusive (underpowered)" in text
     assert "not testable" not in text.split("\n")[3]  # flickr8k has none: not listed
-    assert ledger_io.caveat(df[df["verdict"] == "ruled out"]) == ""
+    assert ledger_render.caveat(df[df["verdict"] == "ruled out"]) == ""
 
 
 def test_smoke_tables_and_ledger_carry_the_pipeline_check_banner(tmp_path, monkeypatch):
@@ -279,7 +282,7 @@ def test_smoke_tables_and_ledger_carry_the_pipeline_check_banner(tmp_path, monke
     smoke = tmp_path / "results" / "smoke"
     (smoke / "bcls").mkdir(parents=True)
     pd.DataFrame([_row("B1", "Triplet-SN vs Triplet-HN", [1.0])]).to_csv(smoke / "bcls" / "claims_synthetic.csv")
-    ledger_io.collect(smoke)
+    ledger_files.collect(smoke)
     report.save_table(pd.DataFrame({"a": [1.0]}), smoke, "bcls", "t", caption="c")
     report.save_table(pd.DataFrame({"a": [1.0]}), tmp_path / "results", "bcls", "t", caption="c")
     for f in (smoke / "claims.md", smoke / "power.md", smoke / "bcls" / "t.md"):

@@ -81,7 +81,8 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
 
     # the driver exits non-zero when a run failed
     # the profile tunes (a one-point grid under smoke): its protocol is these three runs
-    from reproduce.protocol import ledger_io, tuning
+    from reproduce.driver import ledger_files
+    from reproduce.protocol import tuning
 
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
     monkeypatch.setattr(
@@ -90,8 +91,8 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
     monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
-    monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
-    monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: None)
+    monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)
+    monkeypatch.setattr(ledger_files, "write_manifest", lambda *a, **k: None)
     assert (
         driver.main(
             ["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress", "--workers", "1"]
@@ -167,7 +168,7 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
 
 def test_ledger_collects_its_own_profile_only(tmp_path):
     """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
-    from reproduce.protocol import ledger_io
+    from reproduce.driver import ledger_files
 
     row = "id,paper,dataset,verdict,n_seeds\n{},BCLS,{},reproduced,3\n"
     for sub, cid, data in [
@@ -178,7 +179,7 @@ def test_ledger_collects_its_own_profile_only(tmp_path):
     ]:
         (tmp_path / sub).mkdir(parents=True)
         (tmp_path / sub / f"claims_{data}.csv").write_text(row.format(cid, data))
-    df = ledger_io.collect(tmp_path)
+    df = ledger_files.collect(tmp_path)
     tested = df[df["n_seeds"] > 0]
     assert sorted(tested["id"]) == ["B1", "B2"]
     assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}  # listed as untested
@@ -315,7 +316,8 @@ def test_markdown_tables_round_to_four_significant_digits_and_csv_keeps_all(tmp_
 def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path, monkeypatch):
     """Of three runs: one fully cached, one trained before but never evaluated, one missing. The
     driver trains one, evaluates two, and the manifest says so (it used to count both as trained)."""
-    from reproduce.protocol import ledger_io, tuning
+    from reproduce.driver import ledger_files
+    from reproduce.protocol import tuning
 
     cache = RunCache(tmp_path)
     cfgs = tiny_configs(3)
@@ -334,9 +336,9 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
     monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
-    monkeypatch.setattr(ledger_io, "collect", lambda d, **kw: None)
+    monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)
     seen = {}
-    monkeypatch.setattr(ledger_io, "write_manifest", lambda *a, **k: seen.update(k))
+    monkeypatch.setattr(ledger_files, "write_manifest", lambda *a, **k: seen.update(k))
     argv = ["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--no-progress", "--workers", "1"]
     assert driver.main(argv) == 0
     assert seen["runs_trained"] == 1 and seen["runs_evaluated"] == 2

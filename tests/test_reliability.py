@@ -52,7 +52,7 @@ def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path
 
 
 def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, monkeypatch):
-    from reproduce.protocol import ledger_io
+    from reproduce.driver import ledger_files
     from reproduce.driver import notebooks
 
     res = tmp_path / "results"
@@ -72,7 +72,7 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
     claim = res / "bcls" / "claims_synthetic.csv"
     assert list(stale) == [claim] and "01_bcls.ipynb [synthetic] failed" in stale[claim]
     assert ".01_bcls.inputs" in stale[claim]  # names the stamp
-    df = ledger_io.collect(res, stale=stale)
+    df = ledger_files.collect(res, stale=stale)
     b1 = df[(df.id == "B1") & (df.dataset == "synthetic")]  # the registry's primary row and the file's row
     marked = b1[b1.note.fillna("").str.startswith("STALE (")]
     assert len(marked) == 1 and marked.iloc[0].note.endswith("; n")
@@ -84,12 +84,12 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
 
 def test_driver_does_not_update_readme_when_something_failed_and_records_failures(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
-    from reproduce.protocol import ledger_io
+    from reproduce.driver import ledger_files
     from reproduce.driver.executors import RunFailure
 
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     readme_calls = []
-    monkeypatch.setattr(ledger_io, "update_readme", lambda *a, **k: readme_calls.append(a))
+    monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
     args = cli.parse_args(["--profile", "default", "--data", "synthetic"])
     out = cli.Outcome(
         failed_runs=[RunFailure({"loss": "triplet"}, "ValueError: x", "tb")],
@@ -378,12 +378,13 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
 
     from reproduce.driver import cli as cli
     from reproduce.driver import executors
-    from reproduce.protocol import ledger_io, prepare, tuning
+    from reproduce.driver import ledger_files
+    from reproduce.protocol import prepare, tuning
     from reproduce.driver.executors import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cli, "ROOT", tmp_path)
-    monkeypatch.setattr(ledger_io, "update_readme", lambda *a, **k: None)
+    monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: None)
     boom = [
         RunFailure(
             {"data": "synthetic", "loss": "triplet", "lr": 2e-3, "seed": s},

@@ -347,7 +347,8 @@ sys.path.insert(0, {str(ROOT / "tests")!r})
 if __name__ == "__main__":  # the spawned workers import this file too: they only train
     from coherent_itr.config import Config
     from reproduce.driver import cli as driver
-    from reproduce.protocol import ledger_io, prepare, tuning
+    from reproduce.driver import ledger_files
+    from reproduce.protocol import prepare, tuning
     from tiny_run import TINY
 
     # a tiny plan through the driver's own path (the smoke profile tunes): {N_TINY_RUNS} one-epoch toy runs
@@ -357,8 +358,8 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     tuning.tuned_plan = lambda profile, papers, cache, **k: cfgs
     tuning.write_tuning_summary = lambda *a, **k: None
     prepare.prepare = lambda *a, **k: 0.0
-    ledger_io.collect = lambda *a, **k: None
-    ledger_io.write_manifest = lambda *a, **k: None
+    ledger_files.collect = lambda *a, **k: None
+    ledger_files.write_manifest = lambda *a, **k: None
     sys.exit(driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks", "--workers", "2"]))
 """
 

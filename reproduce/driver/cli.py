@@ -503,7 +503,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
     status."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-    from reproduce.protocol import ledger_io
+    from reproduce.driver import ledger_files
 
     base = ROOT / profile_for(args.profile, "synthetic").results_dir
     dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
@@ -511,13 +511,12 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
     failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
-    table = ledger_io.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
+    table = ledger_files.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
     if args.profile != "smoke":
         if failed:
             print("reproduce: README.md NOT updated (failures, see above)", flush=True)
         else:
-            ledger_io.update_readme(table, args.profile)
-            n_stale = int(ledger_io.summary_counts(table)[ledger_io.STALE].sum()) if len(table) else 0
+            n_stale = ledger_files.update_readme(table, args.profile)
             print(
                 "reproduce: README.md claims-ledger table rewritten"
                 + (f" ({n_stale} stale primary rows shown as awaiting a current run)" if n_stale else ""),
@@ -538,7 +537,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         from reproduce.protocol import progress as progress_mod
 
         estimate = progress_mod.finish(out.progress, time.perf_counter() - t0, out.runs_done)
-    ledger_io.write_manifest(
+    ledger_files.write_manifest(
         base,
         args.profile,
         sets,

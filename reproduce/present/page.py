@@ -32,7 +32,8 @@ from reproduce.spec import claims as registry
 from reproduce.protocol.claim_rows import per_query_of, primary_row
 from reproduce.spec.labels import in_text
 from reproduce.protocol.ledger import ClaimResult
-from reproduce.protocol.ledger_io import fmt_num, write_claims
+from reproduce.spec.tables import fmt_num
+from reproduce.protocol.ledger_rows import write_claims
 from reproduce.spec.paths import for_papers, notebook_paths
 from reproduce.protocol.study import Study
 from reproduce.spec.tables import md_cell

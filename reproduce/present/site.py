@@ -35,7 +35,9 @@ import mistune
 import numpy as np
 import pandas as pd
 
-from reproduce.protocol.ledger_io import fmt_num, summary_counts
+from reproduce.spec.tables import fmt_num
+
+from reproduce.present.ledger_render import summary_counts
 from reproduce.spec.paths import ROOT
 
 SKIP_DIRS = {"site", "smoke", "benchmarks", "notebooks", "cache"}
@@ -236,7 +238,7 @@ STATEMENT_CHARS = 70  # a claim's statement is cut here in the one-line table (t
 
 
 def _num(x) -> str:
-    """A ledger number as the ledger's Markdown shows it (:func:`reproduce.protocol.ledger_io.fmt_num`)."""
+    """A ledger number as the ledger's Markdown shows it (:func:`reproduce.spec.tables.fmt_num`)."""
     return fmt_num(x)
 
 

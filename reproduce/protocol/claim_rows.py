@@ -14,7 +14,7 @@ curves after the warm-up, over the same epochs for every arm compared.
 For RSUM with per-query data the row carries the variance of a paired bootstrap over test queries
 (``query_var``, ``n_boot``), which the ledger adds to the seed variance
 (:mod:`reproduce.protocol.ledger`). A row written this way is the claim's primary row in
-:func:`reproduce.protocol.ledger_io.collect` (``role == "primary"``), whatever other rows match.
+:func:`reproduce.driver.ledger_files.collect` (``role == "primary"``), whatever other rows match.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pandas as pd
 
 from coherent_itr import health
 
-from reproduce.spec import experiments
 from reproduce.spec import claims as registry
 from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, N_BOOT, paired_bootstrap, per_query_recall, verdict
 from reproduce.protocol.tuning import TuningIncomplete
@@ -206,7 +205,8 @@ def per_query_of(study, paper: str, arm: str) -> list[dict]:
 def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
     """``{(data set, arm name): reason}`` for every arm of a primary contrast with a collapsed run
     (any seed), by ``coherent_itr.health.is_collapsed(record) -> (bool, reason)``; cached runs
-    only (``papers``: only those papers' contrasts). Pass the result to :func:`reproduce.protocol.ledger_io.collect`."""
+    only (``papers``: only those papers' contrasts). Pass the result to
+    :func:`reproduce.driver.ledger_files.collect`."""
     if is_collapsed is None:
         is_collapsed = health.is_collapsed
     out = {}
@@ -231,36 +231,3 @@ def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:
                     out[(study.data, arm.name)] = f"seed {cfg.seed}: {reason}"
                     break
     return out
-
-
-def null_pair_diffs(results_by_paper: dict, dataset: str, metrics=("rsum",), configs_equal=None) -> dict:
-    """``{(dataset, metric): [per-seed differences of each null pair]}`` for
-    :data:`reproduce.spec.claims.NULL_PAIRS` (arms identical in expectation), from ``Study.results(paper)``
-    frames keyed by paper; pass it to :func:`reproduce.protocol.ledger_io.collect` (``null_pair_diffs=``).
-    ``configs_equal(paper, a, b)`` — True when the two arms share one run (then the pair says nothing
-    about noise and is skipped)."""
-    out: dict = {}
-    for paper, a, b in registry.NULL_PAIRS:
-        df = results_by_paper.get(paper)
-        if df is None or configs_equal is not None and configs_equal(paper, a, b):
-            continue
-        for m in metrics:
-            if m not in df.columns or not (df["arm"] == a).any() or not (df["arm"] == b).any():
-                continue
-            x, y = _metric_per_seed(df, a, m), _metric_per_seed(df, b, m)
-            seeds = sorted(set(x.index) & set(y.index))
-            out.setdefault((dataset, m), []).append([float(x[s] - y[s]) for s in seeds])
-    return out
-
-
-def same_config(profile):
-    """``configs_equal`` for :func:`null_pair_diffs` under ``profile`` (arms of :mod:`reproduce.spec.experiments`)."""
-
-    def equal(paper, a, b):
-        """The two arms run the same config on every seed they share (a sweep arm may run fewer seeds)."""
-        arms = {x.name: x for x in experiments.arms(paper, profile)}
-        ka, kb = ({c.seed: c.key() for c in arms[x].configs(profile)} for x in (a, b))
-        shared = ka.keys() & kb.keys()
-        return bool(shared) and all(ka[s] == kb[s] for s in shared)
-
-    return equal

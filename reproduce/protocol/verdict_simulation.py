@@ -61,7 +61,7 @@ def study_rows(claims_csv: str | Path = CLAIMS_CSV) -> pd.DataFrame:
     missing = _COLUMNS - set(df.columns)
     if missing:
         raise ValueError(
-            f"{path}: columns {sorted(missing)} missing (expected the ledger of reproduce.protocol.ledger_io)"
+            f"{path}: columns {sorted(missing)} missing (expected the ledger of reproduce.driver.ledger_files)"
         )
     rows = df[(df.role == "primary") & (df.kind == "direction") & np.isfinite(df.seed_sd) & (df.n_seeds >= 2)]
     return rows[sorted(_COLUMNS - {"role", "kind"})].reset_index(drop=True)

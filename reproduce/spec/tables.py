@@ -119,3 +119,27 @@ def smoke_banner(results_dir) -> str:
     smoke = (ROOT / get_profile("smoke").results_dir).resolve()
     where = Path(results_dir).resolve()
     return SMOKE_BANNER + "\n\n" if where == smoke or smoke in where.parents else ""
+
+
+# --- rendering ------------------------------------------------------------------------------------
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    """A number for a reader: ``digits`` significant digits, never ``e`` notation (below 10⁻⁴ as
+    ``m × 10⁻ⁿ``), "—" if missing."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "—"
+    if not np.isfinite(v):
+        return "—"
+    if v == 0:
+        return "0"
+    if abs(v) >= 10**digits:
+        return f"{v:.0f}"
+    if abs(v) < 1e-4:  # e.g. an identity's deviation: "1.44 × 10⁻¹⁴", not 0.0000000000000144
+        exp = int(np.floor(np.log10(abs(v))))
+        mant = np.format_float_positional(v / 10**exp, precision=digits, unique=True, fractional=False, trim="-")
+        return f"{mant} × 10{str(exp).translate(_SUPERSCRIPT)}"
+    return np.format_float_positional(v, precision=digits, unique=True, fractional=False, trim="-")

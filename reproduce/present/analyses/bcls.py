@@ -123,7 +123,7 @@ def collapse_note_if(summary: pd.DataFrame) -> str:
 def primary_text(cid: str, data: str) -> dict:
     """``statement``, ``metric`` and ``arms`` of a notebook-measured primary row of ``cid`` on ``data``: the
     registry's statement and its ``legacy`` metric / arms texts (``reproduce/data/claims.toml``), so the row is
-    recognised as the primary (``reproduce.protocol.ledger_io.build_ledger``) and nothing is retyped."""
+    recognised as the primary (``reproduce.protocol.ledger_rows.build_ledger``) and nothing is retyped."""
     p = registry.claim(cid).primary
     if p.measure != "notebook":
         raise ValueError(f"{cid}: its primary is an arm contrast, added by Page.finish(); do not write it")

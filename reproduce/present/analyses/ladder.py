@@ -27,7 +27,7 @@ from reproduce.spec import labels, paper_numbers
 
 from reproduce.present import report
 from reproduce.spec import claims as registry
-from reproduce.protocol.ledger_io import fmt_num
+from reproduce.spec.tables import fmt_num
 from reproduce.protocol.study import paired_effect
 from reproduce.present.analyses import plotting
 

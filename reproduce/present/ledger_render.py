@@ -1,0 +1,394 @@
+"""The claims ledger as a reader sees it: ``claims.md`` (primary rows first, then secondary, then the legend),
+``power.md``, the README's table and its plain summary — from the rows of :mod:`reproduce.protocol.ledger_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+from reproduce.spec import claims as registry
+from reproduce.protocol.ledger import (
+    ALPHA,
+    LARGER_THAN_PAPER,
+    LEGEND,
+    POWER,
+    RULE,
+    SEED_CAP,
+    STABLE,
+)
+from reproduce.protocol.ledger_rows import _f, is_stale
+from reproduce.spec.tables import fmt_num, md_cell
+
+
+def effect_cell(r) -> str:
+    if not np.isfinite(_f(r["effect"])):
+        return f"— ({r['reason']})" if isinstance(r.get("reason"), str) else "—"
+    if not (np.isfinite(_f(r["ci_low"])) and np.isfinite(_f(r["ci_high"]))):
+        why = "identity: the largest deviation" if r.get("kind") == "identity" else str(r.get("reason", ""))
+        return f"{fmt_num(r['effect'])} [— {why.split(';')[0]}]"
+    return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
+
+
+def _flag(x) -> bool | None:
+    """A flag column read back from a CSV or freshly built: True / False / None (empty)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, str) and x.strip().lower() in ("true", "false"):
+        return x.strip().lower() == "true"
+    return None
+
+
+def power_cell(r) -> str:
+    """Power at 1× the paper's effect with the row's seeds, and the seeds that would give POWER (or why none do)."""
+    pw = _f(r.get("power"))
+    if not np.isfinite(pw):
+        return "—"
+    n = _f(r.get("seeds_for_power"))
+    if np.isfinite(n):
+        need = f"{int(n)} seeds for {POWER:.0%}"
+    elif "not reachable" in str(r.get("power_note") or ""):
+        need = "not reachable: test-set variance"
+    else:
+        need = f"> {SEED_CAP} seeds"
+    return f"{100 * pw:.0f}% ({need})"
+
+
+def stability_cell(r) -> str:
+    """Share of bootstrap resamples with the same verdict, *fragile* below the ledger's STABLE."""
+    s = _f(r.get("stability"))
+    if not np.isfinite(s):
+        return "—"
+    return f"{100 * s:.0f}%" + (" *fragile*" if _flag(r.get("fragile")) else "")
+
+
+STALE_MARK = "*stale*: an earlier run's, see the note in `claims.csv`"
+
+STALE = "stale"  # the README's category of a stale primary row (summary_counts, primary_table)
+
+STALE_CELL = "*stale*"  # the README cell of a stale primary row; the line above the table says what it means
+
+
+def _stale_mask(rows: pd.DataFrame) -> pd.Series:
+    """Boolean Series: which of ``rows`` are stale (:func:`is_stale`, for a whole table)."""
+    if "note" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["note"].map(lambda n: is_stale({"note": n})).astype(bool)
+
+
+def verdict_cell(r) -> str:
+    """The verdict in bold with its tags: *underpowered* (inconclusive rows below POWER at the paper's effect),
+    *smaller than the paper* and *larger than the paper — check the baseline* (reproduced rows), and the
+    *stale* mark of a row from an earlier run (:func:`is_stale`)."""
+    v = f"**{r['verdict']}**"
+    if r["verdict"] == "inconclusive" and _flag(r.get("underpowered")):
+        v += " (underpowered)"
+    if _flag(r.get("smaller_than_paper")):
+        v += " (smaller than the paper)"
+    if _flag(r.get("larger_than_paper")):
+        v += " (larger than the paper — check the baseline)"
+    if is_stale(r):
+        v += f" — {STALE_MARK}"
+    return v
+
+
+def _stale_counts(df: pd.DataFrame) -> tuple[int, int]:
+    """(stale primary rows, primary rows) of a ledger."""
+    prim = df[df["role"] == "primary"] if len(df) else df
+    return int(_stale_mask(prim).sum()), len(prim)
+
+
+def stale_sentence(df: pd.DataFrame) -> str:
+    """One sentence when some primary rows are stale: how many, and that their numbers are an earlier run's."""
+    n, n_prim = _stale_counts(df)
+    if not n:
+        return ""
+    return (
+        f"**{n} of {n_prim} primary rows are stale**: their claim files were written by an earlier run "
+        "(other code or protocol) and no execution with the current inputs has replaced them. They are marked "
+        "*stale* below; read their verdicts as that run's, not this ledger's."
+    )
+
+
+def _cell(s) -> str:
+    return md_cell(s) if isinstance(s, str) and s else "—"
+
+
+def legend_markdown() -> str:
+    lines = [
+        "## Legend",
+        "",
+        f"Rule (`reproduce/protocol/ledger.py`): {RULE} Effects are oriented so that the claim predicts > 0 (A − B). "
+        "A primary row's interval is its family's simultaneous interval; secondary rows show an unadjusted 95% "
+        "interval, are decided on direction alone and never decide a claim.",
+        "",
+    ]
+    lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
+    lines += [
+        "",
+        f"**δ** — the smallest effect of interest, half the paper's effect. **Power** — the chance that the row's "
+        f"interval lies above 0 if the paper's effect were true, at the row's measured seed sd and test-set "
+        f"variance; beside it the seeds that would give {POWER:.0%} (cap {SEED_CAP}; `power.md`). "
+        "**Stability** — share of bootstrap resamples (seeds and test queries together) with the same verdict; "
+        f"*fragile* below {STABLE:.0%}. A reproduced effect more than {LARGER_THAN_PAPER:g}× the paper's is "
+        "flagged *larger than the paper — check the baseline*. Formulas in `reproduce/protocol/ledger.py`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+NO_HEALTH = (
+    "**Training health was not evaluated for this ledger** (no collapse information reached it): "
+    "a verdict whose arm collapsed reads as a method effect here but would be `not testable` — read such "
+    "rows as provisional."
+)
+
+
+def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
+    stale = stale_sentence(df)
+    out = [
+        "# Claims ledger",
+        "",
+        "One primary row decides a claim per data set; every column and the unadjusted values are in "
+        "`claims.csv`. Legend at the end.",
+        *([] if health_known else ["", NO_HEALTH]),
+        *(["", stale] if stale else []),
+        "",
+        "## Primary rows",
+        "",
+        "| id | claim | data | metric (unit; direction) | our effect [simultaneous interval] | paper's effect | "
+        "δ | ratio | power at the paper's effect | stability | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in df[df["role"] == "primary"].to_dict("records"):
+        pe = (
+            f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(',')[0]})"
+            if np.isfinite(_f(r["paper_effect"]))
+            else "— (no number in the paper's text)"
+        )
+        out.append(
+            f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
+            f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | {fmt_num(r['delta'])} | "
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {power_cell(r)} | "
+            f"{stability_cell(r)} | {verdict_cell(r)} |"
+        )
+    for role in ("secondary", "exploratory"):
+        sub = df[df["role"] == role]
+        if not len(sub):
+            continue
+        out += [
+            "",
+            f"## {role.capitalize()} rows",
+            "",
+            "| id | statement | data | metric | arms | effect [95% interval] | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in sub.to_dict("records"):
+            out.append(
+                f"| {r['id']} | {_cell(r['statement'])} | {r['dataset'] or '—'} | {_cell(r['metric'])} | "
+                f"{_cell(r['arms'])} | {_cell(effect_cell(r))} | {r['verdict']} |"
+            )
+    return "\n".join(out) + "\n\n" + legend_markdown()
+
+
+def primary_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per claim id: the primary row's verdict (and effect) per data set; a stale row
+    (:func:`is_stale`) shows neither its effect nor its verdict, only that it awaits a current run."""
+    prim = df[df["role"] == "primary"]
+    datasets = list(dict.fromkeys(prim["dataset"]))
+    rows = []
+    for cid, c in registry.CLAIMS.items():
+        line = {"id": cid, "paper": c.paper, "claim": c.primary.statement}
+        for d in datasets:
+            r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
+            stale = bool(len(r)) and is_stale(r.iloc[0].to_dict())
+            line[d] = STALE if stale else r["verdict"].iloc[0] if len(r) else "not tested"
+            line[f"{d}_effect"] = "—" if stale else effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
+            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r and not stale else math.nan
+            line[f"{d}_cell"] = (
+                STALE_CELL if stale else verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
+            )
+        rows.append(line)
+    return pd.DataFrame(rows)
+
+
+def summary_markdown(df: pd.DataFrame) -> str:
+    """The README table: primary rows only, one line per claim, with the tally per data set (stale rows
+    counted apart, :func:`primary_table`)."""
+    t = primary_table(df)
+    datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and "_" not in c]
+    head = (
+        "| id | paper | primary contrast | "
+        + " | ".join(f"{d}: effect [interval] → verdict | {d}: ratio to paper" for d in datasets)
+        + " |"
+    )
+    rows = [head, "|" + "---|" * (3 + 2 * len(datasets))]
+    for r in t.to_dict("records"):
+        rows.append(
+            f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
+            + " | ".join(
+                (r[d + "_cell"] if r[d] == STALE else f"{_cell(r[d + '_effect'])} → {r[d + '_cell']}")
+                + " | "
+                + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
+                for d in datasets
+            )
+            + " |"
+        )
+    tallies = []
+    for d in datasets:
+        n = t[d].value_counts()
+        tallies.append(
+            f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in (*LEGEND, STALE) if v in LEGEND or n.get(v, 0))
+        )
+    return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
+
+
+SUMMARY_CATEGORIES = (
+    "reproduced",
+    "reversed",
+    "ruled out",
+    "inconclusive (underpowered)",
+    "inconclusive",
+    "not testable",
+    STALE,
+)
+
+
+def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Primary rows per data set (rows) and category (columns, :data:`SUMMARY_CATEGORIES`): the verdicts,
+    with ``inconclusive`` split into *underpowered* (the underpowered flag) and the rest; a stale row
+    (:func:`is_stale`) counts as *stale*, whatever its earlier verdict."""
+    prim = df[df["role"] == "primary"]
+    under = prim["underpowered"].map(_flag).eq(True) if "underpowered" in prim else False
+    cat = prim["verdict"].where(~((prim["verdict"] == "inconclusive") & under), SUMMARY_CATEGORIES[3])
+    cat = cat.where(~_stale_mask(prim), STALE)
+    t = pd.crosstab(prim["dataset"], cat).reindex(columns=list(SUMMARY_CATEGORIES), fill_value=0)
+    return t.reindex(list(dict.fromkeys(prim["dataset"]))).fillna(0).astype(int)
+
+
+def caveat(df: pd.DataFrame) -> str:
+    """The one caveat sentence of the plain summary, chosen by a stated rule: of three shares over the
+    primary rows of all data sets — (a) reproduced rows flagged *larger than the paper*, among reproduced
+    rows; (b) *fragile* rows, among decided rows (reproduced, reversed, ruled out); (c) *underpowered* rows
+    (below 80% power at the paper's effect), among the primary rows with a paper effect — the largest one
+    (ties in the order a, b, c) is stated, stale rows (:func:`is_stale`) left out. Empty when all three are 0."""
+    prim = df[df["role"] == "primary"]
+    prim = prim[~_stale_mask(prim)]
+    flag = {
+        c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
+        for c in ("larger_than_paper", "fragile", "underpowered")
+    }
+    planned = prim["power"].map(_f).map(np.isfinite) if "power" in prim else pd.Series(False, index=prim.index)
+    rep = prim["verdict"] == "reproduced"
+    decided = prim["verdict"].isin(["reproduced", "reversed", "ruled out"])
+    cands = [
+        (
+            int((rep & flag["larger_than_paper"]).sum()),
+            int(rep.sum()),
+            f"reproduced effects are more than {LARGER_THAN_PAPER:g}× the paper's (check the baseline "
+            "before reading them as the method's gain)",
+        ),
+        (
+            int((decided & flag["fragile"]).sum()),
+            int(decided.sum()),
+            f"decided verdicts are fragile (the same verdict in fewer than {STABLE:.0%} of bootstrap resamples)",
+        ),
+        (
+            int(flag["underpowered"].sum()),
+            int(planned.sum()),
+            f"primary rows with a paper effect had less than {POWER:.0%} power to reproduce it with their seeds "
+            "(`power.md` gives the seeds each would need)",
+        ),
+    ]
+    k, n, text = max(cands, key=lambda c: c[0] / c[1] if c[1] else 0.0)
+    if not n or not k:
+        return ""
+    return f"Caveat: {k} of {n} {text}."
+
+
+def plain_summary(df: pd.DataFrame) -> str:
+    """The README's plain summary: per data set, how many primary rows are reproduced / reversed / ruled out /
+    inconclusive and underpowered / inconclusive (not testable and stale rows when there are any), then the
+    :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
+    if not len(df) or not (df["role"] == "primary").any():
+        return ""
+    counts = summary_counts(df)
+    lines = [
+        f"- **{d}** ({int(row.sum())} claims): "
+        + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 5 or row[c])
+        for d, row in counts.iterrows()
+    ]
+    cav = caveat(df)
+    rule = (
+        " _(The caveat is the largest of three shares: reproduced effects more than "
+        f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, underpowered rows — "
+        "`reproduce.protocol.ledger_io.caveat`.)_"
+    )
+    return "**In short.**\n\n" + "\n".join(lines) + ("\n\n" + cav + rule if cav else "") + "\n"
+
+
+def power_markdown(df: pd.DataFrame) -> str:
+    """``power.md``: every primary direction row with a paper effect — its measured seed sd and test-set sd,
+    its power at 1× the paper's effect with the seeds it has, and the seeds that would give POWER (cap
+    SEED_CAP), or why no seed count does (rules in :mod:`reproduce.protocol.ledger`)."""
+    prim = df[(df["role"] == "primary") & df["power"].map(_f).map(np.isfinite)] if len(df) else df
+    lines = [
+        "# Power at the papers' effects",
+        "",
+        f"For each primary row with a paper effect: the chance that its interval (its family's, at 1 − {ALPHA:g}/m) "
+        f"lies above 0 if the paper's effect were true, at the row's measured per-seed sd and test-set "
+        f"variance, with the seeds it has; and the fewest seeds that give {POWER:.0%} (cap {SEED_CAP}). The test-set "
+        "variance does not shrink with seeds: where it alone is too large, no seed count reaches "
+        f"{POWER:.0%} and more test queries would be needed. The sd of 5 seeds is uncertain (its 95% interval spans "
+        "about 0.6–2.9× the estimate): read the seed counts as a plan. Rule and formulas: "
+        "`reproduce/protocol/ledger.py`.",
+        "",
+        "| id | data | metric | paper's effect | seeds | sd per seed | test-set sd | power now | seeds for "
+        f"{POWER:.0%} | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in prim.to_dict("records"):
+        n = _f(r["seeds_for_power"])
+        qv = _f(r["query_var"])
+        need = str(int(n)) if np.isfinite(n) else _cell(r.get("power_note"))
+        lines.append(
+            f"| {r['id']} | {r['dataset']} | {_cell(r['metric'])} | {fmt_num(r['paper_effect'])} | {r['n_seeds']} | "
+            f"{fmt_num(r['seed_sd'])} | {fmt_num(math.sqrt(qv)) if np.isfinite(qv) and qv > 0 else '0'} | "
+            f"{100 * _f(r['power']):.0f}% | {need} | {verdict_cell(r)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def check_notebook_summary(summary: pd.DataFrame, ledger: pd.DataFrame) -> list[str]:
+    """Disagreements between a notebook's per-claim summary (columns ``id``, ``dataset``, ``verdict``)
+    and the ledger's primary rows; empty when they agree. Every claim the summary names must be
+    in the ledger with the same verdict."""
+    prim = ledger[ledger["role"] == "primary"].set_index(["id", "dataset"])["verdict"]
+    bad = []
+    for r in summary.to_dict("records"):
+        key = (r["id"], r["dataset"])
+        if key not in prim.index:
+            bad.append(f"{key[0]} on {key[1]}: in the notebook's summary but not a primary row of claims.csv")
+        elif prim[key] != r["verdict"]:
+            bad.append(f"{key[0]} on {key[1]}: notebook says {r['verdict']!r}, claims.csv says {prim[key]!r}")
+    return bad
+
+
+def assert_notebook_agrees(summary: pd.DataFrame, ledger: pd.DataFrame) -> None:
+    """Raise when :func:`check_notebook_summary` finds a disagreement (for notebooks and tests)."""
+    bad = check_notebook_summary(summary, ledger)
+    if bad:
+        raise AssertionError("the notebook disagrees with results/claims.csv:\n  " + "\n  ".join(bad))
+
+
+def _readme_stale_sentence(df: pd.DataFrame) -> str:
+    """The README's line on stale primary rows (empty when there are none): how many, and where their numbers are."""
+    n, n_prim = _stale_counts(df)
+    if not n:
+        return ""
+    return (
+        f"**{n} of {n_prim} primary rows await a run with the current inputs**: they show *stale* below, "
+        "without a verdict; [results/claims.md](results/claims.md) keeps the earlier run's numbers."
+    )

@@ -1,0 +1,537 @@
+"""The claims ledger's construction: every notebook claim-file row read, given its role through the registry and
+decided by the ONE rule of :mod:`reproduce.protocol.ledger`.
+
+Each notebook writes its claim rows to ``<results>/<paper>/claims_<data>.csv`` with :func:`write_claims`;
+:func:`build_ledger` gives each row its role (:mod:`reproduce.spec.claims`: the row that is a claim's declared
+primary contrast → ``primary``, every other row → ``secondary``), its family, level and δ, and decides it. Every
+claim id has exactly one primary row per data set: a claim no notebook row tests is listed as ``inconclusive``
+with the reason, never silently dropped. Beside its verdict every primary row decided by an interval carries
+``stability`` and ``fragile``; every one with a paper effect its ``ratio``, ``power`` at that effect, the
+``seeds_for_power`` it would need and ``underpowered``. Rendering: :mod:`reproduce.present.ledger_render`;
+the files: :mod:`reproduce.driver.ledger_files`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from coherent_itr.io import atomic_write_text
+
+from reproduce.spec import claims as registry
+from reproduce.protocol.ledger import (
+    ALPHA,
+    CROSS_PAPER,
+    LARGER_THAN_PAPER,
+    NOTEBOOK_COLUMNS,
+    POWER,
+    STABLE,
+    Estimate,
+    bonferroni,
+    decide,
+    estimate,
+    estimate_from_interval,
+    family_alpha,
+    power_at,
+    seeds_for_power,
+    smallest_effect,
+    stability,
+)
+
+
+COLUMNS = [
+    "id",
+    "paper",
+    "role",
+    "dataset",
+    "statement",
+    "metric",
+    "unit",
+    "direction",
+    "arms",
+    "n_seeds",
+    "n_boot",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_unadj",
+    "p_adj",
+    "family",
+    "family_size",
+    "level",
+    "delta",
+    "paper_effect",
+    "ratio",
+    "seed_sd",
+    "query_var",
+    "power",
+    "seeds_for_power",
+    "power_note",
+    "underpowered",
+    "stability",
+    "fragile",
+    "smaller_than_paper",
+    "larger_than_paper",
+    "verdict",
+    "reason",
+    "notebook",
+    # extras: the unadjusted 95% interval, the claim's kind/tolerance, where the paper's number comes from
+    "ci95_low",
+    "ci95_high",
+    "kind",
+    "tolerance",
+    "source",
+    "paper_source",
+    "note",
+    "health_evaluated",
+    "seed_effects",
+]
+
+STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (_read_notebook_rows, is_stale)
+
+_RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
+
+EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "n_boot", "collapsed", "collapse_reason"]
+
+
+def write_claims(claims: list, results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
+    """Write a notebook's claim rows and return them: :class:`~reproduce.protocol.ledger.ClaimResult` objects (per-seed
+    effects included) and/or rows of :func:`reproduce.protocol.claim_rows.primary_row` (dicts, role "primary").
+    The verdict column is the notebook's preliminary one; the ledger's verdict is decided in :func:`collect`."""
+    rows = [c if isinstance(c, dict) else c.row() for c in claims]
+    extra = [k for k in EXTRA_NOTEBOOK_COLUMNS if any(k in r for r in rows)]
+    df = pd.DataFrame(rows, columns=NOTEBOOK_COLUMNS + extra)
+    out = Path(results_dir) / paper / f"claims_{data}.csv"
+    atomic_write_text(out, df.to_csv(index=False))
+    return df
+
+
+def claim_files(results_dir: Path) -> list[Path]:
+    """The notebooks' claim files of one profile: ``<results>/<paper>/claims_*.csv`` (synthetic) and
+    ``<results>/flickr8k/<paper>/claims_*.csv`` — never those of another profile's results folder
+    nested inside it (``results/smoke/`` lives under ``results/``)."""
+    return sorted([*results_dir.glob("*/claims_*.csv"), *(results_dir / "flickr8k").glob("*/claims_*.csv")])
+
+
+def _f(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _seed_effects(row: dict) -> list[float] | None:
+    s = row.get("seed_effects")
+    if not isinstance(s, str) or not s.strip():
+        return None
+    try:
+        return [float(x) for x in s.split(";")]
+    except ValueError as e:
+        raise ValueError(
+            f"claim {row.get('id')} ({row.get('dataset')}): seed_effects {s!r} is not a ';'-separated list of numbers"
+        ) from e
+
+
+def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None]:
+    """The row's :class:`Estimate`: from its per-seed effects when the file has them, else the
+    seed-only estimate behind its Student-t interval (older claim files)."""
+    eff = _seed_effects(row)
+    if eff is not None:
+        eff = [sign * e for e in eff]
+        qv = _f(row.get("query_var"))
+        return estimate(eff, qv if np.isfinite(qv) else 0.0), eff
+    n = int(_f(row.get("n_seeds")) or 0) if np.isfinite(_f(row.get("n_seeds"))) else 0
+    lo, hi = _f(row.get("ci_low")), _f(row.get("ci_high"))
+    if sign < 0:
+        lo, hi = -hi, -lo
+    return estimate_from_interval(sign * _f(row.get("effect")), lo, hi, n), None
+
+
+def metric_key(metric: str) -> str | None:
+    """The test-record key a notebook's metric text names (``"rsum (test, %)"`` → ``rsum``), or None."""
+    if not isinstance(metric, str):
+        return None
+    head = re.split(r"[ (,]", metric.strip(), maxsplit=1)[0]
+    return head if _RECORD_KEY.match(head) else None
+
+
+def _is_arm_contrast(row: dict) -> bool:
+    arms = str(row.get("arms", ""))
+    return (" vs " in arms or " − " in arms) and metric_key(row.get("metric")) is not None
+
+
+def _read_notebook_rows(results_dir: Path, stale: dict | None = None) -> list[dict]:
+    """Every claim-file row; rows of a file in ``stale`` ({file: reason}, see
+    :func:`reproduce.driver.notebooks.stale_claims`) keep their values but their note starts ``STALE (<reason>)``."""
+    stale = {Path(k).resolve(): v for k, v in (stale or {}).items()}
+    rows = []
+    for p in claim_files(results_dir):
+        df = pd.read_csv(p)
+        if p.resolve() in stale:
+            df["note"] = [
+                f"{STALE_PREFIX} ({stale[p.resolve()]})" + (f"; {n}" if isinstance(n, str) else "")
+                for n in df.get("note", [None] * len(df))
+            ]
+        if "id" not in df.columns:
+            raise ValueError(f"{p}: a claim file needs an 'id' column, found {list(df.columns)}")
+        for r in df.to_dict("records"):
+            r["_file"] = str(p)
+            rows.append(r)
+    return rows
+
+
+def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool, str]:
+    """A collapsed arm: the claim file's ``collapsed`` column (with ``collapse_reason``), or the
+    ``collapsed`` mapping ``{(dataset, arm name): reason}`` given to :func:`collect`. The arm a claim
+    predicts to fail (``predicted_to_fail`` in the claims file) is not counted: its collapse is the
+    predicted outcome, and the row is decided on its numbers."""
+    flag = row.get("collapsed")
+    if isinstance(flag, str):
+        flag = flag.strip().lower() in ("true", "1", "yes")
+    elif isinstance(flag, (bool, np.bool_, int, np.integer)) or (isinstance(flag, float) and np.isfinite(flag)):
+        flag = bool(flag)
+    else:
+        flag = False
+    if flag:
+        return True, str(row.get("collapse_reason") or "collapsed arm")
+    if collapsed and c is not None and c.primary.measure == "arms":
+        for arm in (c.primary.arm_a, c.primary.arm_b):
+            for a in arm if isinstance(arm, tuple) else (arm,):
+                if (dataset, a) in collapsed and a != c.primary.predicted_to_fail:
+                    return True, f"{a}: {collapsed[(dataset, a)]}"
+    return False, ""
+
+
+def _direction(kind: str) -> str:
+    return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
+
+
+def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None) -> pd.DataFrame:
+    """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
+
+    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``.
+
+    The steps: each notebook row becomes a ledger row, the primary ones recognised (:func:`_notebook_rows`); a
+    placeholder stands for every primary no row tests (:func:`_placeholder_rows`); each row's family, level, δ
+    and p-values (:func:`_add_test`); the verdicts (:func:`_decide_row`); the power, seeds and stability of the
+    primary rows (:func:`_power_columns`) and the last flags; the rows in ledger order (:func:`_ordered`)."""
+    seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
+    datasets = list(dict.fromkeys([*datasets, *seen_data]))
+    out, primaries = _notebook_rows(nb_rows, collapsed)
+    out += _placeholder_rows(nb_rows, datasets, primaries)
+    effects = registry.paper_effects()
+    sizes = family_sizes()
+    for o in out:
+        _add_test(o, effects, sizes)
+        _decide_row(o)
+        if o["role"] == "primary":
+            _power_columns(o)
+        o["direction"] = _direction(o["kind"])
+        o["larger_than_paper"] = (
+            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
+        )
+        o["smaller_than_paper"] = bool(
+            o["verdict"] == "reproduced" and o["kind"] == "direction" and o["ci_high"] < abs(o["paper_effect"])
+        )
+    return _ordered(out, datasets)
+
+
+def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[dict], dict]:
+    """The ledger row of every notebook row (:func:`_ledger_row`) and ``{(claim id, data set): statement}`` of
+    the rows that are a claim's primary (:func:`_is_primary`)."""
+    out, primaries = [], {}
+    declared = {(r.get("id"), r.get("dataset")) for r in nb_rows if str(r.get("role", "")) == "primary"}
+    for r in nb_rows:
+        c = registry.CLAIMS.get(r.get("id"))
+        is_primary = _is_primary(r, c, declared, primaries)
+        out.append(_ledger_row(r, c, is_primary, collapsed))
+    return out, primaries
+
+
+def _is_primary(r: dict, c, declared: set, primaries: dict) -> bool:
+    """Whether notebook row ``r`` is the primary row of its claim ``c`` on its data set: where a row of that claim
+    and data set is declared ``role="primary"`` (``declared``: their (id, data set)), that row, which must be
+    the registry's primary contrast (a row of a stale file that is not — older code wrote it — counts as a
+    secondary row); elsewhere the row the registry's legacy matcher picks. A primary row is recorded in
+    ``primaries``; a second one for the same claim and data set is an error."""
+    cid, data = r.get("id"), r.get("dataset")
+    if (cid, data) in declared:  # a row computed by claim id (reproduce.protocol.claim_rows) is THE primary
+        is_primary = str(r.get("role", "")) == "primary"
+        outdated = is_primary and (c is None or r.get("statement") != c.primary.statement)
+        if outdated and is_stale(r):
+            is_primary = False  # a stale file was written by older code: its row is kept as a secondary, marked STALE
+        elif outdated:
+            raise ValueError(
+                f"{r['_file']}: a row of {cid} says role 'primary' but is not the registry's "
+                f"primary contrast ({r.get('statement')!r}); write it with "
+                f"reproduce.protocol.claim_rows.primary_row"
+            )
+    else:
+        is_primary = c is not None and isinstance(data, str) and c.primary.matches(data, row=r)
+    if is_primary:
+        if (cid, data) in primaries:
+            raise ValueError(
+                f"{r['_file']}: two rows match the primary contrast of {cid} on {data} "
+                f"({primaries[(cid, data)]!r} and {r.get('statement')!r}); make the registry's "
+                f"legacy matcher in reproduce/data/claims.toml specific"
+            )
+        primaries[(cid, data)] = r.get("statement")
+    return is_primary
+
+
+def _row_kind(r: dict) -> str:
+    """The row's kind when it names a known one (direction, equivalence, identity), else ``direction``."""
+    kind = r.get("kind")
+    return str(kind) if isinstance(kind, str) and kind in ("direction", "equivalence", "identity") else "direction"
+
+
+def _text_or(r: dict, key: str, default: str) -> str:
+    return r.get(key) if isinstance(r.get(key), str) else default
+
+
+def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
+    """The ledger row of notebook row ``r`` of claim ``c`` (None: not in the registry): a primary row takes its
+    statement, metric, unit, kind and arms from the registry (a legacy row stated the other way round is
+    flipped, the registry's ``sign``); its estimate (``_est``), per-seed effects (``_eff``) and whether an arm
+    collapsed (``_collapsed``, ``_why``) are kept for the next steps."""
+    data = r.get("dataset")
+    role = str(r.get("role", ""))
+    sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary and role != "primary" else 1
+    est, eff = row_estimate(r, sign)
+    prim = c.primary if is_primary else None
+    is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
+    return {
+        "id": r.get("id"),
+        "paper": _text_or(r, "paper", c.paper if c else ""),
+        "role": "primary" if is_primary else ("exploratory" if role == "exploratory" else "secondary"),
+        "dataset": data if isinstance(data, str) else "",
+        "statement": prim.statement if prim else r.get("statement"),
+        "metric": prim.metric_label(data) if prim else r.get("metric"),
+        "unit": prim.unit if prim else "",
+        "kind": prim.kind if prim else _row_kind(r),
+        "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
+        "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
+        "n_seeds": est.n,
+        "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
+        "_est": est,
+        "_eff": eff,
+        "_collapsed": is_col,
+        "_why": why,
+        "notebook": _text_or(r, "notebook", c.notebook if c else ""),
+        "source": _text_or(r, "source", c.source if c else ""),
+        "note": _text_or(r, "note", ""),
+    }
+
+
+def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> list[dict]:
+    """An ``inconclusive`` primary row for every claim and data set that no notebook row is the primary of,
+    saying why: the claim's notebook ran on that data set but wrote no primary row, or it did not run. When
+    that notebook's claim file is stale (:func:`is_stale`), so is the placeholder: a current run may write the row."""
+    tested_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows}
+    stale_files = {(str(r.get("notebook")), r.get("dataset")) for r in nb_rows if is_stale(r)}
+    out = []
+    for c in registry.CLAIMS.values():
+        for data in datasets:
+            if (c.id, data) in primaries:
+                continue
+            ran = (c.notebook, data) in tested_files
+            out.append(
+                {
+                    "id": c.id,
+                    "paper": c.paper,
+                    "role": "primary",
+                    "dataset": data,
+                    "statement": c.primary.statement,
+                    "metric": c.primary.metric_label(data),
+                    "unit": c.primary.unit,
+                    "kind": c.primary.kind,
+                    "tolerance": c.primary.tolerance,
+                    "arms": c.primary.arms_label(),
+                    "n_seeds": 0,
+                    "n_boot": 0,
+                    "_est": Estimate(math.nan, math.nan, math.nan, 0),
+                    "_eff": None,
+                    "_collapsed": False,
+                    "_why": "",
+                    "notebook": c.notebook,
+                    "source": c.source,
+                    "note": (
+                        f"{STALE_PREFIX} (its notebook's claim file is an earlier run's, written before this contrast)"
+                        if (c.notebook, data) in stale_files
+                        else ""
+                    ),
+                    "_missing": (
+                        "its notebook's claim file has no row for the primary contrast yet"
+                        if ran
+                        else f"not tested in this run: {c.notebook} was not executed for {data}"
+                    ),
+                }
+            )
+    return out
+
+
+def family_of(paper: str) -> str:
+    """The family a claim of ``paper`` is decided in: its paper, or one family for the cross-paper claims."""
+    return paper if paper else CROSS_PAPER
+
+
+def family_sizes() -> dict[str, int]:
+    """``{family: m}``: the claims of each paper in the registry that an interval decides (direction and
+    equivalence; identities are exact checks) — fixed by the claims file, not by which rows a run produced."""
+    sizes: dict[str, int] = {}
+    for c in registry.CLAIMS.values():
+        if c.primary.kind in ("direction", "equivalence"):
+            sizes[family_of(c.paper)] = sizes.get(family_of(c.paper), 0) + 1
+    return sizes
+
+
+def _add_test(o: dict, effects: pd.DataFrame, sizes: dict[str, int]) -> None:
+    """Row ``o``'s paper effect and its source, family and level (a primary row: its paper's family at
+    ALPHA/m; any other row: unadjusted at ALPHA, direction alone), δ, p-values, ratio, effect and 95% interval."""
+    c = registry.CLAIMS.get(o["id"])
+    prim = o["role"] == "primary"
+    known = prim and o["id"] in effects.index
+    pe = _f(effects.loc[o["id"], "paper_effect"]) if known else math.nan
+    o["paper_effect"] = pe
+    o["paper_source"] = (
+        f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
+        f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
+        if known
+        else ""
+    )
+    decided = o["kind"] in ("direction", "equivalence")
+    fam = family_of(c.paper if c else o["paper"]) if prim and decided and not o["_collapsed"] else ""
+    m = sizes.get(fam, 1) if fam else 1
+    o["family"], o["family_size"] = fam, (m if fam else math.nan)
+    o["_alpha"] = family_alpha(m) if fam else ALPHA
+    o["level"] = 1 - o["_alpha"] if decided else math.nan
+    o["delta"] = smallest_effect(pe if prim else math.nan, o["tolerance"], o["kind"])
+    est = o["_est"]
+    if o["kind"] == "equivalence":
+        o["p_unadj"] = est.p_equivalent(o["delta"]) if o["delta"] > 0 else math.nan
+    elif o["kind"] == "direction":
+        o["p_unadj"] = est.p_zero()
+    else:
+        o["p_unadj"] = math.nan
+    o["p_adj"] = bonferroni(o["p_unadj"], m) if fam else math.nan
+    ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
+    o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
+    o["effect"] = est.effect
+    o["seed_sd"], o["query_var"] = est.seed_sd, est.query_var
+    o["seed_effects"] = ";".join(f"{x:.6g}" for x in o["_eff"]) if o["_eff"] is not None else ""
+    o["ci95_low"], o["ci95_high"] = est.interval(0.95)
+
+
+def _no_verdict_reason(o: dict) -> str:
+    """Why row ``o`` is ``inconclusive`` without applying the rule, or "": a placeholder (no notebook row), an
+    identity or an equivalence row without a tolerance."""
+    if o.get("_missing"):
+        return o["_missing"]
+    if o["kind"] == "identity" and (o["tolerance"] is None or not np.isfinite(o["tolerance"])):
+        return "identity row without a tolerance"
+    if o["kind"] == "equivalence" and not o["delta"] > 0:
+        return "equivalence row without a tolerance"
+    return ""
+
+
+def _decide_row(o: dict) -> None:
+    """Row ``o``'s verdict, reason and interval (:func:`reproduce.protocol.ledger.decide`), or ``inconclusive`` with
+    :func:`_no_verdict_reason`. The reason says when the interval is over seeds only or unadjusted (not a
+    primary row) (:func:`_interval_notes`)."""
+    why = _no_verdict_reason(o)
+    if why:
+        o.update(verdict="inconclusive", reason=why, ci_low=math.nan, ci_high=math.nan)
+        return
+    kind, est = o["kind"], o["_est"]
+    v, why, lo, hi = decide(
+        kind,
+        est,
+        alpha=o["_alpha"],
+        delta=o["delta"],
+        paper_effect=o["paper_effect"],
+        collapsed=o["_collapsed"],
+        collapse_reason=o["_why"],
+        tolerance=o["tolerance"] if kind == "identity" else None,
+    )
+    if kind in ("direction", "equivalence") and est.n >= 2:
+        why += _interval_notes(o)
+    o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+
+
+def _interval_notes(o: dict) -> str:
+    """What the reason adds about a direction or equivalence row's interval (``"; …"`` each, or "")."""
+    notes = ""
+    if o["n_boot"] == 0:
+        notes += (
+            "; interval over seeds only (no per-query data stored for this row)"
+            if str(o.get("metric", "")).startswith("rsum")
+            else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
+        )
+    if o["role"] != "primary":
+        notes += "; unadjusted 95% interval (not a primary row)"
+    return notes
+
+
+def _power_columns(o: dict) -> None:
+    """A primary row's power at 1× the paper's effect and the seeds for POWER (direction rows with a paper
+    effect and an interval), *underpowered* (inconclusive below POWER: the reason says so and why), and
+    its stability; a row stored only as an interval (an older claim file) is resampled from
+    :func:`_pseudo_effects`: n values with its mean and seed sd."""
+    est, pe = o["_est"], o["paper_effect"]
+    o.update(power=math.nan, seeds_for_power=math.nan, power_note="", underpowered=None)
+    o.update(stability=math.nan, fragile=None)
+    if o["kind"] not in ("direction", "equivalence") or o["_collapsed"] or est.n < 2 or not np.isfinite(est.se):
+        return
+    if o["kind"] == "direction" and np.isfinite(pe) and pe != 0:
+        sd = est.seed_sd
+        o["power"] = float(power_at(abs(pe), sd, est.query_var, est.n, o["_alpha"]))
+        n, why = seeds_for_power(abs(pe), sd, est.query_var, o["_alpha"])
+        o["seeds_for_power"] = n if n is not None else math.nan
+        o["power_note"] = why
+        o["underpowered"] = bool(o["power"] < POWER)
+        if o["verdict"] == "inconclusive" and o["underpowered"]:
+            o["reason"] += (
+                f"; underpowered: {100 * o['power']:.0f}% power at the paper's effect with {est.n} seeds ("
+                + (f"{n} seeds would give {POWER:.0%})" if n is not None else f"{why})")
+            )
+    elif o["kind"] == "direction":
+        o["power_note"] = "direction alone: the paper gives no effect to plan for"
+    eff = o["_eff"] if o["_eff"] is not None else _pseudo_effects(est)
+    s = stability(o["kind"], eff, est.query_var, o["_alpha"], o["delta"], o["verdict"])
+    o.update(stability=s, fragile=bool(s < STABLE))
+
+
+def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
+    """The ledger's rows in order — primary, secondary, exploratory; then claim order of the registry (unknown
+    ids last); then data set — and columns (:data:`COLUMNS`)."""
+    df = pd.DataFrame(out)
+    order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
+    role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
+    df = df.assign(
+        _o=df["id"].map(order).fillna(len(order)),
+        _r=df["role"].map(role_order),
+        _d=df["dataset"].map({d: i for i, d in enumerate(datasets)}),
+    )
+    df = df.sort_values(["_r", "_o", "_d"], kind="stable")
+    return df.reindex(columns=COLUMNS).reset_index(drop=True)
+
+
+def _pseudo_effects(est: Estimate) -> list[float]:
+    """n values with the estimate's mean and seed sd (an old claim file kept only its interval);
+    only their spread enters the stability resamples."""
+    sd = est.se * math.sqrt(est.n)
+    z = np.arange(est.n) - (est.n - 1) / 2
+    z = z / z.std(ddof=1)
+    return list(est.effect + sd * z)
+
+
+def is_stale(r) -> bool:
+    """Whether the row comes from a claim file no execution with the current inputs wrote (its note starts
+    ``STALE``, :func:`_read_notebook_rows`): an earlier run's numbers."""
+    return str(r.get("note") or "").startswith(STALE_PREFIX)
