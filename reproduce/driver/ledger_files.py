@@ -172,7 +172,7 @@ def write_manifest(
     atomic_write_json(path, man)
 
 
-REDECIDED_BY = "`python -m reproduce.protocol.ledger_io`, from the claim files of the notebooks' last executions"
+REDECIDED_BY = "`python -m reproduce.driver.ledger_files`, from the claim files of the notebooks' last executions"
 
 
 def previous_health(claims_csv: Path) -> dict | None:
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     """Re-decide the ledger (``claims.csv``, ``claims.md``, ``power.md``) and the README's ledger block from
     the claim files on disk under the current rule: nothing is trained or executed, the effects and
     intervals are the notebooks' last ones, and the README says so."""
-    ap = argparse.ArgumentParser(prog="python -m reproduce.protocol.ledger_io", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m reproduce.driver.ledger_files", description=main.__doc__)
     ap.add_argument("--profile", default="default", help="whose results folder (default: %(default)s)")
     args = ap.parse_args(argv)
     base = ROOT / get_profile(args.profile).results_dir

@@ -324,7 +324,7 @@ def plain_summary(df: pd.DataFrame) -> str:
     rule = (
         " _(The caveat is the largest of three shares: reproduced effects more than "
         f"{LARGER_THAN_PAPER:g}× the paper's, fragile decided verdicts, underpowered rows — "
-        "`reproduce.protocol.ledger_io.caveat`.)_"
+        "`reproduce.present.ledger_render.caveat`.)_"
     )
     return "**In short.**\n\n" + "\n".join(lines) + ("\n\n" + cav + rule if cav else "") + "\n"
 
