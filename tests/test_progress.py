@@ -86,13 +86,26 @@ def test_the_bound_holds_when_tuning_chooses_and_the_health_check_moves_families
 
 
 def test_eta_formula_on_planted_costs():
+    k = progress.ETA_PRIOR_S
     # before any run: the estimate spread over the workers
     assert progress.eta_seconds(600.0, 0.0, 0.0, workers=2) == 300.0
-    # finished runs estimated at 100 worker-s took 25 s of wall: the 300 left take 75 s
-    assert progress.eta_seconds(300.0, 100.0, 25.0, workers=2) == pytest.approx(75.0)
-    # slower than estimated (2 workers, 100 estimated worker-s took 100 s): 300 left → 300 s
-    assert progress.eta_seconds(300.0, 100.0, 100.0, workers=2) == pytest.approx(300.0)
+    # finished runs estimated at 100 worker-s took 25 s of wall: the rate moves from 1/2 towards 25/100
+    assert progress.eta_seconds(300.0, 100.0, 25.0, workers=2) == pytest.approx(300 * (25 + k / 2) / (100 + k))
+    # far into the plan the measured rate rules: 10,000 estimated worker-s took 10,000 s → 300 left ≈ 300 s
+    assert progress.eta_seconds(300.0, 1e4, 1e4, workers=2) == pytest.approx(300.0, rel=0.01)
     assert progress.eta_seconds(0.0, 100.0, 10.0, workers=2) == 0.0
+
+
+def test_eta_does_not_jump_when_the_first_short_runs_pay_for_the_workers_start():
+    """The smoke plan's first minute (planted from a real one: runs estimated at 0.8 worker-s each on 2 workers;
+    the first took 6 s with the workers' start, then one a second): once a run has finished, the ETA never moves
+    by more than 2× from one run to the next."""
+    total, per, etas = 164 * 0.8, 0.8, []
+    elapsed = [6.0 + i for i in range(40)]
+    etas.append(progress.eta_seconds(total, 0.0, 0.0, workers=2))
+    for i, t in enumerate(elapsed, start=1):
+        etas.append(progress.eta_seconds(total - i * per, i * per, t, workers=2))
+    assert all(0.5 <= b / a <= 2.0 for a, b in zip(etas, etas[1:]) if a > 0), etas
 
 
 def _cfg(seed, **kw):
@@ -132,7 +145,8 @@ def test_the_bar_prices_each_finished_run_and_takes_the_exact_plan_after_tuning(
     bar.open("runs")  # at t = 100
     bar.run_done(_cfg(0).to_dict())  # at t = 104: estimated 10 worker-s, took 4 s
     assert bar.done == 1 and bar.remaining_est_s == 90.0
-    assert bar.eta_s() == pytest.approx(90.0 * 4.0 / 10.0)
+    k = progress.ETA_PRIOR_S  # the measured 4 s per 10 estimated worker-s, mixed with the plan's 1/2 (eta_seconds)
+    assert bar.eta_s() == pytest.approx(90.0 * (4.0 + k / 2) / (10.0 + k))
     bar.close()
     bar.final_known("synthetic", [_cfg(1), _cfg(3)])  # tuning chose: two final runs, not three
     assert bar.total == 3 and bar.remaining_est_s == 60.0

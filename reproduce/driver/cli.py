@@ -662,12 +662,25 @@ def runs_cached(plans: list[DataSetPlan]) -> int:
 
 def data_warnings_once() -> None:
     """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
-    the driver's output: the preparation reads the same files from several places (the workers ignore them,
-    ``executors.init_worker``). Call inside ``warnings.catch_warnings()``."""
+    the driver's output, as one line without the source line that issued it: the preparation reads the same files
+    from several places (the workers ignore them, ``executors.init_worker``), and a library that puts a filter of its
+    own in front (``"default"``: once per place) would print it again, so each text is remembered here. Call inside
+    ``warnings.catch_warnings()``, which puts ``warnings.showwarning`` back."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
     from coherent_itr.data.flickr8k import Flickr8kWarning
 
     warnings.filterwarnings("once", category=Flickr8kWarning)
+    shown: set[str] = set()
+    show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, Flickr8kWarning):
+            return show(message, category, filename, lineno, file, line)
+        if str(message) not in shown:
+            shown.add(str(message))
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
+
+    warnings.showwarning = showwarning
 
 
 def main(argv=None) -> int:

@@ -107,15 +107,19 @@ def run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = Fa
     return c["fixed_s"] + eval_s + (0.0 if trained else epochs * epoch_s)
 
 
+ETA_PRIOR_S = 60.0  # estimated worker-seconds of the plan's own rate (1 / workers) mixed into the measured one
+
+
 def eta_seconds(remaining_est_s: float, done_est_s: float, elapsed_s: float, workers: int) -> float:
-    """Seconds left: the estimated worker-seconds of the runs left, at the wall-seconds per estimated
-    worker-second the finished runs took (``elapsed_s / done_est_s``); before any run finished, at the
-    estimate itself spread over ``workers``."""
+    """Seconds left: the estimated worker-seconds of the runs left, at a rate of wall-seconds per estimated
+    worker-second that starts at the plan's own (1 / ``workers``) and moves to the one the finished runs took
+    (``elapsed_s / done_est_s``) as they add up: (elapsed_s + ETA_PRIOR_S / workers) / (done_est_s + ETA_PRIOR_S).
+    The first short runs, which also pay for the workers' start, do not throw the ETA far off (it moved 6.6 →
+    50 min after the first smoke run with the measured rate alone)."""
     if remaining_est_s <= 0:
         return 0.0
-    if done_est_s > 0 and elapsed_s > 0:
-        return remaining_est_s * elapsed_s / done_est_s
-    return remaining_est_s / max(1, workers)
+    rate = (max(0.0, elapsed_s) + ETA_PRIOR_S / max(1, workers)) / (max(0.0, done_est_s) + ETA_PRIOR_S)
+    return remaining_est_s * rate
 
 
 def _minutes(s: float) -> str:
