@@ -237,11 +237,6 @@ var ok=(!p||r.dataset.paper===p)&&(!v||r.dataset.verdicts.split('|').indexOf(v)>
 STATEMENT_CHARS = 70  # a claim's statement is cut here in the one-line table (the full text is its title)
 
 
-def _num(x) -> str:
-    """A ledger number as the ledger's Markdown shows it (:func:`reproduce.spec.tables.fmt_num`)."""
-    return fmt_num(x)
-
-
 def _verdict_html(r: dict) -> str:
     colour = VERDICT_COLOURS.get(r["verdict"], "black")
     tags = [t for t in ("underpowered", "smaller_than_paper") if str(r.get(t)).lower() == "true"]
@@ -255,8 +250,8 @@ def _verdict_html(r: dict) -> str:
 def _effect_text(r: dict) -> str:
     lo, hi = r.get("ci_low"), r.get("ci_high")
     if pd.notna(lo) and pd.notna(hi):
-        return f"{_num(r['effect'])} [{_num(lo)}, {_num(hi)}]"
-    return _num(r.get("effect"))
+        return f"{fmt_num(r['effect'])} [{fmt_num(lo)}, {fmt_num(hi)}]"
+    return fmt_num(r.get("effect"))
 
 
 def claims_table(claims) -> str:
@@ -355,14 +350,15 @@ def _field(r: dict, key: str) -> str:
         )
     if key == "paper_effect":
         return (
-            html.escape(f"{_num(r['paper_effect'])} ({r.get('paper_source')})")
+            html.escape(f"{fmt_num(r['paper_effect'])} ({r.get('paper_source')})")
             if pd.notna(r.get("paper_effect"))
             else "—"
         )
     if key == "seed_effects":
-        return html.escape(", ".join(_num(x) for x in str(r.get("seed_effects") or "").split(";") if x.strip()) or "—")
+        seeds = [x for x in str(r.get("seed_effects") or "").split(";") if x.strip()]
+        return html.escape(", ".join(fmt_num(x) for x in seeds) or "—")
     if key == "query_var":
-        return html.escape(_num(np.sqrt(r["query_var"]))) if pd.notna(r.get("query_var")) else "—"
+        return html.escape(fmt_num(np.sqrt(r["query_var"]))) if pd.notna(r.get("query_var")) else "—"
     if key == "power":
         if not pd.notna(r.get("power")):
             return html.escape(str(r.get("power_note") or "—")) if pd.notna(r.get("power_note")) else "—"
@@ -372,7 +368,7 @@ def _field(r: dict, key: str) -> str:
     if key == "stability":
         return html.escape(f"{100 * r['stability']:.0f} %") if pd.notna(r.get("stability")) else "—"
     v = r.get(key)
-    return html.escape(_num(v) if isinstance(v, float) else str(v)) if pd.notna(v) else "—"
+    return html.escape(fmt_num(v) if isinstance(v, float) else str(v)) if pd.notna(v) else "—"
 
 
 def write_claim_pages(claims, out: Path) -> int:
