@@ -41,6 +41,7 @@ except ModuleNotFoundError as _exc:  # a Python without the study's environment,
 
 
 PROG = "python -m reproduce"
+RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
@@ -76,6 +77,10 @@ examples:
 
 class UsageError(Exception):
     """A bad argument or setting: one line on stderr, exit status 2, before any work."""
+
+
+class DataSetFailed(Exception):
+    """A data set whose runs cannot start (its data cannot be prepared here): the others go on."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -163,6 +168,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check the checksum of every cached training and evaluation entry, list the bad ones "
         "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
+    )
+    ap.add_argument(
+        "--export-runs",
+        metavar="FILE",
+        help="after the work, write every run of the current code in the cache into FILE, a compressed archive "
+        "(FILE.part1, … above 16 MiB) for another machine's --import-runs (reproduce/driver/run_archive.py)",
+    )
+    ap.add_argument(
+        "--export-embeddings",
+        choices=("views", "all", "none"),
+        default="views",
+        help="whose test embeddings --export-runs keeps: views = the arms the notebooks' figures read "
+        "(reproduce/spec/views.py; the other runs carry their per-query hits), all, none",
+    )
+    ap.add_argument(
+        "--import-runs",
+        metavar="FILE",
+        help="merge the run archive FILE (from --export-runs) into the run cache, verifying every entry, and exit; "
+        "trains nothing",
+    )
+    ap.add_argument(
+        "--runs-from",
+        metavar="MACHINE",
+        help="read the runs imported from MACHINE (the name --import-runs prints) instead of this machine's; a "
+        f"run missing from them is an error, never trained here (sets ${RUNS_FROM_ENV} for workers and notebooks)",
     )
     return ap
 
@@ -335,7 +365,10 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
         nonlocal prepared
         if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
             est = out.progress.estimates.get(d) if out.progress else None
-            out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
+            try:
+                out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
+            except prepare.PrepareError as exc:
+                raise DataSetFailed(f"not prepared, its runs skipped: {exc}") from None
             prepared = True
 
     def train(todo, evaluate: bool = True) -> None:
@@ -533,10 +566,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     }
     estimate = None
     if out.progress:
-        # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-        from reproduce.protocol import progress as progress_mod
-
-        estimate = progress_mod.finish(out.progress, time.perf_counter() - t0, out.runs_done)
+        estimate = out.progress.report(time.perf_counter() - t0, out.runs_done)
     ledger_files.write_manifest(
         base,
         args.profile,
@@ -595,7 +625,12 @@ def run(args, sets: list[str]) -> int:
     trained_until = {}
     for plan in plans:
         t = time.perf_counter()
-        trained_until[plan.data] = train_data_set(args, plan, cache, out)
+        try:
+            trained_until[plan.data] = train_data_set(args, plan, cache, out)
+        except DataSetFailed as exc:  # the other data sets go on; the summary at the end names it
+            print(f"reproduce [{plan.profile.name}/{plan.data}]: {exc}", file=sys.stderr, flush=True)
+            out.failed_data.append((plan.data, str(exc)))
+            trained_until[plan.data] = time.time()
         out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
     if not args.skip_notebooks:
         notebooks_all(args, plans, trained_until, t_start, out)
@@ -692,12 +727,27 @@ def main(argv=None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
+        if args.import_runs or args.export_runs or args.runs_from or os.environ.get(RUNS_FROM_ENV):
+            # heavy (torch, pandas): only the run-archive options load it; --help stays light (tests/test_cli.py)
+            from reproduce.driver import run_archive
+
+            if args.import_runs:
+                return run_archive.import_command(args)
+            machine = args.runs_from or os.environ.get(RUNS_FROM_ENV)
+            try:  # sets the variable every RunCache reads: workers and kernels inherit it
+                if machine:
+                    run_archive.read_runs_from(machine)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         sets = validate(args)
         if args.verify_cache:
             return verify(args)
         with warnings.catch_warnings():
             data_warnings_once()
-            return run(args, sets)
+            status = run(args, sets)
+        if args.export_runs:
+            status = max(status, run_archive.export_command(args, sets))
+        return status
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

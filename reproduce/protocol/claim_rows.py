@@ -189,16 +189,22 @@ def both_cosines(frame: pd.DataFrame) -> pd.Series:
 
 def per_query_of(study, paper: str, arm: str) -> list[dict]:
     """Per-seed :func:`~reproduce.protocol.ledger.per_query_recall` of one arm from the runs' stored test
-    embeddings (``RunResult.arrays['test_img'|'test_cap']``), in seed order."""
-    splits = study.splits()
-    ioc = splits.test.image_of_caption
+    embeddings (``RunResult.arrays['test_img'|'test_cap']``), or from the per-query hits a run imported without
+    its embeddings carries (``'pq_i2t'|'pq_t2i'``: :mod:`reproduce.driver.run_archive`), in seed order."""
+    ioc = None
     out = []
     for a, cfg, res in study._runs(paper, None):
         if a.name != arm:
             continue
-        if "test_img" not in res.arrays or "test_cap" not in res.arrays:
+        arrays = res.arrays
+        if "test_img" not in arrays and {"pq_i2t", "pq_t2i"} <= set(arrays):
+            out.append((cfg.seed, {d: arrays[f"pq_{d}"].astype(np.float64) * 100.0 for d in ("i2t", "t2i")}))
+            continue
+        if "test_img" not in arrays or "test_cap" not in arrays:
             raise KeyError(f"run of {arm!r} seed {cfg.seed} has no stored test embeddings")
-        out.append((cfg.seed, per_query_recall(res.arrays["test_img"], res.arrays["test_cap"], ioc)))
+        if ioc is None:
+            ioc = study.splits().test.image_of_caption
+        out.append((cfg.seed, per_query_recall(arrays["test_img"], arrays["test_cap"], ioc)))
     return [pq for _, pq in sorted(out, key=lambda t: t[0])]
 
 

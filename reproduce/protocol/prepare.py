@@ -60,6 +60,11 @@ def _source(c: Config) -> tuple:
     return (c.data, c.data_scale, c.data_seed, c.data_dir)
 
 
+class PrepareError(RuntimeError):
+    """A data set that cannot be prepared on this machine (the message says why and what to do); its runs are
+    skipped, the other data sets go on."""
+
+
 def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Config] = ()) -> float:
     """Prepare the data of ``configs`` (each distinct data set once); returns the seconds it took.
     ``later``: runs to train after these (a tuned plan's final runs, known only in bound before tuning):
@@ -81,13 +86,23 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
         splits = load_for(data, [*group, *more], data_dir=data_dir, scale=scale, seed=seed)
         for c in group:
             c.check_train_size(splits.train.n_images, splits.train.captions_per_image)
+        if all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):
+            print(f"prepare [{label}]: Sentence-BERT embeddings of every caption stored in the bundle", flush=True)
+            continue
         captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
         print(
             f"prepare [{label}]: Sentence-BERT embeddings of {len(captions):,} captions (cached by caption set)",
             flush=True,
         )
-        with _no_weight_loading_bar():
-            embed_captions(captions, progress=progress)
+        try:
+            with _no_weight_loading_bar():
+                embed_captions(captions, progress=progress)
+        except ImportError as exc:
+            raise PrepareError(
+                f"{label}: the Sentence-BERT embeddings of its {len(captions):,} captions are not cached and the model "
+                f"cannot load ({exc}); install the study's environment (make venv), or on a machine without "
+                f"Sentence-BERT train Flickr8k from a bundle (python -m reproduce.bundle)"
+            ) from None
     return time.perf_counter() - t0
 
 
@@ -95,9 +110,12 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
 def _no_weight_loading_bar():
     """transformers draws a bar over Sentence-BERT's 103 weight tensors as it loads them (milliseconds): noise
     in every log that ignores ``--no-progress``. Off inside, transformers' own setting restored after."""
-    # heavy (transformers): imported only when a data set is prepared, so --help stays light
-    from transformers.utils import logging as hf_logging
-
+    try:
+        # heavy (transformers): imported only when a data set is prepared, so --help stays light
+        from transformers.utils import logging as hf_logging
+    except ModuleNotFoundError:  # a machine without Sentence-BERT (a GPU machine training from a bundle)
+        yield
+        return
     was_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:

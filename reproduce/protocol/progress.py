@@ -348,6 +348,10 @@ class RunProgress:
         self._bar.total = self.total
         self._bar.set_postfix_str(f"ETA ≈ {_minutes(self.eta_s())} of runs (estimate)", refresh=True)
 
+    def report(self, actual_s: float, runs_done: int) -> dict:
+        """:func:`finish` of this progress: the estimated against the actual wall time."""
+        return finish(self, actual_s, runs_done)
+
     def close(self) -> None:
         if self._bar is not None:
             self.train_elapsed_s += time.perf_counter() - self._opened

@@ -49,9 +49,14 @@ from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 THREADS_ENV = "COHERENT_ITR_THREADS"
+RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"
+MACHINES_DIR = "machines"  # under <root>/runs/: the numerics of machines whose runs were imported
 CHECKSUM_FILE = "checksum.json"
 TRAIN_FILES = ("record.json", "arrays.npz")
 EVAL_FILES = ("metrics.json",)
+# checksum.json field of a training entry imported without its test embeddings: the sha256 its arrays.npz
+# had where it trained (its evaluation entries name that one); its arrays.npz holds per-query hits instead
+SLIM_KEY = "embeddings_not_stored_sha256"
 DEFAULT_BYTES_PER_RUN = 32 * 2**20  # free-space estimate when the cache holds no entry yet
 
 
@@ -61,6 +66,25 @@ class CacheIntegrityWarning(UserWarning):
 
 class CacheEntryError(RuntimeError):
     """A cache entry could not be read or written; the message names the entry."""
+
+
+class ImportedRunMissing(CacheEntryError):
+    """A cache reading another machine's imported runs lacks a run, or its test embeddings: it is never
+    trained (or re-evaluated) here under that machine's key."""
+
+
+class SlimArrays(dict):
+    """The arrays of a training entry imported without its test embeddings (per-query hits only): asking for
+    an embedding says so instead of a bare ``KeyError``."""
+
+    key: str = ""
+
+    def __missing__(self, name):
+        raise ImportedRunMissing(
+            f"run {self.key}: {name!r} is not stored: the run was imported without its test embeddings "
+            f"(its archive kept them only for the runs the qualitative views read); export it again with "
+            f"--export-embeddings all, or train it on this machine (unset {RUNS_FROM_ENV})"
+        )
 
 
 # ----------------------------------------------------------------------------- code hashes
@@ -279,19 +303,29 @@ def device_numerics(config: Config) -> dict:
     }
 
 
-def run_key(config: Config, threads: int = 1) -> str:
-    """Training key of ``config`` run with ``threads`` intra-op threads under the current code, on this
-    machine's device (:func:`device_numerics`)."""
+def local_numerics(config: Config) -> dict:
+    """What of this machine enters the key of a run of ``config``: the torch version and
+    :func:`device_numerics`."""
     import torch
 
+    return {"torch": torch.__version__, **device_numerics(config)}
+
+
+def machine_id(numerics: dict) -> str:
+    """A readable, stable name of a machine's numerics, e.g. ``cuda-sm90-torch2.11.0-3f2a9c1e``."""
+    device = str(numerics.get("device", "cpu")).replace(":", "-")
+    torch_v = str(numerics.get("torch", "?")).split("+")[0]
+    digest = hashlib.sha256(json.dumps(numerics, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{device}-torch{torch_v}-{digest}"
+
+
+def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> str:
+    """Training key of ``config`` run with ``threads`` intra-op threads under the current code, on this
+    machine's device (:func:`local_numerics`) or, with ``machine``, on the machine of those numerics (the
+    key under which a run imported from that machine is stored)."""
+    numerics = local_numerics(config) if machine is None else machine
     blob = json.dumps(
-        {
-            "config": config.key(),
-            "code": training_code_hash(config),
-            "threads": int(threads),
-            "torch": torch.__version__,
-            **device_numerics(config),
-        },
+        {"config": config.key(), "code": training_code_hash(config), "threads": int(threads), **numerics},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -304,17 +338,26 @@ def eval_key(train_key: str) -> str:
 
 # ----------------------------------------------------------------------------- entries on disk
 def _embeddings_sha256(train_entry: Path) -> str | None:
-    """The recorded sha256 of a training entry's ``arrays.npz`` (what an evaluation was computed from)."""
+    """The recorded sha256 of a training entry's test embeddings (what an evaluation was computed from): its
+    ``arrays.npz``, or for an entry imported without them, the sha256 its ``arrays.npz`` had where it trained."""
     try:
-        return json.loads((train_entry / CHECKSUM_FILE).read_text())["files"]["arrays.npz"]["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+        meta = json.loads((train_entry / CHECKSUM_FILE).read_text())
+        return meta.get(SLIM_KEY) or meta["files"]["arrays.npz"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
+def _is_slim(train_entry: Path) -> bool:
+    try:
+        return bool(json.loads((train_entry / CHECKSUM_FILE).read_text()).get(SLIM_KEY))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write_entry(final: Path, writers: dict, replace: bool = False, meta: dict | None = None) -> Path:
     """Write an entry folder atomically: each ``name -> writer(path)`` into a temporary folder,
-    then ``checksum.json`` last, then rename into place, replacing a corrupt old entry (or, with
-    ``replace``, any old entry; callers hold the entry's lock)."""
+    then ``checksum.json`` last (with ``meta``'s fields beside the checksums), then rename into place,
+    replacing a corrupt old entry (or, with ``replace``, any old entry; callers hold the entry's lock)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{final.name}-"))
@@ -324,7 +367,7 @@ def write_entry(final: Path, writers: dict, replace: bool = False) -> Path:
         for name, writer in writers.items():
             writer(tmp / name)
         files = {name: {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size} for name in writers}
-        atomic_write_json(tmp / CHECKSUM_FILE, {"key": final.name, "files": files})
+        atomic_write_json(tmp / CHECKSUM_FILE, {**(meta or {}), "key": final.name, "files": files})
         if final.exists():
             if not replace and verify_entry(final) is None:  # another writer was first: keep theirs
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -414,15 +457,19 @@ class RunCache:
     ``threads`` is the intra-op thread count every run of this cache trains and evaluates with
     (default ``$COHERENT_ITR_THREADS`` or 1); it is part of the training key."""
 
-    def __init__(self, root: str | os.PathLike | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike | None = None, threads: int | None = None, machine: str | None = None
+    ) -> None:
         self.root = paths.cache_dir(root) / "runs"
         self.threads = int(threads) if threads is not None else default_threads()
         if self.threads < 1:
             raise ValueError(f"RunCache threads must be ≥ 1, got {threads!r}")
+        self.machine_name = machine if machine is not None else (os.environ.get(RUNS_FROM_ENV) or None)
+        self.machine = load_machine(self.root.parent, self.machine_name) if self.machine_name else None
 
     # keys and paths -----------------------------------------------------------------------
     def train_key(self, config: Config) -> str:
-        return run_key(config, self.threads)
+        return run_key(config, self.threads, self.machine)
 
     def eval_key(self, config: Config) -> str:
         return eval_key(self.train_key(config))
@@ -476,6 +523,10 @@ class RunCache:
             return None
         record = _read_json(p / "record.json", "training entry")
         arrays = _read_npz(p / "arrays.npz", "training entry")
+        if _is_slim(p):
+            arrays = SlimArrays(arrays)
+            arrays.key = p.name
+            return RunResult(record, arrays)
         missing = {"test_img", "test_cap"} - set(arrays)
         if missing:
             raise CacheEntryError(f"training entry {p.name} at {p}: arrays.npz lacks {sorted(missing)}")
@@ -559,6 +610,12 @@ class RunCache:
     def _evaluate(self, config: Config, trained, splits) -> dict:
         from .evaluation import evaluate_run
 
+        if isinstance(trained.arrays, SlimArrays):
+            raise ImportedRunMissing(
+                f"run {self.train_key(config)} was imported without its test embeddings and has no evaluation "
+                "under the current metric code (a metric changed since the export); it cannot be re-evaluated "
+                "here: export it again with --export-embeddings all, or train it on this machine"
+            )
         with self._lock(self.eval_key(config), f"evaluation of run {self.train_key(config)}"):
             ev = self._load_metrics(config)  # another process may have evaluated meanwhile
             if ev is not None:
@@ -590,6 +647,13 @@ class RunCache:
         if hit is not None:
             return hit
         key = self.train_key(config)
+        if self.machine is not None:
+            raise ImportedRunMissing(
+                f"run {key} ({config.loss}, seed {config.seed}, lr {config.lr:g}) is not among the runs imported from "
+                f"{self.machine_name} ({RUNS_FROM_ENV}={self.machine_name}): this cache reads that machine's runs "
+                f"and never trains one here under its key; train it there and import again, or unset "
+                f"{RUNS_FROM_ENV} to train it on this machine under this machine's key"
+            )
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
                 with pinned_threads(self.threads):
@@ -605,6 +669,35 @@ class RunCache:
     def verify(self) -> list[str]:
         """Every problem of every entry in this cache (see :func:`verify_cache`)."""
         return verify_cache(self.root.parent)
+
+
+def machines_dir(root: str | os.PathLike | None = None) -> Path:
+    return paths.cache_dir(root, create=False) / "runs" / MACHINES_DIR
+
+
+def save_machine(root, numerics: dict) -> str:
+    """Record the numerics of a machine whose runs are imported into the cache at ``root``; returns its id."""
+    name = machine_id(numerics)
+    d = machines_dir(root)
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(d / f"{name}.json", numerics)
+    return name
+
+
+def load_machine(root, name: str) -> dict:
+    """The numerics recorded by :func:`save_machine` under ``name``; ``ValueError`` naming the file if absent."""
+    f = machines_dir(root) / f"{name}.json"
+    try:
+        numerics = json.loads(f.read_text())
+    except (OSError, ValueError) as exc:
+        known = sorted(p.stem for p in machines_dir(root).glob("*.json")) if machines_dir(root).is_dir() else []
+        raise ValueError(
+            f"{RUNS_FROM_ENV}={name}: no imported machine of that name in {f.parent} ({type(exc).__name__}); "
+            f"imported: {known or 'none (python -m reproduce --import-runs FILE)'}"
+        ) from None
+    if not isinstance(numerics, dict) or "torch" not in numerics:
+        raise ValueError(f"{f}: not a machine record (expected a JSON object with 'torch'); got {numerics!r:.80}")
+    return numerics
 
 
 @contextlib.contextmanager

