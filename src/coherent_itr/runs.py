@@ -10,7 +10,10 @@ Two kinds of entries live under ``<root>/runs/``:
   models, determinism/io/config, the data source it loads, the relevance provider it trains
   with, the loss modules :func:`coherent_itr.losses.build` instantiates for it, and the
   validation metric that selects the checkpoint. Adding a loss therefore trains only that
-  loss's runs, and editing a notebook or a test metric trains nothing.
+  loss's runs, and editing a notebook or a test metric trains nothing. The files' hash of a set the
+  study's runs execute is its frozen one (:mod:`coherent_itr.code_identity`) while its files are as frozen
+  or their edits are declared to keep every number; a run of another machine keeps that machine's key
+  (:func:`local_numerics`, ``$COHERENT_ITR_RUNS_FROM``).
 * ``eval/<evaluation key>/`` — ``metrics.json``: every test metric of that training entry. The
   **evaluation key** hashes the training key and the evaluation code (:func:`evaluation_files`:
   ``evaluation.py``, ``metrics/``, the yardstick providers), so adding or fixing a metric
@@ -43,7 +46,7 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from . import paths
+from . import code_identity, paths
 from .config import Config
 from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 
@@ -211,7 +214,10 @@ def evaluation_files() -> list[str]:
 
 @lru_cache(maxsize=1024)
 def _files_hash(rel_paths: tuple[str, ...]) -> str:
-    return _hash_files(PACKAGE_DIR, rel_paths)
+    """The code hash of a file set: its frozen hash (:mod:`coherent_itr.code_identity`) while its files are as
+    frozen or their edits are declared neutral, else the hash of the files as they are."""
+    frozen = code_identity.frozen_hash(rel_paths) if PACKAGE_DIR == code_identity.PACKAGE_DIR else None
+    return frozen or _hash_files(PACKAGE_DIR, rel_paths)
 
 
 def _outside_loss_source(config: Config) -> str:

@@ -1,0 +1,54 @@
+"""``python -m reproduce.driver.code_identity [--freeze [FILE …]]``: the library's frozen code identity.
+
+Without arguments: which frozen library files changed since the freeze and whether each edit is declared
+(exit 1 when one is not). ``--freeze``: freeze the code hash of every file set the study's runs execute (every
+profile, both data sets, tuning runs included) and of the evaluation code; ``--freeze FILE …``: only the sets
+holding those files (an edit that changes numbers: their runs train again, every other key stays).
+See :mod:`coherent_itr.code_identity`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from coherent_itr import code_identity, runs
+
+from reproduce.protocol import tuning
+from reproduce.spec import experiments
+from reproduce.spec.profiles import PROFILES, profile_for
+
+
+def study_file_sets() -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """The training file sets of every run any profile plans (tuning runs included), and the evaluation set."""
+    sets = set()
+    for name in PROFILES:
+        for data in ("synthetic", "flickr8k"):
+            p = profile_for(name, data)
+            configs = experiments.plan(p) + (tuning.tuning_configs(p, None) if p.tuning is not None else [])
+            sets |= {tuple(runs.training_files(c)) for c in configs}
+    return sorted(sets), tuple(runs.evaluation_files())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reproduce.driver.code_identity", description=__doc__.split("\n")[2])
+    ap.add_argument("--freeze", nargs="*", metavar="FILE", help="freeze again: every set, or the sets of these files")
+    args = ap.parse_args(argv)
+    if args.freeze is None:
+        changed = code_identity.changed_files()
+        for rel, state in sorted(changed.items()):
+            print(f"{rel}: {state}")
+        print(f"{len(code_identity.load().get('sets', []))} frozen file sets; {len(changed)} file(s) changed since")
+        return 1 if {"undeclared", "missing"} & set(changed.values()) else 0
+    sets, evaluation = study_file_sets()
+    only = set(args.freeze) or None
+    ident = code_identity.freeze([*sets, evaluation], lambda s: runs._hash_files(runs.PACKAGE_DIR, s), only)
+    code_identity.IDENTITY_FILE.write_text(json.dumps(ident, indent=1) + "\n")
+    again = f" again for {sorted(only)}" if only else ""
+    print(f"{code_identity.IDENTITY_FILE}: {len(ident['sets'])} file sets frozen{again}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
