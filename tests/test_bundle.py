@@ -106,6 +106,8 @@ def _without_timing(history):
 
 def test_training_from_the_bundle_equals_the_folder_with_float16_inputs(built, tmp_path, monkeypatch):
     release, out = built
+    # the folder's embeddings as the bundle serves them: float16, then unit norm again
+    monkeypatch.setattr(sbert, "embed_captions", lambda captions, **kw: bd.unit_rows(_fake_embed(captions)))
     folder_runs = {}
     folder_splits = data_mod.load_splits("flickr8k", data_dir=str(release), cache_dir=str(tmp_path / "c1"))
     for k, over in enumerate(CONFIGS):
@@ -191,6 +193,85 @@ def test_the_builder_refuses_what_a_bundle_cannot_serve(built, tmp_path, capsys)
 def test_caption_embeddings_follow_a_subset_and_name_a_missing_caption():
     emb = np.arange(12, dtype=np.float32).reshape(3, 4)
     ce = bd.CaptionEmbeddings("m", ["a .", "b .", "a ."], emb)
-    np.testing.assert_array_equal(ce.rows(["b .", "a ."]), emb[[1, 2]])  # duplicates: the last row (equal rows)
+    unit = emb / np.linalg.norm(emb.astype(np.float64), axis=1, keepdims=True)
+    np.testing.assert_allclose(ce.rows(["b .", "a ."]), unit[[1, 2]], rtol=1e-7)  # duplicates: the last row
     with pytest.raises(KeyError, match="'zzz' has no stored embedding"):
         ce.rows(["zzz"])
+
+
+def _identical_caption_cosines(emb: np.ndarray, captions: list[str]) -> np.ndarray:
+    """The cosine, as ``SBERTRelevance.batch`` computes it (float32 dot products), of every pair of identical
+    captions at different rows."""
+    rows: dict[str, list[int]] = {}
+    for i, c in enumerate(captions):
+        rows.setdefault(c, []).append(i)
+    pairs = [(a, b) for r in rows.values() for a in r for b in r if a < b]
+    return np.array([float(emb[a] @ emb[b]) for a, b in pairs])
+
+
+def test_identical_captions_of_a_bundle_have_relevance_at_most_1_and_s_ndcg_takes_them():
+    """float16 rounding moves a norm by up to ~1e-3: two identical captions then had a unit-scaled relevance above 1,
+    which S-NDCG refuses (every Triplet + S-NDCG run from the bundle stopped on a GPU). The bundle serves them at
+    unit norm again."""
+    import torch
+
+    from coherent_itr import losses
+    from coherent_itr.data.base import CaptionedImages
+
+    rng = np.random.default_rng(0)
+    caps = [f"caption {k} ." for k in range(40)]
+    caps[7] = caps[3] = caps[30] = "A dog runs ."
+    v = rng.normal(size=(40, 384))
+    v[[7, 30]] = v[3]
+    stored = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float16)
+    raw = _identical_caption_cosines(stored.astype(np.float32), caps)
+    assert raw.max() > 1 + 1e-6 or raw.min() < 1 - 1e-6  # the rounding alone moved them off 1
+    ce = bd.CaptionEmbeddings("m", caps, stored)
+    assert np.abs(_identical_caption_cosines(ce.rows(caps), caps) - 1).max() <= 1e-6
+    split = CaptionedImages(
+        name="t", features=np.zeros((8, 4), np.float32), captions=caps, image_ids=[f"{i}.jpg" for i in range(8)]
+    )
+    split.extras[bd.SBERT_EXTRA] = ce
+    provider = sbert.SBERTRelevance(split, mode="paired", scale="unit")
+    rel = provider.batch(np.array([0, 1, 6, 0]), np.array([3, 7, 30, 4]))
+    assert rel.max() <= 1 + 1e-6
+    sim = torch.randn(4, 4)
+    losses.build("sndcg")(sim, torch.as_tensor(rel))  # no ValueError
+
+
+@pytest.mark.flickr8k
+@pytest.mark.slow
+def test_the_real_flickr8k_captions_from_a_bundle_have_relevance_at_most_1(flickr8k_dir, tmp_path):
+    """On the release's own test captions and their Sentence-BERT embeddings: float16 storage puts the cosine of some
+    identical captions outside 1 ± 1e-6; the bundle's rows do not."""
+    _, caps = f8.flickr8k_index(flickr8k_dir)["test"]
+    emb = sbert.embed_captions(caps, cache_dir=str(tmp_path), progress=False)
+    dup = _identical_caption_cosines(emb, caps)
+    assert len(dup) > 0, "the test split has identical captions"
+    stored = emb.astype(np.float16)
+    raw = _identical_caption_cosines(stored.astype(np.float32), caps)
+    served = _identical_caption_cosines(bd.CaptionEmbeddings("m", caps, stored).rows(caps), caps)
+    assert np.abs(raw - 1).max() > 1e-6 and np.abs(served - 1).max() <= 1e-6, (raw.max(), served.max())
+
+
+def test_a_run_from_a_bundle_has_its_own_key_and_a_release_runs_key_is_unchanged(built, monkeypatch):
+    import hashlib as _h
+
+    import torch
+
+    from coherent_itr import runs
+
+    release, out = built
+    cfg = Config(data="flickr8k", **TINY)
+    monkeypatch.setenv("FLICKR8K_DIR", str(release))
+    blob = {"config": cfg.key(), "code": runs.training_code_hash(cfg), "threads": 1, "torch": torch.__version__}
+    from_release = runs.run_key(cfg)
+    assert from_release == _h.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
+    monkeypatch.setenv("FLICKR8K_DIR", str(out))
+    form = runs.local_numerics(cfg)["flickr8k_form"]
+    assert form == "bundle:" + hashlib.sha256((out / bd.MANIFEST).read_bytes()).hexdigest()[:16]
+    assert runs.run_key(cfg) != from_release
+    synthetic = Config(data="synthetic", data_scale="smoke")
+    assert "flickr8k_form" not in runs.local_numerics(synthetic)
+    machine = runs.local_numerics(cfg)  # an imported machine's record names its bundle for its Flickr8k runs only
+    assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)

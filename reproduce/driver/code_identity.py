@@ -1,7 +1,8 @@
 """``python -m reproduce.driver.code_identity [--freeze [FILE …]]``: the library's frozen code identity.
 
 Without arguments: which frozen library files changed since the freeze and whether each edit is declared
-(exit 1 when one is not). ``--freeze``: freeze the code hash of every file set the study's runs execute (every
+(exit 1 when one is not). ``--declare FILE WHY``: record FILE's edit as keeping every number, with why.
+``--freeze``: freeze the code hash of every file set the study's runs execute (every
 profile, both data sets, tuning runs included) and of the evaluation code; ``--freeze FILE …``: only the sets
 holding those files (an edit that changes numbers: their runs train again, every other key stays).
 See :mod:`coherent_itr.code_identity`.
@@ -34,7 +35,23 @@ def study_file_sets() -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.code_identity", description=__doc__.split("\n")[2])
     ap.add_argument("--freeze", nargs="*", metavar="FILE", help="freeze again: every set, or the sets of these files")
+    ap.add_argument(
+        "--declare",
+        nargs=2,
+        metavar=("FILE", "WHY"),
+        help="declare FILE's edit neutral: record its current sha256 and WHY every number of every run stays",
+    )
     args = ap.parse_args(argv)
+    if args.declare:
+        rel, why = args.declare
+        ident = code_identity.load()
+        if rel not in ident.get("files", {}):
+            print(f"{rel}: not a frozen file (frozen: {len(ident.get('files', {}))} files)", file=sys.stderr)
+            return 2
+        ident.setdefault("neutral_edits", {})[rel] = {"sha256": code_identity.file_sha256(rel), "why": why}
+        code_identity.IDENTITY_FILE.write_text(json.dumps(ident, indent=1) + "\n")
+        print(f"{rel}: edit declared neutral")
+        return 0
     if args.freeze is None:
         changed = code_identity.changed_files()
         for rel, state in sorted(changed.items()):

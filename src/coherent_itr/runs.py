@@ -309,12 +309,25 @@ def device_numerics(config: Config) -> dict:
     }
 
 
+def data_form(config: Config) -> dict:
+    """``{}`` for a run that reads its data set as released (and for the generated worlds); for a Flickr8k run
+    from a bundle (:mod:`coherent_itr.data.bundle`: float16 features and caption embeddings) ``{"flickr8k_form":
+    "bundle:<sha256 of its MANIFEST.json>"}`` — its numbers differ from the release folder's, so its key does."""
+    if config.data != "flickr8k":
+        return {}
+    folder = paths.flickr8k_dir(config.data_dir, required=False)
+    manifest = Path(folder) / "MANIFEST.json" if folder is not None else None
+    if manifest is None or not manifest.is_file():
+        return {}
+    return {"flickr8k_form": f"bundle:{sha256_file(manifest)[:16]}"}
+
+
 def local_numerics(config: Config) -> dict:
-    """What of this machine enters the key of a run of ``config``: the torch version and
-    :func:`device_numerics`."""
+    """What of this machine enters the key of a run of ``config``: the torch version, :func:`device_numerics`
+    and, for Flickr8k, :func:`data_form`."""
     import torch
 
-    return {"torch": torch.__version__, **device_numerics(config)}
+    return {"torch": torch.__version__, **device_numerics(config), **data_form(config)}
 
 
 def machine_id(numerics: dict) -> str:
@@ -329,7 +342,10 @@ def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> st
     """Training key of ``config`` run with ``threads`` intra-op threads under the current code, on this
     machine's device (:func:`local_numerics`) or, with ``machine``, on the machine of those numerics (the
     key under which a run imported from that machine is stored)."""
-    numerics = local_numerics(config) if machine is None else machine
+    numerics = dict(local_numerics(config) if machine is None else machine)
+    form = numerics.pop("flickr8k_form", None)  # a machine's record names it for its Flickr8k runs only
+    if form and config.data == "flickr8k":
+        numerics["data_form"] = form
     blob = json.dumps(
         {"config": config.key(), "code": training_code_hash(config), "threads": int(threads), **numerics},
         sort_keys=True,

@@ -24,8 +24,10 @@ one whose size or sha256 differs, raises :class:`BundleError` naming it — then
   needs the captions only. So every relevance provider the study trains or evaluates with works
   without the photos, the image encoder or the sentence model.
 
-A run from a bundle therefore equals a run from the release folder whose image features and caption
-embeddings were rounded to float16 (the rounding is the only difference; ``tests/test_bundle.py``).
+A run from a bundle therefore equals a run from the release folder whose image features were rounded to
+float16 and whose caption embeddings were rounded to float16 and brought back to unit norm (:func:`unit_rows`;
+``tests/test_bundle.py``). Its numbers differ from the release folder's, and so does its run key
+(:func:`coherent_itr.runs.data_form`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class BundleError(ValueError):
     """A bundle is incomplete, altered or not a bundle; the message names the file."""
 
 
+def unit_rows(embeddings: np.ndarray) -> np.ndarray:
+    """The stored (float16) embeddings as float32 rows of unit L2 norm, as the sentence model gave them: rounding
+    to float16 moves a norm by up to ~1e-3, and the cosine of two identical captions then exceeds 1 (a unit-scaled
+    relevance above 1, which S-NDCG refuses). The norm is taken in float64; a zero row stays zero."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    norm = np.linalg.norm(e, axis=1, keepdims=True)
+    return (e / np.where(norm > 0, norm, 1.0)).astype(np.float32)
+
+
 class CaptionEmbeddings:
     """Sentence embeddings stored with a split, looked up by caption text.
 
@@ -65,7 +76,7 @@ class CaptionEmbeddings:
         if embeddings.ndim != 2 or embeddings.shape[0] != len(captions):
             raise ValueError(f"{len(captions)} captions but embeddings of shape {embeddings.shape}")
         self.model_id = model_id
-        self.embeddings = np.asarray(embeddings, dtype=np.float32)
+        self.embeddings = unit_rows(embeddings)
         self._row = {c: i for i, c in enumerate(captions)}
 
     def rows(self, captions: Sequence[str]) -> np.ndarray:

@@ -201,9 +201,10 @@ class SmoothNDCGLoss(ITRLoss):
         self.check_inputs(sim, rel)
         rel = rel.detach().to(sim.dtype)
         if not torch.isfinite(rel).all() or rel.min() < -1e-6 or rel.max() > 1 + 1e-6:
+            lo, hi = float(rel.min()), float(rel.max())
             raise ValueError(
-                f"sndcg: rel must be finite and in [0, 1] (RSC scores, Listwise Eq. 8); got range "
-                f"[{float(rel.min()):.4g}, {float(rel.max()):.4g}]"
+                f"sndcg: rel must be finite and in [0, 1] up to 1e-6 (RSC scores, Listwise Eq. 8); got range "
+                f"[{lo!r}, {hi!r}] (all finite: {bool(torch.isfinite(rel).all())})"
             )
         rel = rel.clamp(0.0, 1.0)
         chunk = chunk_rows_for(sim.shape[0], sim.dtype, self.max_chunk_mb)
