@@ -29,6 +29,7 @@ An archive larger than ``part_bytes`` (16 MiB: what one file back from a GPU mac
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import json
@@ -383,3 +384,23 @@ def import_command(args) -> int:
         flush=True,
     )
     return 0
+
+
+def main(argv=None) -> int:
+    """``python -m reproduce.driver.run_archive --export FILE [--profile P] [--data D]``: export the cache's runs
+    without training (e.g. after a time-limited training on a GPU machine)."""
+    ap = argparse.ArgumentParser(prog="python -m reproduce.driver.run_archive", description=main.__doc__)
+    ap.add_argument("--export", dest="export_runs", required=True, metavar="FILE")
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--data", default="synthetic,flickr8k", help="data sets whose view arms keep their embeddings")
+    ap.add_argument("--export-embeddings", choices=("views", "all", "none"), default="views")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    sets = [d for d in args.data.split(",") if d]
+    if "flickr8k" in sets and not os.environ.get(runs.paths.FLICKR8K_ENV):
+        sets.remove("flickr8k")  # no Flickr8k here: none of its runs can be in this cache's plan
+    return export_command(args, sets)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

