@@ -82,6 +82,7 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     # the driver exits non-zero when a run failed
     # the profile tunes (a one-point grid under smoke): its protocol is these three runs
     from reproduce.driver import ledger_files
+    from reproduce.present import tuning_tables
     from reproduce.protocol import tuning
 
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
@@ -89,7 +90,7 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
         tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     )
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
+    monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)
     monkeypatch.setattr(ledger_files, "write_manifest", lambda *a, **k: None)
@@ -317,6 +318,7 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     """Of three runs: one fully cached, one trained before but never evaluated, one missing. The
     driver trains one, evaluates two, and the manifest says so (it used to count both as trained)."""
     from reproduce.driver import ledger_files
+    from reproduce.present import tuning_tables
     from reproduce.protocol import tuning
 
     cache = RunCache(tmp_path)
@@ -334,7 +336,7 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
         )[1],
     )
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: None)
+    monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)
     seen = {}

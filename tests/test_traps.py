@@ -52,7 +52,8 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
 
     from reproduce.driver import cli as cli
     from reproduce.driver import executors
-    from reproduce.protocol import prepare, tuning
+    from reproduce.present import tuning_tables
+    from reproduce.protocol import prepare
 
     args = cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"])
     args.data_reasons = ["synthetic: planted"]
@@ -60,7 +61,7 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     called = []
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: executor)
     monkeypatch.setattr(prepare, "prepare", lambda todo, progress: called.append(("prepare", len(todo))) or 0.0)
-    monkeypatch.setattr(tuning, "write_tuning_summary", lambda *a, **k: called.append(("summary", a[3:])))
+    monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: called.append(("summary", a[3:])))
     cache = RunCache()
     plan = cli.plan_data_set(args, "synthetic", cache)
     assert plan.tuned and plan.configs == [] and plan.todo == []
@@ -348,6 +349,8 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     from coherent_itr.config import Config
     from reproduce.driver import cli as driver
     from reproduce.driver import ledger_files
+    from reproduce.present import tuning_tables
+    from reproduce.present import tuning_tables
     from reproduce.protocol import prepare, tuning
     from tiny_run import TINY
 
@@ -356,7 +359,7 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     tuning.tuning_configs = lambda profile, papers=None: cfgs
     tuning.run_protocol = lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     tuning.tuned_plan = lambda profile, papers, cache, **k: cfgs
-    tuning.write_tuning_summary = lambda *a, **k: None
+    tuning_tables.write_tuning_summary = lambda *a, **k: None
     prepare.prepare = lambda *a, **k: 0.0
     ledger_files.collect = lambda *a, **k: None
     ledger_files.write_manifest = lambda *a, **k: None

@@ -13,6 +13,7 @@ import pytest
 from coherent_itr import config as config_mod
 from coherent_itr import losses
 from reproduce.spec import experiments
+from reproduce.present import tuning_tables
 from reproduce.protocol import tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from tiny_run import TINY
@@ -361,7 +362,7 @@ def test_summary_written_per_data_set(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted)
     FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
-    df = tuning.write_tuning_summary(tmp_path / "flickr8k", prof, cache, papers=["listwise"])
+    df = tuning_tables.write_tuning_summary(tmp_path / "flickr8k", prof, cache, papers=["listwise"])
     assert (tmp_path / "flickr8k" / "tuning_summary.csv").is_file()
     md = (tmp_path / "flickr8k" / "tuning_summary.md").read_text()
     assert "selection by validation RSUM" in md and "Triplet + S-NDCG" in md
@@ -377,11 +378,11 @@ def test_a_one_paper_summary_keeps_the_families_of_papers_tuned_before(tmp_path,
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted)
     FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
-    alone = tuning.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
+    alone = tuning_tables.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
     assert tuning.covered_papers(prof, ["listwise"], cache) == ["listwise"]
     FakeExecutor().run(tuning.tuning_configs(prof, ["unified"]), cache)
     n_trained = len(cache.trained)
-    both = tuning.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
+    both = tuning_tables.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
     assert tuning.covered_papers(prof, ["listwise"], cache) == ["listwise", "unified"]
     assert "Unified" in " ".join(both["arm"]) and "Unified" not in " ".join(alone["arm"])
     assert set(alone["arm"]) < set(both["arm"])
@@ -518,7 +519,7 @@ def test_health_sentences_say_in_words_what_the_tuning_table_shows():
         ("D", 2e-3, 0, False, "0/2 collapsed", True),
     ]
     t = pd.DataFrame(rows, columns=["arm", "lr", "warmup_epochs", "collapsed", "other_seeds", "chosen"])
-    words = tuning.health_sentences(t)
+    words = tuning_tables.health_sentences(t)
     assert len(words) == 3
     assert words[0].startswith("**A**: every setting of the grid is collapsed on seed 0 (2 of 2)")
     assert "**B**" in words[1] and "lr 0.0006: 1/2 collapsed; lr 0.002: 2/2 collapsed" in words[1]

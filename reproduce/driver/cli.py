@@ -75,6 +75,14 @@ examples:
 """
 
 
+def run_cache():
+    """The run cache's module (:mod:`coherent_itr.runs`), imported by the commands that read or train runs."""
+    # heavy (torch): --help and usage errors stay light (tests/test_cli.py)
+    from coherent_itr import runs
+
+    return runs
+
+
 class UsageError(Exception):
     """A bad argument or setting: one line on stderr, exit status 2, before any work."""
 
@@ -352,6 +360,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
 
     from reproduce.driver import executors
 
+    from reproduce.present import tuning_tables
     from reproduce.protocol import prepare, tuning
 
     d = plan.data
@@ -455,7 +464,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
             train(more)
     out.timings[f"{d}_train_s"] = time.perf_counter() - t1
     if plan.tuned:
-        tuning.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
+        tuning_tables.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
     return time.time()
 
 
@@ -487,15 +496,13 @@ def collapsed_arms(args, sets: list[str]) -> dict:
     """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
     ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-    from coherent_itr.runs import RunCache
-
     from reproduce.protocol import claim_rows, study
 
     out: dict = {}
     for d in sets:
         out.update(
             claim_rows.collapsed_arms(
-                study.Study(args.profile, d, cache=RunCache(), progress=False), papers=args.papers
+                study.Study(args.profile, d, cache=run_cache().RunCache(), progress=False), papers=args.papers
             )
         )
     return out
@@ -599,15 +606,12 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
 
 
 def run(args, sets: list[str]) -> int:
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-    from coherent_itr.runs import RunCache, check_writable
-
     t0, t_start = time.perf_counter(), time.time()
-    cache = RunCache()
+    cache = run_cache().RunCache()
     plans = args.plans = [plan_data_set(args, d, cache) for d in sets]  # args.plans: counted if interrupted
     announce(args, plans)
     try:  # room for the runs known now (the final runs of a tuned plan come later)
-        check_writable(n_runs=sum(len(p.todo) for p in plans))
+        run_cache().check_writable(n_runs=sum(len(p.todo) for p in plans))
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -687,10 +691,7 @@ def _interrupt_again(signum, frame):
 
 def runs_cached(plans: list[DataSetPlan]) -> int:
     """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-    from coherent_itr.runs import RunCache
-
-    cache = RunCache()
+    cache = run_cache().RunCache()
     configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}
     return sum(cache.has_training(c) for c in configs.values())
 
@@ -760,10 +761,7 @@ def main(argv=None) -> int:
 
 
 def verify(args) -> int:
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
-    from coherent_itr.runs import verify_cache
-
-    problems = verify_cache()
+    problems = run_cache().verify_cache()
     for p in problems:
         print(f"reproduce: BAD CACHE ENTRY {p}", flush=True)
     print(

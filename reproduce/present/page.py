@@ -37,7 +37,7 @@ from reproduce.protocol.ledger_rows import write_claims
 from reproduce.spec.paths import for_papers, notebook_paths
 from reproduce.protocol.study import Study
 from reproduce.spec.tables import md_cell
-from reproduce.protocol.tuning import health_sentences
+from reproduce.present.tuning_tables import health_sentences
 
 YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
     True: ("expert", "Flickr8k expert judgements"),
