@@ -4,7 +4,10 @@ keys (:mod:`coherent_itr.code_identity`).
 One run per loss of the study, each with the relevance its arms train with (Sentence-BERT, CIDEr-D or none), on
 the toy data set (the train loop, models, losses, relevance providers), plus one smoke-size run of the synthetic
 world (its generator) and the test evaluation of one run (the metrics). A run is pinned by the sha256 of its
-history (timings left out), of its test embeddings, and of its test metrics; a few readable numbers say what moved.
+history (timings left out), of its test embeddings, and of its test metrics — bit for bit on the CPU that pinned
+them — and by readable numbers (the last epoch's, the embeddings' mean |x|, the test RSUM) that another CPU must
+match to a relative 1e-3 (float32 sums round differently across instruction sets; a change of the code moves
+them by more, as a rule).
 
 ``python tests/engine_pins.py`` rewrites ``tests/data/engine_pins.json`` — only when an edit is *meant* to change
 numbers, together with ``python -m reproduce.driver.code_identity --freeze FILE …``.
@@ -94,6 +97,7 @@ def pin(result, test: dict | None = None) -> dict:
         "test_img": _sha(result.arrays["test_img"]),
         "test_cap": _sha(result.arrays["test_cap"]),
         "last": {k: hist[-1][k] for k in sorted(hist[-1]) if isinstance(hist[-1][k], float)},
+        "mean_abs": {k: float(np.abs(result.arrays[k]).astype(np.float64).mean()) for k in ("test_img", "test_cap")},
     }
     if test is not None:
         out["test"] = _sha(test)

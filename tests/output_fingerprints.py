@@ -8,7 +8,7 @@ round), interval-only rows, identity and equivalence rows without a tolerance, c
 and mapping, predicted-to-fail arm included), null pairs, a data set outside the registry, two error cases.
 :func:`fingerprints` gives one sha256 per output of a canonical text: floats at ``digits`` significant digits
 (``None``: ``repr``, every bit). ``tests/test_output_fingerprints.py`` compares them with
-``tests/output_fingerprints.json``, recorded before the functions were split into named steps;
+``tests/data/output_fingerprints.json``, recorded before the functions were split into named steps;
 ``benchmarks/check_output_identity.py`` prints the exact ones.
 """
 
@@ -459,7 +459,7 @@ def fingerprints(digits: int | None = 12, pixels: bool = False) -> dict:
     return {k: digest(v, digits) for k, v in outputs().items() if pixels or not k.endswith("(pixels)")}
 
 
-def record(path: Path = Path(__file__).with_name("output_fingerprints.json"), commit: str = "") -> None:
+def record(path: Path = Path(__file__).parent / "data" / "output_fingerprints.json", commit: str = "") -> None:
     """Write the fingerprints (12 significant digits) that ``tests/test_output_fingerprints.py`` checks."""
     data = {"recorded_at": commit, "digits": 12, "fingerprints": fingerprints(12)}
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")

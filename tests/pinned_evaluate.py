@@ -4,7 +4,7 @@ Every yardstick kind of the study (two pseudo-label matrices, true relevance wit
 expert and crowd judgements, an extra positive set), folds, float32 ties, the authors' CS candidates,
 τ-b, the scipy Kendall backend, chunking, and every public single-metric function.
 
-``python tests/pinned_evaluate.py > tests/pinned_values.py`` regenerates the pinned values (only
+``python tests/pinned_evaluate.py`` rewrites the pinned values, ``tests/data/pinned_values.json`` (only
 when a metric is *meant* to change; the values in the repository came from the code before the
 metric registry, commit 810033d).
 """
@@ -103,15 +103,15 @@ def scenarios() -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
+    import json
     import subprocess
+    from pathlib import Path
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f'"""Outputs of ``tests/pinned_evaluate.scenarios()`` computed by the code of commit\n{commit}')
-    print('(``python tests/pinned_evaluate.py``; then ``ruff format``); float reprs round-trip exactly."""\n')
-    print("PINNED = {")
-    for name, rec in scenarios().items():
-        print(f"    {name!r}: {{")
-        for k, v in rec.items():
-            print(f"        {k!r}: {float(v)!r},")
-        print("    },")
-    print("}")
+    about = (
+        f"Outputs of tests/pinned_evaluate.scenarios() computed by the code of commit {commit} "
+        "(python tests/pinned_evaluate.py); float reprs round-trip exactly."
+    )
+    pinned = {name: {k: float(v) for k, v in rec.items()} for name, rec in scenarios().items()}
+    out = Path(__file__).parent / "data" / "pinned_values.json"
+    out.write_text(json.dumps({"about": about, "pinned": pinned}, indent=1) + "\n")

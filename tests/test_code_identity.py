@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
+import numpy as np
 
 import engine_pins
 from coherent_itr import code_identity, runs
@@ -67,18 +67,35 @@ def test_freezing_again_one_file_moves_only_the_sets_that_hold_it(monkeypatch):
     assert "losses/sndcg.py" not in ident["neutral_edits"]
 
 
+def _readable(pin: dict) -> dict:
+    out = {f"last.{k}": v for k, v in pin["last"].items()}
+    out.update({f"mean_abs.{k}": v for k, v in pin["mean_abs"].items()})
+    if "rsum" in pin:
+        out["rsum"] = pin["rsum"]
+    return out
+
+
 def test_pinned_tiny_runs_keep_every_number(tmp_path):
-    """The guard: one tiny run per loss (and the synthetic world, and one test evaluation), bit for bit."""
+    """The guard: one tiny run per loss (and the synthetic world, and one test evaluation) — bit for bit on the CPU
+    that pinned them, to a relative 1e-3 on another (its float32 sums round differently)."""
     pins = json.loads(engine_pins.PINS.read_text())
-    here = engine_pins.cpu_signature()
-    if here != pins["machine"]:
-        pytest.skip(f"pins from {pins['machine']}; this machine is {here} (float32 bits differ across CPUs)")
+    exact = engine_pins.cpu_signature() == pins["machine"]
     got = engine_pins.compute(tmp_path)
     moved = {}
     for name, want in pins["runs"].items():
         have = got[name]
-        diff = {k: (want[k], have.get(k)) for k in want if k != "last" and want[k] != have.get(k)}
+        if exact:
+            diff = {k: (want[k], have.get(k)) for k in ("history", "test_img", "test_cap", "test") if k in want}
+            diff = {k: v for k, v in diff.items() if v[0] != v[1]}
+        else:
+            w, h = _readable(want), _readable(have)
+            diff = {k: (v, h.get(k)) for k, v in w.items() if not np.isclose(h.get(k, np.nan), v, rtol=1e-3, atol=1e-6)}
         if diff:
-            last = {k: (v, have["last"].get(k)) for k, v in want["last"].items() if v != have["last"].get(k)}
-            moved[name] = {**diff, "last epoch (pinned, now)": last}
-    assert not moved, f"numbers moved: {json.dumps(moved, indent=1)}"
+            w, h = _readable(want), _readable(have)
+            moved[name] = {**diff, "readable (pinned, now)": {k: (v, h.get(k)) for k, v in w.items() if v != h.get(k)}}
+    how = (
+        "bit for bit"
+        if exact
+        else f"to 1e-3 (pinned on {pins['machine']['cpu']}, here {engine_pins.cpu_signature()['cpu']})"
+    )
+    assert not moved, f"numbers moved ({how}): {json.dumps(moved, indent=1)}"

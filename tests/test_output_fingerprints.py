@@ -1,5 +1,5 @@
 """The ledger, the ladder and Unified notebooks' claim rows and the qualitative figure on planted inputs
-(``tests/output_fingerprints.py``) give the outputs recorded in ``tests/output_fingerprints.json``: those of
+(``tests/output_fingerprints.py``) give the outputs recorded in ``tests/data/output_fingerprints.json``: those of
 the code before its long functions were split into named steps (commit 5af0466). A refactor of
 ``ledger_rows.build_ledger``, ``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` /
 ``identity_claim_rows`` or ``qualitative.figure_qualitative`` must leave every fingerprint as it is; a change
@@ -13,7 +13,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import output_fingerprints
 
-RECORDED = Path(__file__).with_name("output_fingerprints.json")
+RECORDED = Path(__file__).parent / "data" / "output_fingerprints.json"
 
 
 def test_outputs_are_those_recorded_before_the_split():
