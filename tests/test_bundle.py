@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_data_flickr8k import SPLITS, _make_release
+from tiny_run import tiny
 
 from coherent_itr import data as data_mod
 from coherent_itr import evaluation
@@ -96,8 +97,8 @@ CONFIGS = [
     dict(loss="sam", loss_params={"tau": 3.0, "sampling": "SN", "keep_triplet": True}, relevance="cider",
          relevance_params={"include_candidate": True}),
 ]  # fmt: skip
-TINY = dict(embed_dim=16, word_dim=8, text_hidden=8, vocab_min_count=1, batch_size=4, epochs=2, lr=2e-3,
-            lr_decay_epoch=1, device="cpu", grad_diag_every=1)  # fmt: skip
+# the shared tiny run on the fake release's few photos: batches of 4, two epochs, diagnostics every step
+TINY = tiny(drop=("data", "data_scale"), text_hidden=8, batch_size=4, epochs=2, device="cpu", grad_diag_every=1)
 
 
 def _without_timing(history):

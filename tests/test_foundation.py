@@ -14,19 +14,10 @@ from coherent_itr.config import Config
 from coherent_itr.data import make_toy_splits
 from coherent_itr.metrics import retrieval_metrics
 from coherent_itr.train import train
+from tiny_run import tiny
 
-TINY = dict(
-    data="toy",
-    data_scale="smoke",
-    embed_dim=32,
-    word_dim=16,
-    text_hidden=32,
-    epochs=3,
-    batch_size=32,
-    lr=2e-3,
-    lr_decay_epoch=2,
-    vocab_min_count=1,
-)
+# three epochs of a wider toy model: enough for the loss to fall (grad diagnostics at the Config's default)
+TINY = tiny(drop=("grad_diag_every",), embed_dim=32, word_dim=16, text_hidden=32, epochs=3, lr_decay_epoch=2)
 
 
 # ----------------------------------------------------------------------------- config

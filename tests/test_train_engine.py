@@ -11,20 +11,10 @@ from coherent_itr import train as train_mod
 from coherent_itr.config import Config
 from coherent_itr.data import make_toy_splits
 from coherent_itr.train import train
+from tiny_run import tiny
 
-TINY = dict(
-    data="toy",
-    data_scale="smoke",
-    embed_dim=16,
-    word_dim=8,
-    text_hidden=16,
-    epochs=2,
-    batch_size=16,
-    lr=2e-3,
-    lr_decay_epoch=1,
-    lr_decay=0.5,
-    vocab_min_count=1,
-)
+# two epochs with a learning-rate decay between them (grad diagnostics at the Config's default)
+TINY = tiny(drop=("grad_diag_every",), epochs=2, batch_size=16, lr_decay=0.5)
 
 
 @pytest.fixture(scope="module")

@@ -13,3 +13,8 @@ TINY = dict(
     vocab_min_count=1,
     grad_diag_every=0,
 )
+
+
+def tiny(drop: tuple[str, ...] = (), **over) -> dict:
+    """:data:`TINY` with the fields ``over`` changed and the fields ``drop`` left at the Config's defaults."""
+    return {**{k: v for k, v in TINY.items() if k not in drop}, **over}
