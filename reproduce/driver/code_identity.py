@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         return 1 if {"undeclared", "missing"} & set(changed.values()) else 0
     sets, evaluation = study_file_sets()
     only = set(args.freeze) or None
-    ident = code_identity.freeze([*sets, evaluation], lambda s: runs._hash_files(runs.PACKAGE_DIR, s), only)
+    ident = code_identity.freeze([*sets, evaluation], lambda s: runs.hash_files(runs.PACKAGE_DIR, s), only)
     code_identity.IDENTITY_FILE.write_text(json.dumps(ident, indent=1) + "\n")
     again = f" again for {sorted(only)}" if only else ""
     print(f"{code_identity.IDENTITY_FILE}: {len(ident['sets'])} file sets frozen{again}")

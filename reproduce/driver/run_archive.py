@@ -144,10 +144,10 @@ def export_runs(
     for key, config, entry in tqdm(entries, desc="export runs", unit="run", disable=not progress, leave=False):
         members[f"train/{key}/record.json"] = (entry / "record.json").read_bytes()
         arrays_bytes = (entry / "arrays.npz").read_bytes()
-        if keep_embeddings is None or key in keep_embeddings or runs._is_slim(entry):
+        if keep_embeddings is None or key in keep_embeddings or runs.is_slim(entry):
             members[f"train/{key}/arrays.npz"] = arrays_bytes
-            if runs._is_slim(entry):
-                slim[key] = runs._embeddings_sha256(entry)
+            if runs.is_slim(entry):
+                slim[key] = runs.embeddings_sha256(entry)
         else:
             hits = per_query_hits(load_npz(entry / "arrays.npz"), _test_split_of(config, memo).image_of_caption)
             members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)

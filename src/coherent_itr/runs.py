@@ -97,12 +97,12 @@ def source_hash(package_dir: str | os.PathLike = PACKAGE_DIR) -> str:
     Not part of any run key (see :func:`training_code_hash`); used to stamp notebooks and the
     results manifest with the library version they were produced by."""
     root = Path(package_dir)
-    return _hash_files(
+    return hash_files(
         root, tuple(sorted(str(f.relative_to(root)) for f in root.rglob("*.py") if "__pycache__" not in f.parts))
     )
 
 
-def _hash_files(root: Path, rel_paths: tuple[str, ...]) -> str:
+def hash_files(root: Path, rel_paths: tuple[str, ...]) -> str:
     h = hashlib.sha256()
     for rel in rel_paths:
         h.update(rel.encode())
@@ -217,7 +217,7 @@ def _files_hash(rel_paths: tuple[str, ...]) -> str:
     """The code hash of a file set: its frozen hash (:mod:`coherent_itr.code_identity`) while its files are as
     frozen or their edits are declared neutral, else the hash of the files as they are."""
     frozen = code_identity.frozen_hash(rel_paths) if PACKAGE_DIR == code_identity.PACKAGE_DIR else None
-    return frozen or _hash_files(PACKAGE_DIR, rel_paths)
+    return frozen or hash_files(PACKAGE_DIR, rel_paths)
 
 
 def _outside_loss_source(config: Config) -> str:
@@ -359,7 +359,7 @@ def eval_key(train_key: str) -> str:
 
 
 # ----------------------------------------------------------------------------- entries on disk
-def _embeddings_sha256(train_entry: Path) -> str | None:
+def embeddings_sha256(train_entry: Path) -> str | None:
     """The recorded sha256 of a training entry's test embeddings (what an evaluation was computed from): its
     ``arrays.npz``, or for an entry imported without them, the sha256 its ``arrays.npz`` had where it trained."""
     try:
@@ -369,7 +369,7 @@ def _embeddings_sha256(train_entry: Path) -> str | None:
         return None
 
 
-def _is_slim(train_entry: Path) -> bool:
+def is_slim(train_entry: Path) -> bool:
     try:
         return bool(json.loads((train_entry / CHECKSUM_FILE).read_text()).get(SLIM_KEY))
     except (OSError, ValueError, AttributeError):
@@ -545,7 +545,7 @@ class RunCache:
             return None
         record = _read_json(p / "record.json", "training entry")
         arrays = _read_npz(p / "arrays.npz", "training entry")
-        if _is_slim(p):
+        if is_slim(p):
             arrays = SlimArrays(arrays)
             arrays.key = p.name
             return RunResult(record, arrays)
@@ -560,7 +560,7 @@ class RunCache:
         if not self._valid("evaluation", p):
             return None
         ev = _read_json(p / "metrics.json", "evaluation entry")
-        if ev.get("embeddings_sha256") != _embeddings_sha256(self.train_path(config)):
+        if ev.get("embeddings_sha256") != embeddings_sha256(self.train_path(config)):
             _report(
                 "evaluation",
                 p,
@@ -621,7 +621,7 @@ class RunCache:
             "eval_key": final.name,
             "run_key": self.train_key(config),
             "evaluation_code_hash": evaluation_code_hash(),
-            "embeddings_sha256": _embeddings_sha256(self.train_path(config)),
+            "embeddings_sha256": embeddings_sha256(self.train_path(config)),
         }
         write_entry(final, {"metrics.json": lambda p: atomic_write_json(p, ev)}, replace=True)
         return final
@@ -760,7 +760,7 @@ def verify_cache(root: str | os.PathLike | None = None) -> list[str]:
                         _read_npz(entry / "arrays.npz", "training entry")
                     elif verify_entry(runs / "train" / str(obj.get("run_key")), TRAIN_FILES) is None and obj.get(
                         "embeddings_sha256"
-                    ) != _embeddings_sha256(runs / "train" / str(obj["run_key"])):
+                    ) != embeddings_sha256(runs / "train" / str(obj["run_key"])):
                         problem = (
                             f"computed from other test embeddings than those of training entry "
                             f"{obj.get('run_key')} (retrained with different numbers?)"
