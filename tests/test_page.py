@@ -246,8 +246,7 @@ def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
 
     default = get_profile("default")
     assert default.sweep_seeds == (0, 1, 2) and "fraction_reduced" in default.seed0_groups  # the profile this pins
-    assert setup(default) == (
-        "flickr8k, profile default, seeds [0, 1, 2, 3, 4] (other sweep points [0, 1, 2]; seed-0 sweeps [0])"
-    )
+    assert setup(default) == "flickr8k, profile default, seeds 0–4 (other sweep points 0–2; seed-0 sweeps 0)"
     smoke = get_profile("smoke")  # one seed for every arm: nothing fewer to name
-    assert smoke.seeds == (0,) and setup(smoke) == "flickr8k, profile smoke, seeds [0]"
+    assert smoke.seeds == (0,) and setup(smoke) == "flickr8k, profile smoke, seeds 0"
+    assert page.seed_span([0, 1]) == "0, 1" and page.seed_span([0, 2, 5]) == "0, 2, 5"

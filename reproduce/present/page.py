@@ -39,6 +39,15 @@ from reproduce.protocol.study import Study
 from reproduce.spec.tables import md_cell
 from reproduce.present.tuning_tables import health_sentences
 
+
+def seed_span(seeds) -> str:
+    """``[0, 1, 2, 3, 4]`` → ``"0–4"``; seeds that are not consecutive are listed (``"0, 2, 5"``)."""
+    seeds = sorted(int(x) for x in seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
 YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
     True: ("expert", "Flickr8k expert judgements"),
     False: ("true", "true relevance r*"),
@@ -95,8 +104,14 @@ class Page:
 
     @property
     def setup(self) -> str:
-        """One line naming data set, profile and seeds (figure titles, captions): see :attr:`seed_note`."""
+        """One line naming data set, profile and seeds (captions, titles over sweeps): see :attr:`seed_note`."""
         return f"{self.data}, profile {self.profile}, {self.seed_note}"
+
+    @property
+    def main_setup(self) -> str:
+        """The short line for a figure of the main arms only (every one of them has every seed): data set,
+        profile and seeds, without the sweeps' fewer seeds."""
+        return f"{self.data}, profile {self.profile}, seeds {seed_span(self.seeds)}"
 
     @property
     def seed_note(self) -> str:
@@ -106,10 +121,10 @@ class Page:
         prof = self.study.profile
         fewer = []
         if prof.sweep_seeds and list(prof.sweep_seeds) != self.seeds:
-            fewer.append(f"other sweep points {list(prof.sweep_seeds)}")
+            fewer.append(f"other sweep points {seed_span(prof.sweep_seeds)}")
         if prof.seed0_groups and self.seeds != [0]:
-            fewer.append("seed-0 sweeps [0]")
-        return f"seeds {self.seeds}" + (f" ({'; '.join(fewer)})" if fewer else "")
+            fewer.append("seed-0 sweeps 0")
+        return f"seeds {seed_span(self.seeds)}" + (f" ({'; '.join(fewer)})" if fewer else "")
 
     @property
     def ours(self) -> str:
