@@ -16,6 +16,7 @@ from reproduce.protocol import calibration
 from reproduce.present import report  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
 from reproduce.present.analyses import ladder as L  # noqa: E402
+from reproduce.present.analyses import plotting  # noqa: E402
 
 SEEDS = (0, 1, 2)
 METRICS = [
@@ -358,16 +359,23 @@ def test_cs_bars_one_panel_per_k_and_direction_legend_outside(close_figures):
     assert len(bare.axes) == 4 and bare._suptitle.get_text().replace("\n", " ").endswith("no experts in these results")
 
 
-def test_sweep_figure_legends_right_of_the_panels(close_figures):
+def test_sweep_figure_has_one_legend_right_of_the_panels_when_they_share_their_series(close_figures):
     tb = L.sweep_values(frames()["beta2"], "beta2")
     fig = L.sweep_figure(
         tb, "beta2", [(["cs100_i2t_sbert"], "y", "p"), (["rsum"], "y", "q")], "selection", "β₂", "t", "r*"
     )
     assert len(fig.axes) == 2
     fig.canvas.draw()
-    for ax in fig.axes:
-        assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1  # right of the data
-        assert {t.get_text() for t in ax.get_legend().get_texts()} == {"manual", "auto(2,2)"}
+    first, last = fig.axes
+    assert first.get_legend() is None  # the same two series in both panels: said once
+    assert last.get_legend().get_window_extent().x0 > last.get_window_extent().x1  # right of the data
+    assert {t.get_text() for t in last.get_legend().get_texts()} == {"manual", "auto(2,2)"}
+    for ax in fig.axes:  # each series' points stay by their category's tick (dodge ±DODGE/2 at most)
+        series = [ln for ln in ax.lines if ln.get_marker() not in (None, "", "None")]  # not the bars' caps
+        assert series
+        for line in series:
+            xs = np.asarray(line.get_xdata(), dtype=float)
+            assert np.all(np.abs(xs - np.round(xs)) <= plotting.DODGE / 2 + 1e-9)
 
 
 def test_sweep_view_lminmax_marks_fixed_vs_adaptive(close_figures):
@@ -379,6 +387,8 @@ def test_sweep_view_lminmax_marks_fixed_vs_adaptive(close_figures):
 def test_sweep_view_levels_has_a_panel_per_k_and_rsum(close_figures):
     fig = L.sweep_view("levels", frames()["levels"], "true", "r*", "t")
     assert [ax.get_title() for ax in fig.axes] == ["CS@100 i2t", "CS@200 i2t", "CS@1000 i2t", "binary retrieval"]
+    # the CS@K panels show two yardsticks, RSUM one series: their legends differ, so each panel keeps its own
+    assert all(ax.get_legend() is not None for ax in fig.axes)
 
 
 def test_fig6_figure_has_three_panels(close_figures):

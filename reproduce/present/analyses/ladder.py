@@ -225,7 +225,8 @@ def cs_bars(df: pd.DataFrame, yard: str, yard_name: str, title: str, ks=(100, 10
 def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title: str, yard_name: str, order=None):
     """Tables IV–IX as sweeps: one panel per ``(keys, ylabel, title)``; points = mean, bars = 95% CI over seeds.
     With one key and ``hue`` a column (e.g. ``selection``), one line per hue value; with several keys, one line
-    per yardstick (× hue value when there are several). Each panel's legend sits to its right."""
+    per yardstick (× hue value when there are several). One legend right of the last panel when every panel has the
+    same series, else each panel's to its right."""
     fig, axes = plt.subplots(1, len(panels), figsize=(6.6 * len(panels), 3.8), squeeze=False)
     for ax, (keys, ylabel, ptitle) in zip(axes.flat, panels):
         by_col = hue in df.columns
@@ -243,7 +244,7 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
             hue=h,
             order=order,
             **plotting.BANDS,
-            dodge=0.3 if many else False,
+            dodge=plotting.DODGE if many else False,
             capsize=0.08,
             ax=ax,
         )
@@ -252,6 +253,9 @@ def sweep_figure(df: pd.DataFrame, x: str, panels, hue: str, xlabel: str, title:
         ax.set_title(ptitle, fontsize=10)
         ax.legend(**LEGEND)
     fig.suptitle(title)
+    names = [tuple(t.get_text() for t in ax.get_legend().get_texts()) for ax in axes.flat if ax.get_legend()]
+    if len(set(names)) == 1:  # every panel has the same series: one legend, right of the last panel
+        plotting.legend_outside(fig, ax=axes.flat[-1], fontsize=7)
     return plotting.fit_text(fig)
 
 

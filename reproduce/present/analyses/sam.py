@@ -220,7 +220,7 @@ def grid_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):
                 linestyles=[":", "--", "-"],
                 markers=["s", "^", "o"],
                 **plotting.BANDS,
-                dodge=0.3,
+                dodge=plotting.DODGE,
                 capsize=0.05,
                 ax=ax,
             )
