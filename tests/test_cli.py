@@ -110,18 +110,21 @@ def test_help_imports_nothing_heavy_and_documents_every_option():
         "(default: auto)",
     ):
         assert words in r.stdout
-    from reproduce.driver.cli import build_parser
+    from reproduce.driver.arguments import build_parser
 
     for action in build_parser()._actions:
         assert action.help and len(action.help) > 15, action.dest
 
 
 def test_cli_choices_match_the_study():
-    from reproduce.driver import cli as cli
+    from reproduce.driver import arguments
     from reproduce.spec import experiments, profiles
 
-    assert set(cli.PAPERS) == set(experiments.PAPERS) | {"data"}
-    assert set(cli.build_parser()._option_string_actions["--profile"].choices) == set(profiles.PROFILES)
+    assert set(arguments.PAPERS) == set(experiments.PAPERS) | {"data"}
+    assert set(arguments.build_parser()._option_string_actions["--profile"].choices) == set(profiles.PROFILES)
+    from coherent_itr import runs
+
+    assert arguments.RUNS_FROM_ENV == runs.RUNS_FROM_ENV  # kept apart so that --help never imports torch
 
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):

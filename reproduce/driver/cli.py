@@ -1,18 +1,10 @@
-"""Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
-
-Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
-embeddings) -> train the runs the cache lacks. Then execute every data set's notebooks with papermill
-in one pool of ``--workers`` kernels, collect
-the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
-and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
-(the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
-Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
-a running notebook).
+"""The driver of ``python -m reproduce``: plan, prepare, train, execute the notebooks, collect the ledger, write
+the manifest. What it does and its exit statuses are its ``--help`` (:data:`reproduce.driver.arguments.DESCRIPTION`);
+its options are parsed in :mod:`reproduce.driver.arguments`, its signals handled in :mod:`reproduce.driver.signals`.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import signal
@@ -23,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reproduce.spec.paths import PAPER_NOTEBOOKS, ROOT
+from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import COSTS, PROFILES, profile_for
 
 NO_ENVIRONMENT = (
@@ -35,44 +27,15 @@ try:  # the study's environment (standard library above, below it what the envir
     from tqdm.auto import tqdm
 
     from reproduce.driver import notebooks
+    from reproduce.driver.arguments import DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
+    from reproduce.driver.signals import interrupt
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
     sys.exit(2)
 
 
-PROG = "python -m reproduce"
-RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
-DATA_SETS = ("synthetic", "flickr8k")
-EXECUTORS = ("local", "ray")
-# Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
-PAPERS = tuple(PAPER_NOTEBOOKS)
 # rounds of the health check of the other seeds (reproduce.protocol.tuning): at most one per grid setting
 MAX_HEALTH_ROUNDS = 8
-EPILOG = f"""\
-outputs (profile smoke: under results/smoke/ instead of results/):
-  results/<paper>/              tables, figures and claims of the synthetic world
-  results/flickr8k/<paper>/     the same on Flickr8k
-  results/notebooks/            executed notebooks (results/flickr8k/notebooks/ for Flickr8k)
-  results/claims.csv, .md       the claims ledger (rows of a notebook that failed or did not run with the
-                                current inputs are marked STALE with the reason)
-  results/manifest.json         what produced the results, phase timings, failures
-  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper when
-                                nothing failed (stale rows are shown as awaiting a current run)
-
-run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
-  same for make, {PROG} and notebooks in Lab), two kinds of entries:
-  training entries keyed by the run's config, its thread count and only the code it executes (model, data,
-  train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
-  the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
-  runs, editing a notebook trains nothing. Entries carry checksums verified on every read (--verify-cache).
-
-data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_ENV}=/path/to/the release
-  folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
-
-examples:
-  {PROG} --profile smoke                 # minutes: the whole pipeline at its smallest size
-  {PROG} --papers bcls --data synthetic  # one paper (its runs, notebook 01 and the ledger)
-"""
 
 
 def run_cache():
@@ -83,140 +46,8 @@ def run_cache():
     return runs
 
 
-class UsageError(Exception):
-    """A bad argument or setting: one line on stderr, exit status 2, before any work."""
-
-
 class DataSetFailed(Exception):
     """A data set whose runs cannot start (its data cannot be prepared here): the others go on."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line instead of usage + error
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
-
-
-def _comma_list(allowed: tuple[str, ...], what: str):
-    def parse(text: str) -> list[str]:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        bad = [t for t in items if t not in allowed]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(
-                f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
-                f"choose from {', '.join(allowed)} (comma-separated)"
-            )
-        return list(dict.fromkeys(items))
-
-    return parse
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
-    return v
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description=__doc__, epilog=EPILOG, formatter_class=_Formatter)
-    ap.add_argument(
-        "--profile",
-        default="default",
-        choices=list(PROFILES),
-        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = the "
-        "study's protocol (about an hour on one GPU, several sittings of a 2-core CPU: docs/compute.md), "
-        "paper = the papers' sizes (for GPUs)",
-    )
-    ap.add_argument(
-        "--data",
-        default="auto",
-        help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
-        f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)",
-    )
-    ap.add_argument(
-        "--papers",
-        default=argparse.SUPPRESS,
-        type=_comma_list(PAPERS, "paper"),
-        help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
-        "'data' is the data card and trains nothing) (default: all)",
-    )
-    ap.add_argument(
-        "--executor",
-        default="local",
-        choices=list(EXECUTORS),
-        help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
-        "instance, or the cluster of RAY_ADDRESS)",
-    )
-    ap.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=min(2, os.cpu_count() or 1),
-        help="parallel training processes (local) or CPUs of a local Ray instance",
-    )
-    ap.add_argument(
-        "--skip-notebooks",
-        action="store_true",
-        help="train the runs only; execute no notebook (the ledger then marks claims stale)",
-    )
-    ap.add_argument(
-        "--rerun-notebooks",
-        action="store_true",
-        help="execute every notebook even if its inputs are unchanged since its last run",
-    )
-    ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
-    ap.add_argument(
-        "--verify-cache",
-        action="store_true",
-        help="check the checksum of every cached training and evaluation entry, list the bad ones "
-        "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
-    )
-    ap.add_argument(
-        "--export-runs",
-        metavar="FILE",
-        help="after the work, write every run of the current code in the cache into FILE, a compressed archive "
-        "(FILE.part1, … above 16 MiB) for another machine's --import-runs (reproduce/driver/run_archive.py)",
-    )
-    ap.add_argument(
-        "--export-embeddings",
-        choices=("views", "all", "none"),
-        default="views",
-        help="whose test embeddings --export-runs keeps: views = the arms the notebooks' figures read "
-        "(reproduce/spec/views.py; the other runs carry their per-query hits), all, none",
-    )
-    ap.add_argument(
-        "--import-runs",
-        metavar="FILE",
-        help="merge the run archive FILE (from --export-runs) into the run cache, verifying every entry, and exit; "
-        "trains nothing",
-    )
-    ap.add_argument(
-        "--runs-from",
-        metavar="MACHINE",
-        help="read the runs imported from MACHINE (the name --import-runs prints) instead of this machine's; a "
-        f"run missing from them is an error, never trained here (sets ${RUNS_FROM_ENV} for workers and notebooks)",
-    )
-    return ap
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = build_parser()
-    args = ap.parse_args(argv)
-    args.papers = getattr(args, "papers", None)
-    if args.data == "auto":
-        args.data_sets = None
-    else:
-        try:
-            args.data_sets = _comma_list(DATA_SETS, "data set")(args.data)
-        except argparse.ArgumentTypeError as exc:
-            ap.error(f"argument --data: {exc}")
-    return args
 
 
 # ------------------------------------------------------------------------------------------------
@@ -653,42 +484,6 @@ def run(args, sets: list[str]) -> int:
     return finish(args, sets, out, t0)
 
 
-REDELIVER_S = 0.05  # a signal that arrived inside a finalizer is sent again after this many seconds
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) or ``kill`` (SIGTERM) during the work: the worker processes are stopped, and the driver
-    exits with 128 + the signal's number after one line saying how many planned runs are cached."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-def _in_finalizer(frame) -> bool:
-    """Whether an exception raised in ``frame`` would be lost: Python ignores one that escapes a ``__del__`` method
-    anywhere up the stack (it prints "Exception ignored in …" and goes on, so a Ctrl-C would be swallowed)."""
-    while frame is not None:
-        if frame.f_code.co_name == "__del__":
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _interrupt(signum, frame):
-    if _in_finalizer(frame):  # deliver it again once the finalizer has returned, where it can stop the driver
-        threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
-        return
-    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C while the workers stop: exit without waiting
-        signal.signal(s, _interrupt_again)
-    raise Interrupted(signum)
-
-
-def _interrupt_again(signum, frame):
-    print("interrupted again: exiting without waiting for the running work; rerun to continue", file=sys.stderr)
-    os._exit(128 + signum)  # worker processes and notebook kernels end with their parent
-
-
 def runs_cached(plans: list[DataSetPlan]) -> int:
     """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
     cache = run_cache().RunCache()
@@ -726,7 +521,7 @@ def main(argv=None) -> int:
         print(NO_ENVIRONMENT.format(name="torch", python=sys.executable), file=sys.stderr)
         return 2
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
         if args.import_runs or args.export_runs or args.runs_from or os.environ.get(RUNS_FROM_ENV):
             # heavy (torch, pandas): only the run-archive options load it; --help stays light (tests/test_cli.py)

@@ -1,0 +1,187 @@
+"""The command line of ``python -m reproduce``: its options, their checks and its help (kept light: no torch, no
+pandas, so ``--help`` and a usage error answer in a fraction of a second; ``tests/test_cli.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from coherent_itr import paths
+
+from reproduce.spec.paths import PAPER_NOTEBOOKS
+from reproduce.spec.profiles import PROFILES
+
+DESCRIPTION = """Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
+
+Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
+embeddings) -> train the runs the cache lacks. Then execute every data set's notebooks with papermill
+in one pool of ``--workers`` kernels, collect
+the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
+and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
+(the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
+Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
+a running notebook).
+"""
+PROG = "python -m reproduce"
+RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
+DATA_SETS = ("synthetic", "flickr8k")
+EXECUTORS = ("local", "ray")
+# Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
+PAPERS = tuple(PAPER_NOTEBOOKS)
+EPILOG = f"""\
+outputs (profile smoke: under results/smoke/ instead of results/):
+  results/<paper>/              tables, figures and claims of the synthetic world
+  results/flickr8k/<paper>/     the same on Flickr8k
+  results/notebooks/            executed notebooks (results/flickr8k/notebooks/ for Flickr8k)
+  results/claims.csv, .md       the claims ledger (rows of a notebook that failed or did not run with the
+                                current inputs are marked STALE with the reason)
+  results/manifest.json         what produced the results, phase timings, failures
+  README.md                     its claims-ledger table is REWRITTEN by profiles default and paper when
+                                nothing failed (stale rows are shown as awaiting a current run)
+
+run cache under ${paths.CACHE_ENV} (now {paths.cache_dir(create=False)}; unset: the checkout's .cache/, the
+  same for make, {PROG} and notebooks in Lab), two kinds of entries:
+  training entries keyed by the run's config, its thread count and only the code it executes (model, data,
+  train loop, its own loss modules); evaluation entries (every test metric) keyed by the training entry and
+  the metrics code. Editing a metric re-evaluates from stored embeddings, adding a loss trains only its
+  runs, editing a notebook trains nothing. Entries carry checksums verified on every read (--verify-cache).
+
+data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_ENV}=/path/to/the release
+  folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
+
+examples:
+  {PROG} --profile smoke                 # minutes: the whole pipeline at its smallest size
+  {PROG} --papers bcls --data synthetic  # one paper (its runs, notebook 01 and the ledger)
+"""
+
+
+class UsageError(Exception):
+    """A bad argument or setting: one line on stderr, exit status 2, before any work."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _comma_list(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(
+                f"invalid {what} {', '.join(map(repr, bad)) or repr(text)}; "
+                f"choose from {', '.join(allowed)} (comma-separated)"
+            )
+        return list(dict.fromkeys(items))
+
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {text!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
+    ap.add_argument(
+        "--profile",
+        default="default",
+        choices=list(PROFILES),
+        help="study size: smoke = minutes (a check of the pipeline, results/smoke/), default = the "
+        "study's protocol (about an hour on one GPU, several sittings of a 2-core CPU: docs/compute.md), "
+        "paper = the papers' sizes (for GPUs)",
+    )
+    ap.add_argument(
+        "--data",
+        default="auto",
+        help="data sets, comma-separated from: synthetic, flickr8k; auto = synthetic, plus flickr8k "
+        f"when ${paths.FLICKR8K_ENV} is set (an unusable folder is an error, never skipped)",
+    )
+    ap.add_argument(
+        "--papers",
+        default=argparse.SUPPRESS,
+        type=_comma_list(PAPERS, "paper"),
+        help=f"only these papers' runs and notebooks (comma-separated from: {', '.join(PAPERS)}; "
+        "'data' is the data card and trains nothing) (default: all)",
+    )
+    ap.add_argument(
+        "--executor",
+        default="local",
+        choices=list(EXECUTORS),
+        help="local = a pool of worker processes on this machine; ray = Ray tasks (a local Ray "
+        "instance, or the cluster of RAY_ADDRESS)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=min(2, os.cpu_count() or 1),
+        help="parallel training processes (local) or CPUs of a local Ray instance",
+    )
+    ap.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="train the runs only; execute no notebook (the ledger then marks claims stale)",
+    )
+    ap.add_argument(
+        "--rerun-notebooks",
+        action="store_true",
+        help="execute every notebook even if its inputs are unchanged since its last run",
+    )
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    ap.add_argument(
+        "--verify-cache",
+        action="store_true",
+        help="check the checksum of every cached training and evaluation entry, list the bad ones "
+        "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
+    )
+    ap.add_argument(
+        "--export-runs",
+        metavar="FILE",
+        help="after the work, write every run of the current code in the cache into FILE, a compressed archive "
+        "(FILE.part1, … above 16 MiB) for another machine's --import-runs (reproduce/driver/run_archive.py)",
+    )
+    ap.add_argument(
+        "--export-embeddings",
+        choices=("views", "all", "none"),
+        default="views",
+        help="whose test embeddings --export-runs keeps: views = the arms the notebooks' figures read "
+        "(reproduce/spec/views.py; the other runs carry their per-query hits), all, none",
+    )
+    ap.add_argument(
+        "--import-runs",
+        metavar="FILE",
+        help="merge the run archive FILE (from --export-runs) into the run cache, verifying every entry, and exit; "
+        "trains nothing",
+    )
+    ap.add_argument(
+        "--runs-from",
+        metavar="MACHINE",
+        help="read the runs imported from MACHINE (the name --import-runs prints) instead of this machine's; a "
+        f"run missing from them is an error, never trained here (sets ${RUNS_FROM_ENV} for workers and notebooks)",
+    )
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    args.papers = getattr(args, "papers", None)
+    if args.data == "auto":
+        args.data_sets = None
+    else:
+        try:
+            args.data_sets = _comma_list(DATA_SETS, "data set")(args.data)
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"argument --data: {exc}")
+    return args
