@@ -315,7 +315,10 @@ def data_form(config: Config) -> dict:
     "bundle:<sha256 of its MANIFEST.json>"}`` — its numbers differ from the release folder's, so its key does."""
     if config.data != "flickr8k":
         return {}
-    folder = paths.flickr8k_dir(config.data_dir, required=False)
+    try:
+        folder = paths.flickr8k_dir(config.data_dir, required=False)
+    except FileNotFoundError:  # a folder that is not there: no run of it can load, the loader says why
+        return {}
     manifest = Path(folder) / "MANIFEST.json" if folder is not None else None
     if manifest is None or not manifest.is_file():
         return {}
