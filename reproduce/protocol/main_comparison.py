@@ -234,7 +234,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     ax1.set_yticks(y, [arm_label(a) for a in res.index])
     ax1.set_xlabel(
         textwrap.fill(f"test {metric_label}", 50)
-        + "\nwhiskers: 95% stratified-bootstrap CI (beyond the axis: value at the edge)"
+        + "\nwhiskers: 95% stratified-bootstrap CI\n◂ n ▸: a value beyond the axis, at its edge"
     )
     ax1.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, fontsize="small")
     has = np.isfinite(res["poi"].to_numpy(dtype=float))
