@@ -55,8 +55,12 @@ DATA=${DATA:-synthetic,flickr8k}
 if [ -f "$CARRY/flickr8k/MANIFEST.json" ]; then
     export FLICKR8K_DIR="$CARRY/flickr8k"
 else
-    DATA=$(echo "$DATA" | tr ',' '\n' | grep -vx flickr8k | paste -sd, -)
-    echo "gpu_study: no Flickr8k bundle in $CARRY/flickr8k: the synthetic world only"
+    DATA=$(echo "$DATA" | tr ',' '\n' | grep -vx flickr8k | paste -sd, - || true)
+    if [ -z "$DATA" ]; then
+        echo "gpu_study: DATA asks for Flickr8k only and there is no bundle in $CARRY/flickr8k (python -m reproduce.bundle)" >&2
+        exit 2
+    fi
+    echo "gpu_study: no Flickr8k bundle in $CARRY/flickr8k: $DATA only"
 fi
 if ls "$CARRY"/runs.tar.xz* >/dev/null 2>&1; then
     first=$(ls "$CARRY"/runs.tar.xz* | head -1)
