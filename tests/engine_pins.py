@@ -47,24 +47,15 @@ LOSSES = {
 
 def configs() -> dict:
     from coherent_itr.config import Config
-    from tiny_run import TINY
+    from tiny_run import tiny
 
     out = {
-        f"toy/{loss}": Config(**{**TINY, "epochs": 2, "loss": loss, "loss_params": params, **rel})
+        f"toy/{loss}": Config(**tiny(epochs=2, loss=loss, loss_params=params, **rel))
         for loss, (params, rel) in LOSSES.items()
     }
-    out["synthetic/triplet"] = Config(
-        data="synthetic",
-        data_scale="smoke",
-        epochs=1,
-        batch_size=64,
-        embed_dim=32,
-        word_dim=32,
-        text_hidden=32,
-        lr=2e-3,
-        lr_decay_epoch=1,
-        grad_diag_every=0,
-    )
+    # the smoke synthetic world with the vocabulary's default minimum count
+    wider = dict(batch_size=64, embed_dim=32, word_dim=32, text_hidden=32)
+    out["synthetic/triplet"] = Config(**tiny(drop=("vocab_min_count",), data="synthetic", **wider))
     return out
 
 

@@ -53,7 +53,7 @@ def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatc
         assert key_when(None) == frozen
         assert key_when("declared") == frozen
         assert key_when("undeclared") == runs.hash_files(runs.PACKAGE_DIR, files)
-        monkeypatch.setattr(code_identity, "_frozen_sets", lambda _: {files: "0" * 16})  # as if train.py had changed
+        monkeypatch.setattr(code_identity, "_frozen_sets", lambda: {files: "0" * 16})  # as if train.py had changed
         assert key_when("declared") == "0" * 16 and key_when("undeclared") != "0" * 16
     finally:
         runs._files_hash.cache_clear()

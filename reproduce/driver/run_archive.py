@@ -146,9 +146,10 @@ def export_runs(
     for key, config, entry in tqdm(entries, desc="export runs", unit="run", disable=not progress, leave=False):
         members[f"train/{key}/record.json"] = (entry / "record.json").read_bytes()
         arrays_bytes = (entry / "arrays.npz").read_bytes()
-        if keep_embeddings is None or key in keep_embeddings or runs.is_slim(entry):
+        already_slim = runs.is_slim(entry)  # imported without embeddings: it travels on as it came
+        if keep_embeddings is None or key in keep_embeddings or already_slim:
             members[f"train/{key}/arrays.npz"] = arrays_bytes
-            if runs.is_slim(entry):
+            if already_slim:
                 slim[key] = runs.embeddings_sha256(entry)
         else:
             try:
@@ -157,7 +158,8 @@ def export_runs(
                 members[f"train/{key}/arrays.npz"] = arrays_bytes
                 unloadable[config.data] = str(exc).splitlines()[0]
             else:
-                members[f"train/{key}/arrays.npz"] = _npz_bytes(per_query_hits(load_npz(entry / "arrays.npz"), ioc))
+                hits = per_query_hits(load_npz(io.BytesIO(arrays_bytes)), ioc)
+                members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)
                 slim[key] = _sha(arrays_bytes)
         for ev in by_run.get(key, []):
             members[f"eval/{ev.name}/metrics.json"] = (ev / "metrics.json").read_bytes()

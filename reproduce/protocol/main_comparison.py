@@ -206,24 +206,20 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     )
     lo, hi = robust_limits(res)
     ax1.set_xlim(lo, hi)
+    sides = (("left", lo, -1, "<", 6), ("right", hi, 1, ">", -6))  # side, edge, outward sign, marker, text offset
     for stat, dy, color in (("iqm", off, "C0"), ("mean", -off, "C1")):  # what lies beyond the limits, at the edge
         for yi, (x, x_lo, x_hi) in zip(y + dy, res[[stat, f"{stat}_low", f"{stat}_high"]].to_numpy(dtype=float)):
-            for side, edge in (("left", lo), ("right", hi)):
-                out = (lambda v: v < edge) if side == "left" else (lambda v: v > edge)
-                parts = (
-                    [f"{x_lo if side == 'left' else x_hi:.0f}"]
-                    if np.isfinite(x_lo) and out(x_lo if side == "left" else x_hi)
-                    else []
-                )
-                if np.isfinite(x) and out(x):
-                    ax1.plot([edge], [yi], marker="<" if side == "left" else ">", color=color, ms=7, clip_on=False)
+            for (side, edge, sign, marker, dx), end in zip(sides, (x_lo, x_hi)):
+                parts = [f"{end:.0f}"] if np.isfinite(end) and sign * (end - edge) > 0 else []
+                if np.isfinite(x) and sign * (x - edge) > 0:
+                    ax1.plot([edge], [yi], marker=marker, color=color, ms=7, clip_on=False)
                     parts.append(f"{stat} {x:.0f}")
                 if parts:
                     text = " · ".join(parts)
                     ax1.annotate(
-                        f"◂ {text}" if side == "left" else f"{text} ▸",
+                        f"◂ {text}" if sign < 0 else f"{text} ▸",
                         (edge, yi),
-                        xytext=(6 if side == "left" else -6, 0),
+                        xytext=(dx, 0),
                         textcoords="offset points",
                         ha=side,
                         va="center",

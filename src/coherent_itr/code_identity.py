@@ -47,7 +47,7 @@ def frozen_hash(rel_paths: tuple[str, ...]) -> str | None:
     """The frozen code hash of the file set ``rel_paths`` (sorted package-relative paths), or ``None`` when the set
     is not frozen or one of its files changed without a declaration (then the live hash applies: an undeclared
     edit moves the keys, as every edit did before the freeze)."""
-    frozen = _frozen_sets(json.dumps(load().get("sets", []))).get(rel_paths)
+    frozen = _frozen_sets().get(rel_paths)
     if frozen is None:
         return None
     changed = _changed_now()
@@ -59,9 +59,9 @@ def _changed_now() -> dict[str, str]:
     return changed_files()
 
 
-@lru_cache(maxsize=4)
-def _frozen_sets(sets_json: str) -> dict[tuple[str, ...], str]:
-    return {tuple(s["files"]): s["hash"] for s in json.loads(sets_json)}
+@lru_cache(maxsize=1)
+def _frozen_sets() -> dict[tuple[str, ...], str]:
+    return {tuple(s["files"]): s["hash"] for s in load().get("sets", [])}
 
 
 def changed_files(package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
