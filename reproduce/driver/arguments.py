@@ -26,6 +26,7 @@ PROG = "python -m reproduce"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
+EXPORT_EMBEDDINGS = ("views", "all", "none")  # whose test embeddings a run archive keeps
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
 PAPERS = tuple(PAPER_NOTEBOOKS)
 EPILOG = f"""\
@@ -153,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--export-embeddings",
-        choices=("views", "all", "none"),
+        choices=EXPORT_EMBEDDINGS,
         default="views",
         help="whose test embeddings --export-runs keeps: views = the arms the notebooks' figures read "
         "(reproduce/spec/views.py; the other runs carry their per-query hits), all, none",

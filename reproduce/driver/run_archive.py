@@ -48,6 +48,7 @@ from coherent_itr import runs
 from coherent_itr.config import Config
 from coherent_itr.io import load_npz
 
+from reproduce.driver.arguments import EXPORT_EMBEDDINGS
 from reproduce.protocol.ledger import per_query_recall
 from reproduce.protocol.study import Study
 from reproduce.protocol.tuning import TuningIncomplete
@@ -405,7 +406,7 @@ def main(argv=None) -> int:
     ap.add_argument("--export", dest="export_runs", required=True, metavar="FILE")
     ap.add_argument("--profile", default="default")
     ap.add_argument("--data", default="synthetic,flickr8k", help="data sets whose view arms keep their embeddings")
-    ap.add_argument("--export-embeddings", choices=("views", "all", "none"), default="views")
+    ap.add_argument("--export-embeddings", choices=EXPORT_EMBEDDINGS, default="views")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     sets = [d for d in args.data.split(",") if d]
