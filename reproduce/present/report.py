@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from IPython.display import Markdown
 from matplotlib.ticker import MaxNLocator
 
 from coherent_itr import health as h
@@ -49,14 +50,17 @@ def summary(df: pd.DataFrame, metrics: list[str], by: str | list[str] = "arm") -
     return out
 
 
-def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.DataFrame:
-    """``mean ± std`` strings for a Markdown table (std omitted with one seed). A row with collapsed runs
-    (``n_collapsed`` of :func:`summary`) gets ``‡ k/n collapsed`` after its label (see :func:`collapse_note`)."""
+def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1, *, number=None) -> pd.DataFrame:
+    """``mean ± std`` strings for a Markdown table (std omitted with one seed). ``number(value, metric)`` writes
+    one number (default: ``digits`` decimals; e.g. :func:`reproduce.spec.labels.fmt_number` by the metric's
+    kind). A row with collapsed runs (``n_collapsed`` of :func:`summary`) gets ``‡ k/n collapsed`` after its
+    label (see :func:`collapse_note`); columns keep the metric keys."""
+    number = number or (lambda v, _m: f"{v:.{digits}f}")
     out = {}
     for m in metrics:
         sd = summary_df.get(f"{m}_std")
         out[m] = [
-            f"{v:.{digits}f}" + ("" if s is None or pd.isna(s) else f" ± {s:.{digits}f}")
+            number(v, m) + ("" if s is None or pd.isna(s) else f" ± {number(s, m)}")
             for v, s in zip(summary_df[m], sd if sd is not None else [None] * len(summary_df))
         ]
     res = pd.DataFrame(out, index=summary_df.index)
@@ -71,6 +75,15 @@ def pretty(summary_df: pd.DataFrame, metrics: list[str], digits: int = 1) -> pd.
             else pd.Index(labels, name=res.index.name)
         )
     return res
+
+
+def publish(pg, name: str, numbers: pd.DataFrame, view: pd.DataFrame, caption: str = "", *, stem: str | None = None):
+    """The one way a notebook publishes a table: ``numbers`` (CSV, full precision) and the readable ``view``
+    (Markdown under ``caption``, headers as given) as ``<results>/<paper>/<stem>.{csv,md}`` (``stem``: default
+    ``<name>_<data>``) through :func:`save_table`; returns the captioned Markdown table for ``display``."""
+    save_table(numbers, pg.out, pg.paper, stem or f"{name}_{pg.data}", caption, view)
+    text = markdown_table(view)
+    return Markdown(f"{caption}\n\n{text}" if caption else text)
 
 
 def _mark(label, k: int, n: int):

@@ -104,7 +104,7 @@ def show_table(pg, frame, cols, name, artefact, what, units, paper=None, rows=No
     view = report.pretty(summ, cols, digits)
     view = headers(view if paper is None else report.side_by_side(view, paper, pg.ours), pg.human)
     cap = report.caption(artefact, what, units, pg.setup) + collapse_note_if(summ)
-    report.save_table(summ, pg.out, pg.paper, f"{name}_{pg.data}", cap, report.flat(view))
+    report.publish(pg, name, summ, report.flat(view), cap)
     _display(view)
     return summ
 

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
-from IPython.display import Markdown
 
 from coherent_itr import losses
 
@@ -92,12 +91,16 @@ def paper_blocks(name: str) -> dict[str, pd.DataFrame]:
 
 
 def pretty(summ: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    """:func:`reproduce.present.report.pretty` (mean ± std, ‡ marks of collapsed rows) with each column's digits set by
-    its kind in :mod:`reproduce.spec.labels`: 3 for correlations and 0–1 fractions (CS@K, τ, mAP), 1 otherwise."""
+    """:func:`reproduce.present.report.pretty` (mean ± std, ‡ marks of collapsed rows) with each column's decimals
+    set by its kind in :mod:`reproduce.spec.labels`: 3 for correlations and 0–1 fractions (CS@K, τ, mAP), 1
+    otherwise; no columns: an empty frame on the summary's rows."""
     if not cols:
         return pd.DataFrame(index=summ.index)
-    parts = [report.pretty(summ, [c], digits=3 if labels.kind_of(c) in ("correlation", "unit") else 1) for c in cols]
-    return pd.concat(parts, axis=1)
+    return report.pretty(summ, cols, number=_decimals_by_kind)
+
+
+def _decimals_by_kind(value: float, col: str) -> str:
+    return f"{value:.{3 if labels.kind_of(col) in ('correlation', 'unit') else 1}f}"
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -107,13 +110,9 @@ def markdown(df: pd.DataFrame) -> str:
 
 
 def publish(pg, name: str, numbers: pd.DataFrame, shown: pd.DataFrame | None = None, caption: str = ""):
-    """Save a table of the page as ``<results>/<paper>/<name>_<data>.csv`` (``numbers``) and ``.md`` (caption +
-    ``shown``, default ``numbers``, with readable headers and MultiIndex rows flattened); returns the Markdown
-    (caption + table) for ``display``."""
-    shown = numbers if shown is None else shown
-    text = markdown(shown)
-    report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, labels.readable(report.flat(shown)))
-    return Markdown(f"{caption}\n\n{text}" if caption else text)
+    """:func:`reproduce.present.report.publish` of ``numbers`` with ``shown`` (default ``numbers``) under readable
+    headers, MultiIndex rows flattened, as ``<results>/<paper>/<name>_<data>.{csv,md}``; returns the Markdown."""
+    return report.publish(pg, name, numbers, labels.readable(report.flat(numbers if shown is None else shown)), caption)
 
 
 def yardstick_label(key: str, yard_name: str) -> str:

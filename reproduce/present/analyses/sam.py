@@ -15,7 +15,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from IPython.display import Markdown
 
 from coherent_itr import metrics
 from coherent_itr import data as data_mod
@@ -118,11 +117,10 @@ def headers(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def publish(pg, name: str, numbers: pd.DataFrame, table: pd.DataFrame, caption: str):
-    """Save ``numbers`` (CSV, full precision) and the readable ``table`` (Markdown, headers by :func:`headers`)
-    as ``<results>/sam/<name>.{csv,md}`` and return the captioned Markdown table to display."""
+    """:func:`reproduce.present.report.publish` of ``numbers`` with the readable ``table`` (headers by
+    :func:`headers`) as ``<results>/sam/<name>.{csv,md}``; returns the captioned Markdown table to display."""
     view = headers(table).astype(object)  # object cells: an integer column stays integer in the Markdown
-    report.save_table(numbers, pg.out, pg.paper, name, caption, view)
-    return Markdown(caption + "\n\n" + report.markdown_table(view))
+    return report.publish(pg, name, numbers, view, caption, stem=name)
 
 
 def fraction_figure(df: pd.DataFrame, panels: list[tuple[str, str]], title: str):

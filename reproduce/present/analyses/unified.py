@@ -10,6 +10,7 @@ of claim U6 live in the library (:mod:`coherent_itr.losses.identities`), shared 
 
 from __future__ import annotations
 
+import IPython.display  # display looked up when called: tests replace it
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -186,18 +187,13 @@ def sweep_summary(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: f
 
 
 def pretty(summary_df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """``mean ± std`` strings of :func:`reproduce.present.report.summary` columns, each number formatted by its
-    metric's kind (:func:`reproduce.spec.labels.fmt_number`: % with one decimal, τ with three …), rows labelled
-    as :func:`reproduce.present.report.pretty` labels them (``‡ k/n collapsed``); columns keep the metric keys."""
-    out = {}
-    for m in metrics:
-        kind, sd = labels.kind_of(m), summary_df.get(f"{m}_std")
-        sds = sd if sd is not None else [np.nan] * len(summary_df)
-        out[m] = [
-            labels.fmt_number(v, kind) + ("" if pd.isna(e) else f" ± {labels.fmt_number(e, kind)}")
-            for v, e in zip(summary_df[m], sds)
-        ]
-    return pd.DataFrame(out, index=report.pretty(summary_df, metrics).index)
+    """:func:`reproduce.present.report.pretty` with each number formatted by its metric's kind
+    (:func:`reproduce.spec.labels.fmt_number`: % with one decimal, τ with three …)."""
+    return report.pretty(summary_df, metrics, number=_by_kind)
+
+
+def _by_kind(value: float, metric: str) -> str:
+    return labels.fmt_number(value, labels.kind_of(metric))
 
 
 def collapse_caption(summary_df: pd.DataFrame) -> str:
@@ -208,14 +204,10 @@ def collapse_caption(summary_df: pd.DataFrame) -> str:
 
 
 def show(pg, name: str, caption: str, numbers: pd.DataFrame, view: pd.DataFrame | None = None) -> None:
-    """Save ``numbers`` as ``<results>/unified/<name>_<data>.csv`` and ``view`` (default ``numbers``;
-    headers and numbers through :func:`reproduce.spec.labels.readable`) with ``caption`` as ``.md``, and show it."""
-    # looked up when called: tests replace IPython.display.display
-    from IPython.display import Markdown, display
-
+    """:func:`reproduce.present.report.publish` of ``numbers`` with ``view`` (default ``numbers``; headers and
+    numbers through :func:`reproduce.spec.labels.readable`) as ``<results>/unified/<name>_<data>.{csv,md}``, shown."""
     view = labels.readable(numbers if view is None else view)
-    report.save_table(numbers, pg.out, pg.paper, f"{name}_{pg.data}", caption, view)
-    display(Markdown(caption + "\n\n" + report.markdown_table(view)))
+    IPython.display.display(report.publish(pg, name, numbers, view, caption))
 
 
 # --------------------------------------------------------------------------------------------------
