@@ -1,7 +1,7 @@
 """Check: the sha256 of what four ``reproduce/`` functions produce, to show a refactor changed no output byte.
 
 The functions: ``ledger_rows.build_ledger`` (through ``ledger_files.collect``: ``claims.csv`` and ``claims.md``),
-``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` / ``identity_claim_rows`` and
+``analyses.ladder_claims.claim_rows``, ``analyses.unified_claims.claim_rows`` / ``identity_claim_rows`` and
 ``qualitative.figure_qualitative``. The inputs:
 
 * the committed claim files (``results/*/claims_*.csv``, ``results/flickr8k/*/claims_*.csv``), copied to a

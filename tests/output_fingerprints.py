@@ -1,6 +1,7 @@
 """Planted inputs and fingerprints of four outputs of ``reproduce/``: the ledger (``ledger_rows.build_ledger``), the
-claim rows of the ladder and Unified notebooks (``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` /
-``identity_claim_rows``) and the qualitative figure (``qualitative.figure_qualitative``).
+claim rows of the ladder and Unified notebooks (``analyses.ladder_claims.claim_rows``,
+``analyses.unified_claims.claim_rows`` / ``identity_claim_rows``) and the qualitative figure
+(``qualitative.figure_qualitative``).
 
 The inputs are built here from fixed random generators (no run, no cache, no committed result), wide enough to
 reach every branch of those functions: declared primaries, legacy-matched primaries (one stated the other way
@@ -35,7 +36,7 @@ from reproduce.protocol import claim_rows, ledger_rows
 from reproduce.present import page
 from reproduce.present import qualitative  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
-from reproduce.present.analyses import ladder, unified  # noqa: E402
+from reproduce.present.analyses import ladder_claims, unified, unified_claims  # noqa: E402
 from reproduce.protocol.ledger import ClaimResult  # noqa: E402
 
 SEEDS = (0, 1, 2)
@@ -246,17 +247,17 @@ def _fig6(rng, n: int) -> dict:
 
 
 def ladder_cases(seed: int = 1) -> dict:
-    """``analyses.ladder.claim_rows`` on the synthetic world (yardstick r*), on Flickr8k (expert rows) and
+    """``analyses.ladder_claims.claim_rows`` on the synthetic world (yardstick r*), on Flickr8k (expert rows) and
     without an independent yardstick."""
     rng = np.random.default_rng(seed)
     return {
-        "synthetic": ladder.claim_rows(
+        "synthetic": ladder_claims.claim_rows(
             _ladder_frames(rng, "true"), "true", "true relevance r*", "synthetic", _fig6(rng, 5)
         ),
-        "flickr8k": ladder.claim_rows(
+        "flickr8k": ladder_claims.claim_rows(
             _ladder_frames(rng, "expert"), "expert", "Flickr8k expert judgements", "flickr8k", _fig6(rng, 4)
         ),
-        "no yardstick": ladder.claim_rows(_ladder_frames(rng, ""), "true", "r*", "synthetic", _fig6(rng, 3)),
+        "no yardstick": ladder_claims.claim_rows(_ladder_frames(rng, ""), "true", "r*", "synthetic", _fig6(rng, 3)),
     }
 
 
@@ -331,7 +332,7 @@ def _ident(rng) -> pd.DataFrame:
 
 
 def unified_cases(seed: int = 2) -> dict:
-    """``analyses.unified.claim_rows`` with a one-epoch warm-up, with a warm-up as long as training (the curve
+    """``analyses.unified_claims.claim_rows`` with a one-epoch warm-up, with a warm-up as long as training (the curve
     primaries not testable) and no scale sweep; and ``identity_claim_rows`` alone."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -339,10 +340,10 @@ def unified_cases(seed: int = 2) -> dict:
         df = _unified_results(rng, gammas)
         t1 = df[df.group == "table1"]
         hist = _hist(rng, epochs, warm)
-        out[name] = unified.claim_rows(
+        out[name] = unified_claims.claim_rows(
             hist, t1, unified.margin_sweep(df), unified.gamma_sweep(df), _ident(rng), 60.0 if gammas else 40.0
         )
-    out["identity rows"] = unified.identity_claim_rows(_ident(rng))
+    out["identity rows"] = unified_claims.identity_claim_rows(_ident(rng))
     return out
 
 
@@ -447,7 +448,7 @@ def qualitative_cases(seed: int = 4) -> dict:
 def outputs() -> dict:
     """Every output, by name."""
     out = {f"ledger: {k}": v for k, v in ledger_cases().items()}
-    out |= {f"ladder.claim_rows: {k}": v for k, v in ladder_cases().items()}
+    out |= {f"ladder_claims.claim_rows: {k}": v for k, v in ladder_cases().items()}
     out |= {f"unified: {k}": v for k, v in unified_cases().items()}
     out |= {f"figure_qualitative: {k}": v for k, v in qualitative_cases().items()}
     return out

@@ -16,6 +16,7 @@ from reproduce.protocol import calibration
 from reproduce.present import report  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
 from reproduce.present.analyses import ladder as L  # noqa: E402
+from reproduce.present.analyses import ladder_claims as LC  # noqa: E402
 from reproduce.present.analyses import plotting  # noqa: E402
 
 SEEDS = (0, 1, 2)
@@ -277,7 +278,7 @@ def f6_stats(n=4):
 
 def test_claim_rows_effects_by_hand_and_no_registry_primary():
     fr = frames()
-    rows = L.claim_rows(fr, "true", "true relevance r*", "synthetic", f6_stats())
+    rows = LC.claim_rows(fr, "true", "true relevance r*", "synthetic", f6_stats())
     counts = pd.Series([r["cid"] for r in rows]).value_counts().to_dict()
     # L1: 4 circular − 1 primary + 4 independent + RSUM; L2: 2 × 3 − 1; L3: 2 × 2 − 1; L4: 2 × 3 − 1; L5: 2; L6: 2 − 1
     assert counts == {"L1": 8, "L2": 5, "L3": 3, "L4": 5, "L5": 2, "L6": 1}
@@ -301,7 +302,7 @@ def test_claim_rows_effects_by_hand_and_no_registry_primary():
 
 
 def test_claim_rows_on_flickr8k_use_one_expert_row():
-    rows = L.claim_rows(frames(drop_yard=True), "expert", "Flickr8k expert judgements", "flickr8k", f6_stats())
+    rows = LC.claim_rows(frames(drop_yard=True), "expert", "Flickr8k expert judgements", "flickr8k", f6_stats())
     l1 = [r for r in rows if r["cid"] == "L1" and r["metric"] == "expert_kendall_nongt"]
     assert len(l1) == 1 and l1[0]["effects"] == pytest.approx([0.0, 0.0, 0.0])
     l3 = [r for r in rows if r["cid"] == "L3" and r["metric"] == "expert_kendall_nongt"]
@@ -319,7 +320,7 @@ def test_by_yardstick_groups_rows_by_kind_of_evidence():
             "ci_high": [0.6, 0.2, 5.0, -0.1],
         }
     )
-    out = L.by_yardstick(claims)
+    out = LC.by_yardstick(claims)
     assert list(out["claim"]) == ["L1", "L1", "L1", "L5"]
     assert list(out["evidence"]) == [
         "independent yardstick",

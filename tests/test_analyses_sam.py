@@ -14,7 +14,7 @@ from coherent_itr import metrics
 from coherent_itr.data.base import CaptionedImages
 from reproduce.protocol import calibration
 from reproduce.spec import claims as registry
-from reproduce.present.analyses import sam
+from reproduce.present.analyses import sam, sam_claims
 from reproduce.spec.experiments import Arm
 
 matplotlib.use("Agg")
@@ -151,7 +151,7 @@ def test_sampling_and_keep_effects_against_a_loop():
     w = g[g["variant"] == "as written"]
     val = {(r.seed, r.tau, r.keep, r.sampling): r.rsum for r in w.itertuples()}
     for other in ("HN", "RS"):
-        eff, n = sam.sampling_effects(w, other)
+        eff, n = sam_claims.sampling_effects(w, other)
         assert n == 4
         want = [
             np.mean([val[(s, t, k, "SN")] - val[(s, t, k, other)] for t in (3.0, 10.0) for k in (True, False)])
@@ -162,9 +162,9 @@ def test_sampling_and_keep_effects_against_a_loop():
         np.mean([val[(s, t, True, x)] - val[(s, t, False, x)] for t in (3.0, 10.0) for x in ("RS", "HN", "SN")])
         for s in (0, 1, 2)
     ]
-    assert sam.keep_effects(w) == pytest.approx(want)
-    assert sam.sampling_effects(w[w["sampling"] != "HN"], "HN")[0] == []
-    assert sam.sampling_effects(w.iloc[:0], "HN") == ([], 0) and sam.keep_effects(w.iloc[:0]) == []
+    assert sam_claims.keep_effects(w) == pytest.approx(want)
+    assert sam_claims.sampling_effects(w[w["sampling"] != "HN"], "HN")[0] == []
+    assert sam_claims.sampling_effects(w.iloc[:0], "HN") == ([], 0) and sam_claims.keep_effects(w.iloc[:0]) == []
 
 
 def test_grid_table_puts_both_variants_above_the_paper_rows():
@@ -284,7 +284,7 @@ def test_agreement_wide_table_and_claims():
     assert list(shown.columns) == ["binary", "cider", "sbert", "spice", "pairs per fold"]
     assert shown.loc[("ours", "every pair · all pairs"), "pairs per fold"] == "100"
     assert shown.loc[("paper T1", "all pairs"), "cider"] == "0.734"
-    rows = sam.agreement_claims(wide, False, "true relevance r*")
+    rows = sam_claims.agreement_claims(wide, False, "true relevance r*")
     r0 = rows[0]
     assert r0["metric"] == "Pearson r difference vs true relevance r*"
     assert r0["statement"].endswith("(every pair, all pairs)")
@@ -368,7 +368,7 @@ def test_per_query_agreement_reads_every_seed_of_each_arm_and_checks_the_record(
     fold_mean = pq[(pq["model"] == "VSE++ + SAM") & (pq["metric"] == "R@5 (Eq. 1)")].groupby("fold")["pearson"].mean()
     assert t.loc["VSE++ + SAM", "R@5 (Eq. 1)"] == pytest.approx(fold_mean.mean())
     assert t.loc["VSE++ + SAM", "R@5 (Eq. 1)_std"] == pytest.approx(fold_mean.std(ddof=1))
-    rows = sam.per_query_claims(pq)
+    rows = sam_claims.per_query_claims(pq)
     w = pq[pq["model"] == "VSE++ (Triplet-HN)"].groupby(["fold", "metric"])["pearson"].mean().unstack()
     assert rows[0]["effects"] == pytest.approx((w["NCS@5 (CIDEr-D)"] - w["binary R^V@5"]).tolist())
 
@@ -394,7 +394,7 @@ def test_fig3_long_table_and_claims():
     num, view = sam.fig3_table(f3)
     assert num.loc[("CIDEr-D", "image→text", "VSE++ (Triplet-HN)"), ("R@5 hit", 20)] == pytest.approx(30.5)
     assert "SR@5, m=10" in view.columns
-    rows = {(r["metric"], r["arms"]): r for r in sam.fig3_claims(df, ["cider"])}
+    rows = {(r["metric"], r["arms"]): r for r in sam_claims.fig3_claims(df, ["cider"])}
     assert rows[("srhit5m20−srhit5m5 i2t cider", "100% data, + SAM")]["effects"] == [15, 15]
     assert rows[("sr5m5−sr5m20 t2i cider", "100% data, Triplet-HN")]["effects"] == [15, 15]
     assert len(rows) == 2 * 2 * 2
@@ -403,7 +403,7 @@ def test_fig3_long_table_and_claims():
 # --- claims -------------------------------------------------------------------------------------------------
 def test_fraction_claims_both_variants_against_explicit_differences():
     df = fraction_frame()
-    rows = sam.fraction_claims(df, [("rsum", "RSUM"), ("nsum_cider", "Nsum")])
+    rows = sam_claims.fraction_claims(df, [("rsum", "RSUM"), ("nsum_cider", "Nsum")])
     assert len(rows) == 3 * 2 * 2
     by = {(r["arms"], r["metric"]): r for r in rows}
     r = by[("10% data, + SAM vs 10% data, Triplet-HN", "rsum")]
@@ -413,7 +413,7 @@ def test_fraction_claims_both_variants_against_explicit_differences():
 
 
 def test_grid_claims_rows_per_variant():
-    rows = sam.grid_claims(grid_frame())
+    rows = sam_claims.grid_claims(grid_frame())
     arms = [r["arms"] for r in rows]
     assert arms == [
         "SAM SN vs HN, mean over 4 cells",
@@ -424,13 +424,13 @@ def test_grid_claims_rows_per_variant():
         "SAM (authors' code) keep-triplet vs SAM only, mean over τ × sampling",
     ]
     g = grid_frame()
-    assert rows[3]["effects"] == pytest.approx(sam.sampling_effects(g[g["variant"] == "authors' code"], "HN")[0])
-    assert len(sam.grid_claims(g[g["variant"] == "as written"])) == 3
+    assert rows[3]["effects"] == pytest.approx(sam_claims.sampling_effects(g[g["variant"] == "authors' code"], "HN")[0])
+    assert len(sam_claims.grid_claims(g[g["variant"] == "as written"])) == 3
 
 
 def test_primary_roles_drop_arm_primaries_and_mark_notebook_primaries():
-    rows = sam.fraction_claims(fraction_frame(), [("rsum", "RSUM")]) + sam.grid_claims(grid_frame())
-    out = sam.primary_roles(rows, "synthetic")
+    rows = sam_claims.fraction_claims(fraction_frame(), [("rsum", "RSUM")]) + sam_claims.grid_claims(grid_frame())
+    out = sam_claims.primary_roles(rows, "synthetic")
     arms = [r["arms"] for r in out]
     assert "10% data, + SAM vs 10% data, Triplet-HN" not in arms  # S1's primary: added by Page.finish
     assert "100% data, + SAM vs 100% data, Triplet-HN" not in arms  # S2's
@@ -454,7 +454,7 @@ def test_resemblance_signs_against_planted_gains():
         "paper Tables 4 and 5: Flickr30K, CVSE": pd.DataFrame({"rsum": vals}),
         "paper Table 4: MS-COCO": pd.DataFrame(),
     }
-    res = sam.resemblance(df, g, t2, t3, t45)
+    res = sam_claims.resemblance(df, g, t2, t3, t45)
     assert res.loc["10% data: + SAM − Triplet-HN", "paper"] == 50.0
     assert res.loc["10% data: + SAM − Triplet-HN", "as written"] == pytest.approx(11.0)
     assert res.loc["10% data: + SAM − Triplet-HN", "authors' code"] == pytest.approx(-5.0)
@@ -465,9 +465,9 @@ def test_resemblance_signs_against_planted_gains():
     assert res.loc["triplet kept − SAM only (mean over τ × sampling)", "paper"] == pytest.approx(3.0)
     w = g[g["variant"] == "as written"]
     assert res.loc["SN − RS (mean over τ × keep)", "as written"] == pytest.approx(
-        np.mean(sam.sampling_effects(w, "RS")[0])
+        np.mean(sam_claims.sampling_effects(w, "RS")[0])
     )
-    s = sam.resemblance_sentence(res)
+    s = sam_claims.resemblance_sentence(res)
     n_ok = int(res["authors' code: paper's sign"].dropna().astype(bool).sum())
     assert f"SAM authors' code has the paper's sign on {n_ok} of 5 contrasts" in s
 

@@ -21,6 +21,7 @@ from reproduce.spec import labels, paper_numbers
 from reproduce.present import page
 from reproduce.present import report  # noqa: E402
 from reproduce.present.analyses import unified as U  # noqa: E402
+from reproduce.present.analyses import unified_claims as UC  # noqa: E402
 from reproduce.protocol.ledger_rows import build_ledger  # noqa: E402
 
 ARMS = ["Triplet-HN", "VLC", "Unified"]
@@ -298,7 +299,7 @@ def test_identity_frame_runs_the_library_checks():
 
 
 def test_identity_claim_rows_bound_and_monotonicity_violations():
-    rows = {r["statement"]: r for r in U.identity_claim_rows(planted_ident())}
+    rows = {r["statement"]: r for r in UC.identity_claim_rows(planted_ident())}
     bound = next(r for s, r in rows.items() if s.startswith("0 ≤ Unified"))
     # by loop: gap < 0 or gap > bound, per check (seed-major, γ order), then per-seed max increase
     want = []
@@ -323,7 +324,7 @@ def test_identity_claim_rows_bound_and_monotonicity_violations():
 def rows(hist):
     df = results_frame()
     t1 = df[df.group == "table1"]
-    return U.claim_rows(hist, t1, U.margin_sweep(df), U.gamma_sweep(df), planted_ident(), 60.0), df
+    return UC.claim_rows(hist, t1, U.margin_sweep(df), U.gamma_sweep(df), planted_ident(), 60.0), df
 
 
 def by(rows, cid, arms):

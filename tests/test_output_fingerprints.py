@@ -1,7 +1,7 @@
 """The ledger, the ladder and Unified notebooks' claim rows and the qualitative figure on planted inputs
 (``tests/output_fingerprints.py``) give the outputs recorded in ``tests/data/output_fingerprints.json``: those of
 the code before its long functions were split into named steps (commit 5af0466). A refactor of
-``ledger_rows.build_ledger``, ``analyses.ladder.claim_rows``, ``analyses.unified.claim_rows`` /
+``ledger_rows.build_ledger``, ``analyses.ladder_claims.claim_rows``, ``analyses.unified_claims.claim_rows`` /
 ``identity_claim_rows`` or ``qualitative.figure_qualitative`` must leave every fingerprint as it is; a change
 of what they compute updates the file on purpose (``python tests/output_fingerprints.py``)."""
 
