@@ -128,9 +128,9 @@ def test_citation_cff_and_references():
 def test_the_protocols_tuning_grid_and_halving_share_are_the_codes():
     """docs/protocol.md states the default profile's lr grid and how many settings go on past the rung: they are
     read back from the text and compared with ``reproduce.spec.profiles`` and
-    ``reproduce.protocol.tuning.n_survivors``."""
+    ``reproduce.protocol.halving.n_survivors``."""
     from reproduce.spec.profiles import get_profile
-    from reproduce.protocol.tuning import n_survivors
+    from reproduce.protocol.halving import n_survivors
 
     text = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
     grid = get_profile("default").tuning

@@ -11,7 +11,7 @@ import pytest
 
 from coherent_itr import config as config_mod
 from reproduce.spec import experiments
-from reproduce.protocol import tuning
+from reproduce.protocol import halving, tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from reproduce.protocol.study import profile_for
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, record
@@ -53,7 +53,7 @@ def test_a_rung_run_is_the_beginning_of_its_full_run(tmp_path, warmup):
     rung_epochs = warmup + 2
     full = train(full_cfg, progress=False, cache_dir=str(tmp_path)).record
     rung = train(full_cfg.replace(epochs=rung_epochs), progress=False, cache_dir=str(tmp_path)).record
-    view = tuning.rung_view(tuning._validation_view(full), rung_epochs)
+    view = halving.rung_view(tuning._validation_view(full), rung_epochs)
     keys = ("epoch", "val_rsum", "val_hardneg_sim", "val_pos_sim", "train_loss")
     assert [{k: h[k] for k in keys} for h in view["history"]] == [{k: h[k] for k in keys} for h in rung["history"]]
     assert view["best_epoch"] == rung["best_epoch"] and view["epochs_run"] == rung["epochs_run"]
@@ -72,13 +72,13 @@ def test_rung_view_selects_like_the_training_loop():
     rec["warmup"] = {"epochs": [1], "applies": True}
     for h in rec["history"]:
         h.update(val_gap=0.1, val_rsum_over_chance=h["val_rsum"] / 3)
-    assert tuning.rung_view(rec, 4)["best_epoch"] == 3  # not the warm-up epoch 1, the first of the two 70s
-    assert tuning.rung_view(rec, 5)["best_epoch"] == 5
-    assert tuning.rung_view(rec, 1)["best_epoch"] == 1  # never left the warm-up: its last epoch
+    assert halving.rung_view(rec, 4)["best_epoch"] == 3  # not the warm-up epoch 1, the first of the two 70s
+    assert halving.rung_view(rec, 5)["best_epoch"] == 5
+    assert halving.rung_view(rec, 1)["best_epoch"] == 1  # never left the warm-up: its last epoch
     rec["warmup"] = {"epochs": [1], "applies": False}  # a loss the warm-up does not change: epoch 1 counts
-    assert tuning.rung_view(rec, 4)["best_epoch"] == 1
+    assert halving.rung_view(rec, 4)["best_epoch"] == 1
     with pytest.raises(ValueError, match="no epoch"):
-        tuning.rung_view({**rec, "history": []}, 3)
+        halving.rung_view({**rec, "history": []}, 3)
 
 
 def test_the_default_profile_states_its_rung_before_the_run():
@@ -95,7 +95,7 @@ def test_the_default_profile_states_its_rung_before_the_run():
 
 @pytest.mark.parametrize("n,keep,want", [(6, 0.5, 3), (3, 0.5, 2), (1, 0.5, 1), (2, 0.5, 1), (6, 1.0, 6), (5, 0.2, 1)])
 def test_survivor_count(n, keep, want):
-    assert tuning.n_survivors(n, keep) == want
+    assert halving.n_survivors(n, keep) == want
 
 
 def _score(cfg):
@@ -119,7 +119,7 @@ def test_the_better_half_goes_on_with_one_rule_for_every_arm():
     for fam in fams.values():
         g = tuning.grid(fam.arm, prof)
         went = [t for t in fam.trials if t["went_on"]]
-        assert len(went) == tuning.n_survivors(len(g), 0.5)  # the same share for every arm
+        assert len(went) == halving.n_survivors(len(g), 0.5)  # the same share for every arm
         # the ones that went on are the best at the rung (largest lr here), in the selection order
         rung_best = sorted(fam.trials, key=lambda t: (-t["rung_val_rsum"], t["lr"], t["warmup_epochs"]))
         assert {(t["lr"], t["warmup_epochs"]) for t in went} == {
@@ -174,5 +174,5 @@ def test_halving_reads_no_test_metric():
     rec["warmup"] = {"epochs": [], "applies": False}
     for h in rec["history"]:
         h.update(val_gap=0.1, val_rsum_over_chance=2.0)
-    view = tuning.rung_view(tuning._validation_view(rec), 2)
+    view = halving.rung_view(tuning._validation_view(rec), 2)
     assert view["best_epoch"] == 2 and rec.read <= set(tuning.VALIDATION_KEYS)

@@ -15,21 +15,21 @@ The protocol, exactly:
   (``keep``, rounded up: 4 of 8, 2 of 4), in the selection order below, trains on to the cap and the others
   stop there (``went_on`` in the tables; never chosen). The same rung and share for every arm. A
   survivor trains again from its first epoch, which repeats the rung bit for bit (the schedule does not
-  depend on the cap: tested), so a cached full run also answers for its rung (:func:`rung_view`).
+  depend on the cap: tested), so a cached full run also answers for its rung
+  (:func:`reproduce.protocol.halving.rung_view`).
 * **Selection** (:func:`select`): the best *validation* RSUM of the run (its selected checkpoint, the
   record's ``best_epoch``). A collapsed run (``coherent_itr.health.is_collapsed``) or a failed one is
   never chosen over a healthy one; ties → the smaller lr, then no warm-up. Only validation fields of a
   record are read (:data:`VALIDATION_KEYS`); test metrics never reach the tuner (tests poison them).
 * **Final runs.** The chosen setting is trained with every seed of the profile; only those runs enter
   tables, figures and claims (the chosen seed-0 run *is* the tuning run, trained once).
-* **Health check of the other seeds** (:func:`health_checked_choice`; a setting healthy on seed 0 can
-  collapse on other seeds, as three arms did on Flickr8k — the same rule for every arm, blind to claims and to
-  test metrics): a setting is kept only if the main
-  arm's runs with the *other* seeds are healthy too. Otherwise the next setting in the seed-0 order is
-  tried with every seed, and so on; when every healthy seed-0 setting collapses on some seed, the one
-  with the fewest collapsed seeds is kept (then the seed-0 order) and the tables mark its collapses.
-  The search itself (grid × seed 0) stays the same for every arm; the check costs extra final runs only
-  where a chosen setting fails on another seed. The driver trains until the choice no longer moves.
+* **Health check of the other seeds** (:func:`health_checked_choice`; a setting healthy on seed 0 can collapse on
+  other seeds, as three arms did on Flickr8k — the same rule for every arm, blind to claims and to test metrics): a
+  setting is kept only if the main arm's runs with the *other* seeds are healthy too. Otherwise the next setting in
+  the seed-0 order is tried with every seed, and so on; when every healthy seed-0 setting collapses on some seed, the
+  one with the fewest collapsed seeds is kept (then the seed-0 order) and the tables mark its collapses. The search
+  itself (grid × seed 0) stays the same for every arm; the check costs extra final runs only where a chosen setting
+  fails on another seed. The driver trains until the choice no longer moves.
 * **Families** (:func:`family_of`): a sweep arm (α, β, β₂, L, (L_MIN, L_MAX), τ, m, γ, SAM grid, SAM data
   fractions, calibrated-θ sweeps, the warm-up sensitivity rows) uses the setting tuned for the main arm
   it sweeps around — named by ``Arm.family``, else the main arm of the same paper with the same loss
@@ -52,6 +52,7 @@ import pandas as pd
 from coherent_itr.config import Config
 from coherent_itr.health import HEALTH_KEYS, cone, is_collapsed
 
+from reproduce.protocol.halving import halving, n_survivors, rung_view
 from reproduce.spec import experiments
 from reproduce.spec.profiles import HN_WARMUP_FIELD, Profile
 
@@ -146,11 +147,6 @@ def tuning_configs(profile: Profile, papers=None) -> list[Config]:
 
 
 # --- successive halving --------------------------------------------------------------------------------
-def halving(profile: Profile) -> bool:
-    """Whether ``profile`` tunes by successive halving (``TuningGrid.rung_epochs`` > 0)."""
-    return profile.tuning is not None and profile.tuning.rung_epochs > 0
-
-
 def _first_epoch(arm: experiments.Arm, setting: dict) -> int:
     """The first epoch of the arm's own objective (after the warm-up, when the warm-up changes its loss)."""
     return (int(setting.get(HN_WARMUP_FIELD, 0)) if arm.honours_warmup else 0) + 1
@@ -174,39 +170,6 @@ def tuning_run_done(config: Config, profile: Profile, cache) -> bool:
     if cache.has_training(config):
         return True
     return halving(profile) and cache.has_training(full_config_of(config, profile))
-
-
-def rung_view(record: dict, epochs: int) -> dict:
-    """The validation view (:data:`VALIDATION_KEYS`) of ``record``'s first ``epochs`` epochs: what the same
-    run stopped at ``epochs`` records — the selection of ``coherent_itr.train._Selector`` (first maximum of
-    validation RSUM from the first epoch after the warm-up; a run that never leaves the warm-up keeps its
-    last epoch) on the prefix of the history. Early stopping ends both runs at the same epoch."""
-    hist = [h for h in record["history"] if int(h["epoch"]) <= epochs]
-    if not hist:
-        raise ValueError(f"rung_view: the record has no epoch ≤ {epochs}")
-    warm = record.get("warmup", {})
-    first = (len(warm.get("epochs", [])) if warm.get("applies") else 0) + 1
-    cands = [h for h in hist if int(h["epoch"]) >= first]
-    best = hist[-1]
-    if cands:
-        best = cands[0]
-        for h in cands[1:]:
-            if h["val_rsum"] > best["val_rsum"]:
-                best = h
-    health = {k: best[k] for k in HEALTH_KEYS if k in best}
-    health.update(epoch=int(best["epoch"]), val_rsum=best["val_rsum"], val_rsum_chance=best.get("val_rsum_chance"))
-    return {
-        "config": {**record["config"], "epochs": int(epochs)},
-        "history": hist,
-        "best_epoch": int(best["epoch"]),
-        "epochs_run": len(hist),
-        "health": health,
-    }
-
-
-def n_survivors(n: int, keep: float) -> int:
-    """How many of ``n`` settings go on past the rung: the ``keep`` share, rounded up (at least one)."""
-    return max(1, math.ceil(n * keep - 1e-9))
 
 
 def rung_trials(
