@@ -43,7 +43,7 @@ site: $(STAMP)  ## static HTML site of the committed results (notebooks, ledger,
 	$(PY) -m reproduce.present.site
 
 test-site: site  ## build the site, then check it in headless Chromium (skips without one: apt-get install chromium)
-	COHERENT_ITR_SITE=$(CURDIR)/results/site $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py
+	COHERENT_ITR_SITE=$(CURDIR)/results/site $(PY) -m pytest -q -p no:cacheprovider tests/reproduce/present/test_site.py
 
 lab: $(STAMP)  ## JupyterLab at the repository root, the project's kernel; options: ARGS="--port=8899 --no-browser"
 	JUPYTER=$(VENV)/bin/jupyter bash scripts/lab.sh $(ARGS)

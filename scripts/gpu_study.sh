@@ -16,7 +16,7 @@
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
 # PAPERS (all), WORKERS (16 on CUDA), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp),
 # GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script,
-# e.g. PROFILE=smoke; tests/test_gpu_study.py).
+# e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"

@@ -3,7 +3,7 @@
 # the project's kernel available; as root (containers, cloud machines) with --allow-root.
 # Notebooks under notebooks/ are saved without outputs (scripts/jupyter_server_config.py), so running one
 # leaves git clean; the run cache is the checkout's .cache/ (unless COHERENT_ITR_CACHE is set), as for make
-# and python -m reproduce. `make lab` runs this; tests/test_cli.py starts the very same command line. Extra
+# and python -m reproduce. `make lab` runs this; tests/reproduce/driver/test_cli.py starts the very same command line. Extra
 # arguments go to jupyter: `make lab ARGS="--port=8899 --no-browser"` or `bash scripts/lab.sh --port=8899`.
 # JUPYTER: the jupyter executable (default .venv/bin/jupyter).
 set -euo pipefail

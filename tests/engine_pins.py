@@ -1,4 +1,4 @@
-"""Tiny training runs whose numbers ``tests/test_code_identity.py`` pins bit for bit: the guard of the frozen run
+"""Tiny training runs whose numbers ``tests/lib/test_code_identity.py`` pins bit for bit: the guard of the frozen run
 keys (:mod:`coherent_itr.code_identity`).
 
 One run per loss of the study, each with the relevance its arms train with (Sentence-BERT, CIDEr-D or none), on

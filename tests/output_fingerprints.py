@@ -8,7 +8,7 @@ reach every branch of those functions: declared primaries, legacy-matched primar
 round), interval-only rows, identity and equivalence rows without a tolerance, collapsed arms (claim-file column
 and mapping, predicted-to-fail arm included), null pairs, a data set outside the registry, two error cases.
 :func:`fingerprints` gives one sha256 per output of a canonical text: floats at ``digits`` significant digits
-(``None``: ``repr``, every bit). ``tests/test_output_fingerprints.py`` compares them with
+(``None``: ``repr``, every bit). ``tests/reproduce/present/test_output_fingerprints.py`` compares them with
 ``tests/data/output_fingerprints.json``, recorded before the functions were split into named steps;
 ``benchmarks/check_output_identity.py`` prints the exact ones.
 """
@@ -461,7 +461,8 @@ def fingerprints(digits: int | None = 12, pixels: bool = False) -> dict:
 
 
 def record(path: Path = Path(__file__).parent / "data" / "output_fingerprints.json", commit: str = "") -> None:
-    """Write the fingerprints (12 significant digits) that ``tests/test_output_fingerprints.py`` checks."""
+    """Write the fingerprints (12 significant digits) that
+    ``tests/reproduce/present/test_output_fingerprints.py`` checks."""
     data = {"recorded_at": commit, "digits": 12, "fingerprints": fingerprints(12)}
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
 

@@ -1,4 +1,4 @@
-"""Seeded evaluation problems whose outputs ``tests/test_metrics_pinned.py`` pins bit for bit.
+"""Seeded evaluation problems whose outputs ``tests/lib/metrics/test_metrics_pinned.py`` pins bit for bit.
 
 Every yardstick kind of the study (two pseudo-label matrices, true relevance with its positive set,
 expert and crowd judgements, an extra positive set), folds, float32 ties, the authors' CS candidates,

@@ -1,5 +1,5 @@
 """The committed executed notebooks (``results/notebooks``, ``results/flickr8k/notebooks``) read as a
-researcher should see them (issue 18): metric names by the label map, no warning boxes, no paths of
+researcher should see them: metric names by the label map, no warning boxes, no paths of
 the machine that executed them."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The command line of ``python -m reproduce``: its options, their checks and its help (kept light: no torch, no
-pandas, so ``--help`` and a usage error answer in a fraction of a second; ``tests/test_cli.py``)."""
+pandas, so ``--help`` and a usage error answer in a fraction of a second; ``tests/reproduce/driver/test_cli.py``)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ MAX_HEALTH_ROUNDS = 8
 
 def run_cache():
     """The run cache's module (:mod:`coherent_itr.runs`), imported by the commands that read or train runs."""
-    # heavy (torch): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from coherent_itr import runs
 
     return runs
@@ -64,7 +64,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
             raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
         try:
             paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
-            # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+            # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
             from coherent_itr.data import flickr8k
 
             root = flickr8k.check_release()
@@ -144,7 +144,7 @@ class Outcome:
 def plan_data_set(args, data: str, cache) -> DataSetPlan:
     """The runs of one data set. With a tuning grid (profile ``default``) these are the tuning runs
     only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.spec import experiments
     from reproduce.protocol import tuning
 
@@ -186,7 +186,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
     invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
     :mod:`reproduce.protocol.progress`), open only while runs train so no other bar nests under it."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from coherent_itr.config import Config
 
     from reproduce.driver import executors
@@ -326,7 +326,7 @@ def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: 
 def collapsed_arms(args, sets: list[str]) -> dict:
     """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
     ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.protocol import claim_rows, study
 
     out: dict = {}
@@ -356,7 +356,7 @@ def log_failures(what: str, texts: list[str]) -> None:
 def failure_report(out: Outcome) -> list[str]:
     """The summary after a study with failures: each failure once (runs grouped by their error), and where the
     full tracebacks are."""
-    # heavy (torch): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.driver.executors import failure_summary
 
     lines = ["reproduce: FAILED —"]
@@ -373,7 +373,7 @@ def failure_report(out: Outcome) -> list[str]:
 def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
     status."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.driver import ledger_files
 
     base = ROOT / profile_for(args.profile, "synthetic").results_dir
@@ -447,7 +447,7 @@ def run(args, sets: list[str]) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.protocol import progress as progress_mod
 
     nb_s = notebooks.expected_seconds(
@@ -497,7 +497,7 @@ def data_warnings_once() -> None:
     from several places (the workers ignore them, ``executors.init_worker``), and a library that puts a filter of its
     own in front (``"default"``: once per place) would print it again, so each text is remembered here. Call inside
     ``warnings.catch_warnings()``, which puts ``warnings.showwarning`` back."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/test_cli.py)
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from coherent_itr.data.flickr8k import Flickr8kWarning
 
     warnings.filterwarnings("once", category=Flickr8kWarning)
@@ -524,7 +524,7 @@ def main(argv=None) -> int:
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
         if args.import_runs or args.export_runs or args.runs_from or os.environ.get(RUNS_FROM_ENV):
-            # heavy (torch, pandas): only the run-archive options load it; --help stays light (tests/test_cli.py)
+            # heavy (torch, pandas): only the run-archive options load it (tests/reproduce/driver/test_cli.py)
             from reproduce.driver import run_archive
 
             if args.import_runs:

@@ -450,7 +450,7 @@ def plan(profile: Profile, papers=None) -> list[Config]:
 def study_losses() -> list[tuple[str, dict]]:
     """Every ``(loss, params)`` a planned run of any profile on either data set trains with, then every
     registered loss the plan does not use, with its default parameters (``weighted_sum``: Triplet-HN plus
-    half S-NDCG), sorted: what the device checks run (``tests/test_device_meta.py`` on CPU under the meta
+    half S-NDCG), sorted: what the device checks run (``tests/lib/test_device_meta.py`` on CPU under the meta
     default device, ``benchmarks/bench_cuda.py`` on CUDA against CPU)."""
     seen: dict[str, tuple[str, dict]] = {}
     for name in profile_mod.PROFILES:

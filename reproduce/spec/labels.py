@@ -4,7 +4,7 @@ Metric keys are the flat record of :func:`coherent_itr.metrics.evaluate` (its mo
 lists them) plus the study's own columns (seeds, timing, training history ``val_…``). A key is
 parsed by one grammar (:data:`_PATTERNS`) into a :class:`MetricInfo` — name, yardstick, unit,
 whether higher is better and the number *kind* that :func:`fmt_number` formats by — so a new
-metric without a pattern here fails ``tests/test_labels.py`` instead of showing up raw.
+metric without a pattern here fails ``tests/reproduce/spec/test_labels.py`` instead of showing up raw.
 
     >>> label("cs100_i2t_true")
     'CS@100 image→text (true relevance) [τ-b, −1…1] ↑'

@@ -11,7 +11,7 @@ Per paper, the arms of:
 * SAM Table 1's model-based variant (per-query NCS of the 100 %-data arms, ``analyses.sam.ARMS_100``);
 * listwise Fig. 7 (b) (the direct S-NDCG error on the stored embeddings of ``Triplet + S-NDCG``).
 
-``tests/test_run_archive.py`` checks this list against the notebooks and the analyses' arm constants.
+``tests/reproduce/driver/test_run_archive.py`` checks this list against the notebooks and the analyses' arm constants.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ After an edit:
 * an edit that changes numbers is **frozen again** (``python -m reproduce.driver.code_identity --freeze FILE …``):
   every file set holding one of those files gets the live hash, and only its runs train again.
 
-What checks a declaration: ``tests/test_code_identity.py`` fails for a file whose content is neither as frozen
+What checks a declaration: ``tests/lib/test_code_identity.py`` fails for a file whose content is neither as frozen
 nor as declared (so every edit is looked at), and it trains pinned tiny runs of every loss (histories and test
 embeddings, bit for bit on the CPU that pinned them, ``tests/data/engine_pins.json``) so an edit declared neutral
 that moves a number is caught. File sets that are not frozen (a new loss, the toy data) are hashed live as before.

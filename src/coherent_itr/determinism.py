@@ -27,7 +27,7 @@ def use_deterministic_kernels() -> None:
     Deterministic mode also fills every new ``torch.empty`` with NaN by default (a guard against
     reading uninitialised memory); nothing here reads memory it did not write, so the fill is switched
     off: the fill costs time on every training step, and the numbers do not change without it
-    (``tests/test_foundation.py``)."""
+    (``tests/lib/test_foundation.py``)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = False

@@ -32,7 +32,7 @@ GRU-128 run the cosine is 0.99 in epochs 2–3 and 0.65 in epoch 4, where valida
 166 → 206. Tables and the Fig. 4 analysis show the cone.
 
 Why these numbers (from what collapse means and from planted runs, re-checked by
-``tests/test_health.py``):
+``tests/lib/test_health.py``):
 
 * chance RSUM: 31.57 for N = 100 validation images with 5 captions each, 3.20 for N = 1000
   (R@1 of a random ranking is 0.1% there), 102.0 for the 30-image toy validation split;

@@ -1,12 +1,11 @@
 """BCLS — Li et al., *Image-Text Retrieval with Binary and Continuous Label Supervision* (``01_bcls``).
 
 What the notebook computes beyond reading runs, one function each, tested in
-``tests/test_analyses_bcls.py``: the direction-averaged Kendall τ (Eq. 2, Fig. 5b), the Fig. 4
-convergence contrast (B1), the Table VI arm picks (B4), semantic retrieval against the yardstick
-(Tables VII, IX; B8), the within-image caption-similarity std behind α (Sec. III-C; B5), the α peak and
-β stride contrasts (Fig. 5; B5, B6), the loss-cost slopes of the micro-benchmark (Sec. III-D; B7,
-``benchmarks/bench_kendall_scaling.py``), the pseudo-label agreement per image fold (Table II; B9), and
-the figures that add a reference arm to a sweep.
+``tests/reproduce/present/analyses/test_analyses_bcls.py``: the direction-averaged Kendall τ (Eq. 2, Fig. 5b), the
+Fig. 4 convergence contrast (B1), the Table VI arm picks (B4), semantic retrieval against the yardstick (Tables VII,
+IX; B8), the within-image caption-similarity std behind α (Sec. III-C; B5), the α peak and β stride contrasts (Fig. 5;
+B5, B6), the loss-cost slopes of the micro-benchmark (Sec. III-D; B7, ``benchmarks/bench_kendall_scaling.py``), the
+pseudo-label agreement per image fold (Table II; B9), and the figures that add a reference arm to a sweep.
 """
 
 from __future__ import annotations

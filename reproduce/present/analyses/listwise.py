@@ -1,9 +1,9 @@
 """Listwise paper (Li et al., *Integrating Listwise Ranking into Pairwise-based Image-Text Retrieval*):
-what ``notebooks/04_listwise.ipynb`` computes — Table I (RSC relevance vs the binary annotation as
-rankers of semantic positives), Fig. 5 (early convergence), Figs. 6–7 (NDCG-hat vs the true batch
-NDCG, the approximation error per τ), Figs. 8–9 (τ sweep) and Table VIII (cost of the listwise term,
-with ``benchmarks/bench_listwise_overhead.py``). The notebook declares the claims and draws; every
-number it shows comes from a function here, each tested in ``tests/test_analyses_listwise.py``.
+what ``notebooks/04_listwise.ipynb`` computes — Table I (RSC relevance vs the binary annotation as rankers of semantic
+positives), Fig. 5 (early convergence), Figs. 6–7 (NDCG-hat vs the true batch NDCG, the approximation error per τ),
+Figs. 8–9 (τ sweep) and Table VIII (cost of the listwise term, with ``benchmarks/bench_listwise_overhead.py``). The
+notebook declares the claims and draws; every number it shows comes from a function here, each tested in
+``tests/reproduce/present/analyses/test_analyses_listwise.py``.
 """
 
 from __future__ import annotations

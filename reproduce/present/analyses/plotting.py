@@ -7,8 +7,9 @@
   ``reproduce.present.analyses``, :mod:`reproduce.present.report` and :mod:`reproduce.present.qualitative` ends with it;
 * :func:`layout_problems` — what a reader would see as broken: two text elements (titles, axis labels,
   tick labels, legends, annotations) overprinting each other, text leaving the canvas, a legend entry
-  listed twice, or an annotation or legend drawn over the data. ``tests/test_figure_layout.py`` renders
-  every figure function on planted data and asks it for an empty list.
+  listed twice, or an annotation or legend drawn over the data.
+  ``tests/reproduce/present/test_figure_layout.py`` renders every figure function on planted data and asks it for
+  an empty list.
 
 Bounding boxes come from matplotlib's renderer (``artist.get_window_extent(renderer)``, display pixels).
 """

@@ -5,7 +5,7 @@ Everything here reads the frames of :class:`reproduce.protocol.study.Study` — 
 ``histories`` (one row per arm, seed and epoch) and :func:`iterations` (one row per arm, seed and sampled training
 step) — and returns frames or figures (the claim rows: :mod:`reproduce.present.analyses.unified_claims`); nothing
 trains. The identity checks of claim U6 live in the library (:mod:`coherent_itr.losses.identities`), shared with
-``tests/test_losses_identities.py``.
+``tests/lib/losses/test_losses_identities.py``.
 """
 
 from __future__ import annotations

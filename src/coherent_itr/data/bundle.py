@@ -26,7 +26,7 @@ one whose size or sha256 differs, raises :class:`BundleError` naming it — then
 
 A run from a bundle therefore equals a run from the release folder whose image features were rounded to
 float16 and whose caption embeddings were rounded to float16 and brought back to unit norm (:func:`unit_rows`;
-``tests/test_bundle.py``). Its numbers differ from the release folder's, and so does its run key
+``tests/lib/data/test_bundle.py``). Its numbers differ from the release folder's, and so does its run key
 (:func:`coherent_itr.runs.data_form`).
 """
 

@@ -196,7 +196,7 @@ N_CONCEPTS = np.array([len(t[0]) for t in TABLES])
 @dataclass(frozen=True)
 class WorldParams:
     """Knobs of the world. Defaults were tuned so that the pseudo labels are informative but
-    noisy and VSE++ leaves headroom (see the data card in tests/test_data_synthetic.py)."""
+    noisy and VSE++ leaves headroom (see the data card in tests/lib/data/test_data_synthetic.py)."""
 
     dim: int = 256  # feature dimension of an "image"
     latent: int = 64  # latent scene dimension

@@ -27,8 +27,9 @@ from coherent_itr.data import load_splits
 from reproduce.driver import run_archive as ra
 from reproduce.protocol.ledger import per_query_recall
 from tiny_run import TINY
+from helpers import ROOT as REPO
 
-REPO = Path(__file__).resolve().parents[1]
+
 A = Config(**TINY, seed=0)
 B = Config(**TINY, seed=1)
 FOREIGN = {"torch": "2.11.0+cu128", "device": "cuda:sm90", "tf32_matmul": False, "tf32_cudnn": True}

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from test_run_archive import BLOCKER
@@ -17,8 +16,9 @@ from test_run_archive import BLOCKER
 from coherent_itr import runs
 from reproduce.driver import gpu_carry
 from reproduce.driver import run_archive as ra
+from helpers import ROOT as REPO
 
-REPO = Path(__file__).resolve().parents[1]
+
 pytestmark = pytest.mark.slow
 
 

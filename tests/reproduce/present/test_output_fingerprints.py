@@ -8,12 +8,12 @@ of what they compute updates the file on purpose (``python tests/output_fingerpr
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import output_fingerprints
+from helpers import DATA
 
-RECORDED = Path(__file__).parent / "data" / "output_fingerprints.json"
+RECORDED = DATA / "output_fingerprints.json"
 
 
 def test_outputs_are_those_recorded_before_the_split():

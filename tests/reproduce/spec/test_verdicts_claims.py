@@ -1,7 +1,6 @@
 """The claims registry: every claim declared once, arms that exist, no contrast primary for two claims."""
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -9,8 +8,9 @@ import pytest
 from reproduce.spec import claims as registry
 from reproduce.spec import experiments
 from reproduce.protocol.study import profile_for
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+
 IDS = (
     [f"B{i}" for i in range(1, 10)]
     + [f"L{i}" for i in range(1, 7)]

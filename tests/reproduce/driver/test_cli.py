@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from lab_server import stop_group, wait_for_lab
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def _run(args, env_extra=None, drop=(), timeout=60):

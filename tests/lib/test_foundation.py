@@ -130,7 +130,7 @@ def test_cache_hit_and_invalidation(tmp_path, toy):
     assert not cache.has(cfg.replace(seed=5))  # seed is part of the key
     assert not cache.has(cfg.replace(loss_params={"margin": 0.1}))
     assert not runs.RunCache(tmp_path, threads=2).has(cfg)  # thread count is part of the key
-    # (code changes: tests/test_cache.py::test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs)
+    # (code changes: tests/lib/test_cache.py::test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs)
 
 
 def test_source_hash_changes_with_source(tmp_path):

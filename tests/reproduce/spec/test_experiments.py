@@ -1,4 +1,4 @@
-"""The study's arms and profiles against the papers' statements (issue 14 items 2, 5–8; issue 16 item 3)."""
+"""The study's arms and profiles against the papers' statements."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_
         groups = primary_arm_groups(paper)
         primary = primary_arm_names(paper) | {a.name for a in experiments.arms(paper, syn) if a.group in groups}
         for arm in experiments.arms(paper, f8k):
-            # an arm of a primary contrast always gets every seed (issue 15), whatever its group's cost rule
+            # an arm of a primary contrast always gets every seed, whatever its group's cost rule
             sweep = arm.group in experiments.SWEEP_GROUPS
             full = profiles.PRIMARY_SEEDS if (arm.name in primary or not sweep) else (0, 1, 2)
             cheap = arm.seed_group in profiles.FLICKR8K_SEED0_GROUPS and arm.name not in primary

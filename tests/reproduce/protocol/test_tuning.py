@@ -1,4 +1,4 @@
-"""The equal-budget tuner (issue 14 item 3): grid, families, selection on validation only, determinism."""
+"""The equal-budget tuner: grid, families, selection on validation only, determinism."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ shown to fail on planted broken figures, and a source scan makes sure no figure 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import matplotlib
 
@@ -523,7 +524,7 @@ def test_every_figure_function_is_drawn_here():
                 found.add(f"{mod_name}.{fname}")
     skip = {"unified.legend_outside", "bcls.show_b7", "qualitative.explorer"}  # helpers / widgets, drawn via others
     missing = sorted(found - set(COVERS) - skip)
-    assert not missing, f"figure functions without a planted case in tests/test_figure_layout.py: {missing}"
+    assert not missing, f"figure functions without a planted case in {Path(__file__).name}: {missing}"
     assert {c for cases in COVERS.values() for c in cases} <= set(FIGURES)
 
 

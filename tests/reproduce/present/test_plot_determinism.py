@@ -3,11 +3,11 @@ so that a re-executed notebook draws the same whiskers: the same config and seed
 
 import ast
 import json
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+
 # seaborn functions whose default errorbar is a 95 % bootstrap interval with an unseeded generator
 BOOTSTRAPPING = {"barplot", "pointplot", "lineplot", "regplot", "lmplot", "relplot", "catplot"}
 

@@ -1,6 +1,6 @@
 """A two-node Ray cluster on this machine (head and worker started by ``ray start`` as separate
 processes) runs a tiny plan through ``RayExecutor`` into a shared cache; the results equal a
-local run bit for bit (issue 16 item 4).
+local run bit for bit.
 
 The cluster is stopped by signalling only the processes this test started (their process groups,
 then any process whose command line names this test's private Ray temp folder) — never a broad

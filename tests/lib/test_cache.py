@@ -21,7 +21,6 @@ from tiny_run import TINY
 
 BASE = Config(**TINY)
 BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +278,7 @@ def test_unreadable_entry_error_names_the_entry(tmp_path):
 
 
 def test_unwritable_cache_is_found_before_training(tmp_path):
-    # runs/ exists but is read-only (issue 19: 7 of 7 runs trained and then lost at mkdtemp)
+    # runs/ exists but is read-only (the runs would train and then be lost at mkdtemp)
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
     os.chmod(runs_dir, 0o555)

@@ -382,7 +382,7 @@ def test_exact_kmeans_is_never_worse_than_sklearn():
 
 
 def test_torch_and_sklearn_backends_agree_on_realistic_batches():
-    """Issue 4: same number of levels on ≥ 98% of the rows of realistic B = 128 batches
+    """Same number of levels on ≥ 98% of the rows of realistic B = 128 batches
     (a symmetric paired-caption batch and the image→text rows of an asymmetric max-over-5 batch)."""
     rows = []
     for seed, max5 in ((0, False), (1, True)):

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pandas as pd
 import pytest
-from test_data_flickr8k import SPLITS, _make_release
+from helpers import SPLITS, make_release
 from tiny_run import tiny
 
 from coherent_itr import data as data_mod
@@ -56,7 +56,7 @@ def _refuse(what):
 
 @pytest.fixture
 def built(tmp_path, monkeypatch, capsys):
-    release = _make_release(tmp_path / "flickr8k")
+    release = make_release(tmp_path / "flickr8k")
     monkeypatch.setattr(f8, "extract_features", _fake_features)
     monkeypatch.setattr(sbert, "embed_captions", _fake_embed)
     out = tmp_path / "bundle"

@@ -10,15 +10,15 @@ import math
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from reproduce.spec import claims as registry
 from reproduce.spec.claim_data import ClaimDataError, Contrast, load
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+
 CODE_COMMIT = "87bd949"  # the last commit with the claims written as Claim(...) calls in reproduce/claims.py
 
 # (claim id, field) pairs the contrast fixes change on purpose; every other field equals the old code's

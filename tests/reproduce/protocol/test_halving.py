@@ -1,4 +1,4 @@
-"""Successive halving of the tuning grid (issue 30): a rung is the beginning of its full run, the better half of
+"""Successive halving of the tuning grid: a rung is the beginning of its full run, the better half of
 every grid goes on under one rule for every arm, a setting stopped at the rung is never chosen, and the tuner
 still reads validation fields only."""
 

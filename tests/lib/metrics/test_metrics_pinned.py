@@ -2,18 +2,18 @@
 seeded problems of ``pinned_evaluate`` equals, key for key, what the code before the registry produced
 (``tests/data/pinned_values.json``, generated at commit 810033d on an AVX2 CPU) — bit for bit on that CPU, and to within
 ``MAX_ULP`` units in the last place elsewhere: numpy's vectorised sums take wider SIMD steps on AVX-512
-CPUs and round differently in the last bit (seen 2026-11-24: ``ndcg10_i2t_cider`` of ``study_folds`` one
+CPUs and round differently in the last bit (e.g. ``ndcg10_i2t_cider`` of ``study_folds`` one
 ulp off on an Intel Xeon with AVX-512 with the registry code untouched). Any change to what a metric
 computes moves it by far more than a few ulps."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from pinned_evaluate import scenarios
+from helpers import DATA
 
-PINNED = json.loads((Path(__file__).parent / "data" / "pinned_values.json").read_text())["pinned"]
+PINNED = json.loads((DATA / "pinned_values.json").read_text())["pinned"]
 
 
 MAX_ULP = 4

@@ -1,4 +1,4 @@
-"""Reliability probes of issue 19 on tiny data, one test per defect (each failed before its fix):
+"""Reliability probes on tiny data, one test per defect (each failed before its fix):
 stale claims and failures in the ledger / manifest / README, workers left behind by a SIGKILLed
 driver, two drivers executing one notebook, and the small gaps (Config values, Flickr8k text files,
 missing judgements, the content-keyed precomp cache)."""
@@ -21,8 +21,7 @@ import pandas as pd
 import pytest
 
 from coherent_itr.config import Config
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT, make_release
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,10 +237,7 @@ def test_train_fraction_must_leave_one_batch_checked_before_training(monkeypatch
 
 
 def _release(tmp_path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_data_flickr8k import _make_release
-
-    return _make_release(tmp_path / "flickr8k")
+    return make_release(tmp_path / "flickr8k")
 
 
 def test_flickr8k_token_file_with_a_byte_order_mark_is_read(tmp_path):
