@@ -20,14 +20,14 @@ from reproduce.protocol.ledger import (
     SEED_CAP,
     STABLE,
 )
-from reproduce.protocol.ledger_rows import _f, is_stale
+from reproduce.protocol.ledger_rows import as_float, is_stale
 from reproduce.spec.tables import fmt_num, md_cell
 
 
 def effect_cell(r) -> str:
-    if not np.isfinite(_f(r["effect"])):
+    if not np.isfinite(as_float(r["effect"])):
         return f"— ({r['reason']})" if isinstance(r.get("reason"), str) else "—"
-    if not (np.isfinite(_f(r["ci_low"])) and np.isfinite(_f(r["ci_high"]))):
+    if not (np.isfinite(as_float(r["ci_low"])) and np.isfinite(as_float(r["ci_high"]))):
         why = "identity: the largest deviation" if r.get("kind") == "identity" else str(r.get("reason", ""))
         return f"{fmt_num(r['effect'])} [— {why.split(';')[0]}]"
     return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
@@ -44,10 +44,10 @@ def _flag(x) -> bool | None:
 
 def power_cell(r) -> str:
     """Power at 1× the paper's effect with the row's seeds, and the seeds that would give POWER (or why none do)."""
-    pw = _f(r.get("power"))
+    pw = as_float(r.get("power"))
     if not np.isfinite(pw):
         return "—"
-    n = _f(r.get("seeds_for_power"))
+    n = as_float(r.get("seeds_for_power"))
     if np.isfinite(n):
         need = f"{int(n)} seeds for {POWER:.0%}"
     elif "not reachable" in str(r.get("power_note") or ""):
@@ -59,7 +59,7 @@ def power_cell(r) -> str:
 
 def stability_cell(r) -> str:
     """Share of bootstrap resamples with the same verdict, *fragile* below the ledger's STABLE."""
-    s = _f(r.get("stability"))
+    s = as_float(r.get("stability"))
     if not np.isfinite(s):
         return "—"
     return f"{100 * s:.0f}%" + (" *fragile*" if _flag(r.get("fragile")) else "")
@@ -165,13 +165,13 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
             f"{fmt_num(r['paper_effect'])} ({_cell(r['paper_source']).split(',')[0]})"
-            if np.isfinite(_f(r["paper_effect"]))
+            if np.isfinite(as_float(r["paper_effect"]))
             else "— (no number in the paper's text)"
         )
         out.append(
             f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
             f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | {fmt_num(r['delta'])} | "
-            f"{fmt_num(r['ratio'], 2) if np.isfinite(_f(r['ratio'])) else '—'} | {power_cell(r)} | "
+            f"{fmt_num(r['ratio'], 2) if np.isfinite(as_float(r['ratio'])) else '—'} | {power_cell(r)} | "
             f"{stability_cell(r)} | {verdict_cell(r)} |"
         )
     for role in ("secondary", "exploratory"):
@@ -206,7 +206,7 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
             stale = bool(len(r)) and is_stale(r.iloc[0].to_dict())
             line[d] = STALE if stale else r["verdict"].iloc[0] if len(r) else "not tested"
             line[f"{d}_effect"] = "—" if stale else effect_cell(r.iloc[0].to_dict()) if len(r) else "—"
-            line[f"{d}_ratio"] = _f(r["ratio"].iloc[0]) if len(r) and "ratio" in r and not stale else math.nan
+            line[f"{d}_ratio"] = as_float(r["ratio"].iloc[0]) if len(r) and "ratio" in r and not stale else math.nan
             line[f"{d}_cell"] = (
                 STALE_CELL if stale else verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
             )
@@ -280,7 +280,7 @@ def caveat(df: pd.DataFrame) -> str:
         c: (prim[c].map(_flag).eq(True) if c in prim else pd.Series(False, index=prim.index))
         for c in ("larger_than_paper", "fragile", "underpowered")
     }
-    planned = prim["power"].map(_f).map(np.isfinite) if "power" in prim else pd.Series(False, index=prim.index)
+    planned = prim["power"].map(as_float).map(np.isfinite) if "power" in prim else pd.Series(False, index=prim.index)
     rep = prim["verdict"] == "reproduced"
     decided = prim["verdict"].isin(["reproduced", "reversed", "ruled out"])
     cands = [
@@ -333,7 +333,7 @@ def power_markdown(df: pd.DataFrame) -> str:
     """``power.md``: every primary direction row with a paper effect — its measured seed sd and test-set sd,
     its power at 1× the paper's effect with the seeds it has, and the seeds that would give POWER (cap
     SEED_CAP), or why no seed count does (rules in :mod:`reproduce.protocol.ledger`)."""
-    prim = df[(df["role"] == "primary") & df["power"].map(_f).map(np.isfinite)] if len(df) else df
+    prim = df[(df["role"] == "primary") & df["power"].map(as_float).map(np.isfinite)] if len(df) else df
     lines = [
         "# Power at the papers' effects",
         "",
@@ -350,13 +350,13 @@ def power_markdown(df: pd.DataFrame) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in prim.to_dict("records"):
-        n = _f(r["seeds_for_power"])
-        qv = _f(r["query_var"])
+        n = as_float(r["seeds_for_power"])
+        qv = as_float(r["query_var"])
         need = str(int(n)) if np.isfinite(n) else _cell(r.get("power_note"))
         lines.append(
             f"| {r['id']} | {r['dataset']} | {_cell(r['metric'])} | {fmt_num(r['paper_effect'])} | {r['n_seeds']} | "
             f"{fmt_num(r['seed_sd'])} | {fmt_num(math.sqrt(qv)) if np.isfinite(qv) and qv > 0 else '0'} | "
-            f"{100 * _f(r['power']):.0f}% | {need} | {verdict_cell(r)} |"
+            f"{100 * as_float(r['power']):.0f}% | {need} | {verdict_cell(r)} |"
         )
     return "\n".join(lines) + "\n"
 

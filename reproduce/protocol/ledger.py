@@ -528,3 +528,12 @@ class ClaimResult:
             "verdict": v,
             "seed_effects": ";".join(repr(float(x)) for x in eff),
         }
+
+
+def pseudo_effects(est: Estimate) -> list[float]:
+    """n values with the estimate's mean and seed sd (an old claim file kept only its interval);
+    only their spread enters the stability resamples."""
+    sd = est.se * math.sqrt(est.n)
+    z = np.arange(est.n) - (est.n - 1) / 2
+    z = z / z.std(ddof=1)
+    return list(est.effect + sd * z)

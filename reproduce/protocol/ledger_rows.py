@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from reproduce.protocol.ledger import (
     estimate_from_interval,
     family_alpha,
     power_at,
+    pseudo_effects,
     seeds_for_power,
     smallest_effect,
     stability,
@@ -118,7 +120,8 @@ def claim_files(results_dir: Path) -> list[Path]:
     return sorted([*results_dir.glob("*/claims_*.csv"), *(results_dir / "flickr8k").glob("*/claims_*.csv")])
 
 
-def _f(x) -> float:
+def as_float(x) -> float:
+    """``x`` as a float; NaN for what is not a number (a missing or text cell of a claim file)."""
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -144,13 +147,13 @@ def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None
     eff = _seed_effects(row)
     if eff is not None:
         eff = [sign * e for e in eff]
-        qv = _f(row.get("query_var"))
+        qv = as_float(row.get("query_var"))
         return estimate(eff, qv if np.isfinite(qv) else 0.0), eff
-    n = int(_f(row.get("n_seeds")) or 0) if np.isfinite(_f(row.get("n_seeds"))) else 0
-    lo, hi = _f(row.get("ci_low")), _f(row.get("ci_high"))
+    n = int(as_float(row.get("n_seeds")) or 0) if np.isfinite(as_float(row.get("n_seeds"))) else 0
+    lo, hi = as_float(row.get("ci_low")), as_float(row.get("ci_high"))
     if sign < 0:
         lo, hi = -hi, -lo
-    return estimate_from_interval(sign * _f(row.get("effect")), lo, hi, n), None
+    return estimate_from_interval(sign * as_float(row.get("effect")), lo, hi, n), None
 
 
 def metric_key(metric: str) -> str | None:
@@ -212,37 +215,105 @@ def _direction(kind: str) -> str:
     return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
 
 
+@dataclass
+class LedgerRow:
+    """One ledger row while :func:`build_ledger` decides it: the columns a notebook row or the registry gives, what
+    the steps pass on (not columns), then the columns each step fills. :meth:`columns` gives the row's cells."""
+
+    id: str
+    paper: str
+    role: str  # primary, secondary or exploratory
+    dataset: str
+    statement: str
+    metric: str
+    unit: str
+    kind: str  # direction, equivalence or identity
+    tolerance: float | None
+    arms: str
+    n_seeds: int
+    n_boot: int
+    notebook: str
+    source: str
+    note: str
+    # passed on, not columns
+    estimate: Estimate
+    seed_values: list[float] | None  # the per-seed effects, oriented as the claim predicts
+    collapsed: bool  # an arm of the row collapsed (a failure the verdict reports)
+    collapse_reason: str
+    missing: str = ""  # a placeholder's reason: no notebook row is this primary
+    alpha: float = ALPHA  # the level its interval is at: its family's, or ALPHA
+    # the test (_add_test)
+    paper_effect: float = math.nan
+    paper_source: str = ""
+    family: str = ""
+    family_size: float = math.nan
+    level: float = math.nan
+    delta: float = math.nan
+    p_unadj: float = math.nan
+    p_adj: float = math.nan
+    ratio: float = math.nan
+    effect: float = math.nan
+    seed_sd: float = math.nan
+    query_var: float = math.nan
+    seed_effects: str = ""
+    ci95_low: float = math.nan
+    ci95_high: float = math.nan
+    # the decision (_decide_row) and its flags
+    verdict: str = ""
+    reason: str = ""
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    direction: str = ""
+    larger_than_paper: bool | None = None
+    smaller_than_paper: bool = False
+    # a primary row's power and stability (_power_columns)
+    power: float = math.nan
+    seeds_for_power: float = math.nan
+    power_note: str = ""
+    underpowered: bool | None = None
+    stability: float = math.nan
+    fragile: bool | None = None
+
+    _PASSED_ON = ("estimate", "seed_values", "collapsed", "collapse_reason", "missing", "alpha")
+    _PRIMARY_ONLY = ("power", "seeds_for_power", "power_note", "underpowered", "stability", "fragile")
+
+    def columns(self) -> dict:
+        """The row's cells by column name; the power and stability cells only on a primary row (empty elsewhere)."""
+        skip = self._PASSED_ON + (() if self.role == "primary" else self._PRIMARY_ONLY)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+
 def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None) -> pd.DataFrame:
     """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
 
     ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``.
 
-    The steps: each notebook row becomes a ledger row, the primary ones recognised (:func:`_notebook_rows`); a
-    placeholder stands for every primary no row tests (:func:`_placeholder_rows`); each row's family, level, δ
+    The steps: each notebook row becomes a :class:`LedgerRow`, the primary ones recognised (:func:`_notebook_rows`);
+    a placeholder stands for every primary no row tests (:func:`_placeholder_rows`); each row's family, level, δ
     and p-values (:func:`_add_test`); the verdicts (:func:`_decide_row`); the power, seeds and stability of the
     primary rows (:func:`_power_columns`) and the last flags; the rows in ledger order (:func:`_ordered`)."""
     seen_data = sorted({str(r.get("dataset")) for r in nb_rows if isinstance(r.get("dataset"), str)})
     datasets = list(dict.fromkeys([*datasets, *seen_data]))
-    out, primaries = _notebook_rows(nb_rows, collapsed)
-    out += _placeholder_rows(nb_rows, datasets, primaries)
+    rows, primaries = _notebook_rows(nb_rows, collapsed)
+    rows += _placeholder_rows(nb_rows, datasets, primaries)
     effects = registry.paper_effects()
     sizes = family_sizes()
-    for o in out:
-        _add_test(o, effects, sizes)
-        _decide_row(o)
-        if o["role"] == "primary":
-            _power_columns(o)
-        o["direction"] = _direction(o["kind"])
-        o["larger_than_paper"] = (
-            bool(o["verdict"] == "reproduced" and o["ratio"] > LARGER_THAN_PAPER) if np.isfinite(o["ratio"]) else None
+    for row in rows:
+        _add_test(row, effects, sizes)
+        _decide_row(row)
+        if row.role == "primary":
+            _power_columns(row)
+        row.direction = _direction(row.kind)
+        row.larger_than_paper = (
+            bool(row.verdict == "reproduced" and row.ratio > LARGER_THAN_PAPER) if np.isfinite(row.ratio) else None
         )
-        o["smaller_than_paper"] = bool(
-            o["verdict"] == "reproduced" and o["kind"] == "direction" and o["ci_high"] < abs(o["paper_effect"])
+        row.smaller_than_paper = bool(
+            row.verdict == "reproduced" and row.kind == "direction" and row.ci_high < abs(row.paper_effect)
         )
-    return _ordered(out, datasets)
+    return _ordered(rows, datasets)
 
 
-def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[dict], dict]:
+def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[LedgerRow], dict]:
     """The ledger row of every notebook row (:func:`_ledger_row`) and ``{(claim id, data set): statement}`` of
     the rows that are a claim's primary (:func:`_is_primary`)."""
     out, primaries = [], {}
@@ -295,41 +366,40 @@ def _text_or(r: dict, key: str, default: str) -> str:
     return r.get(key) if isinstance(r.get(key), str) else default
 
 
-def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> dict:
+def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> LedgerRow:
     """The ledger row of notebook row ``r`` of claim ``c`` (None: not in the registry): a primary row takes its
     statement, metric, unit, kind and arms from the registry (a legacy row stated the other way round is
-    flipped, the registry's ``sign``); its estimate (``_est``), per-seed effects (``_eff``) and whether an arm
-    collapsed (``_collapsed``, ``_why``) are kept for the next steps."""
+    flipped, the registry's ``sign``), with its estimate, per-seed effects and whether an arm collapsed."""
     data = r.get("dataset")
     role = str(r.get("role", ""))
     sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary and role != "primary" else 1
     est, eff = row_estimate(r, sign)
     prim = c.primary if is_primary else None
     is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
-    return {
-        "id": r.get("id"),
-        "paper": _text_or(r, "paper", c.paper if c else ""),
-        "role": "primary" if is_primary else ("exploratory" if role == "exploratory" else "secondary"),
-        "dataset": data if isinstance(data, str) else "",
-        "statement": prim.statement if prim else r.get("statement"),
-        "metric": prim.metric_label(data) if prim else r.get("metric"),
-        "unit": prim.unit if prim else "",
-        "kind": prim.kind if prim else _row_kind(r),
-        "tolerance": prim.tolerance if prim and prim.tolerance is not None else _f(r.get("tolerance")),
-        "arms": (prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
-        "n_seeds": est.n,
-        "n_boot": int(_f(r.get("n_boot"))) if np.isfinite(_f(r.get("n_boot"))) else 0,
-        "_est": est,
-        "_eff": eff,
-        "_collapsed": is_col,
-        "_why": why,
-        "notebook": _text_or(r, "notebook", c.notebook if c else ""),
-        "source": _text_or(r, "source", c.source if c else ""),
-        "note": _text_or(r, "note", ""),
-    }
+    return LedgerRow(
+        id=r.get("id"),
+        paper=_text_or(r, "paper", c.paper if c else ""),
+        role="primary" if is_primary else ("exploratory" if role == "exploratory" else "secondary"),
+        dataset=data if isinstance(data, str) else "",
+        statement=prim.statement if prim else r.get("statement"),
+        metric=prim.metric_label(data) if prim else r.get("metric"),
+        unit=prim.unit if prim else "",
+        kind=prim.kind if prim else _row_kind(r),
+        tolerance=prim.tolerance if prim and prim.tolerance is not None else as_float(r.get("tolerance")),
+        arms=(prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
+        n_seeds=est.n,
+        n_boot=int(as_float(r.get("n_boot"))) if np.isfinite(as_float(r.get("n_boot"))) else 0,
+        notebook=_text_or(r, "notebook", c.notebook if c else ""),
+        source=_text_or(r, "source", c.source if c else ""),
+        note=_text_or(r, "note", ""),
+        estimate=est,
+        seed_values=eff,
+        collapsed=is_col,
+        collapse_reason=why,
+    )
 
 
-def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> list[dict]:
+def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> list[LedgerRow]:
     """An ``inconclusive`` primary row for every claim and data set that no notebook row is the primary of,
     saying why: the claim's notebook ran on that data set but wrote no primary row, or it did not run. When
     that notebook's claim file is stale (:func:`is_stale`), so is the placeholder: a current run may write the row."""
@@ -342,36 +412,36 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
                 continue
             ran = (c.notebook, data) in tested_files
             out.append(
-                {
-                    "id": c.id,
-                    "paper": c.paper,
-                    "role": "primary",
-                    "dataset": data,
-                    "statement": c.primary.statement,
-                    "metric": c.primary.metric_label(data),
-                    "unit": c.primary.unit,
-                    "kind": c.primary.kind,
-                    "tolerance": c.primary.tolerance,
-                    "arms": c.primary.arms_label(),
-                    "n_seeds": 0,
-                    "n_boot": 0,
-                    "_est": Estimate(math.nan, math.nan, math.nan, 0),
-                    "_eff": None,
-                    "_collapsed": False,
-                    "_why": "",
-                    "notebook": c.notebook,
-                    "source": c.source,
-                    "note": (
+                LedgerRow(
+                    id=c.id,
+                    paper=c.paper,
+                    role="primary",
+                    dataset=data,
+                    statement=c.primary.statement,
+                    metric=c.primary.metric_label(data),
+                    unit=c.primary.unit,
+                    kind=c.primary.kind,
+                    tolerance=c.primary.tolerance,
+                    arms=c.primary.arms_label(),
+                    n_seeds=0,
+                    n_boot=0,
+                    notebook=c.notebook,
+                    source=c.source,
+                    note=(
                         f"{STALE_PREFIX} (its notebook's claim file is an earlier run's, written before this contrast)"
                         if (c.notebook, data) in stale_files
                         else ""
                     ),
-                    "_missing": (
+                    estimate=Estimate(math.nan, math.nan, math.nan, 0),
+                    seed_values=None,
+                    collapsed=False,
+                    collapse_reason="",
+                    missing=(
                         "its notebook's claim file has no row for the primary contrast yet"
                         if ran
                         else f"not tested in this run: {c.notebook} was not executed for {data}"
                     ),
-                }
+                )
             )
     return out
 
@@ -391,126 +461,123 @@ def family_sizes() -> dict[str, int]:
     return sizes
 
 
-def _add_test(o: dict, effects: pd.DataFrame, sizes: dict[str, int]) -> None:
-    """Row ``o``'s paper effect and its source, family and level (a primary row: its paper's family at
-    ALPHA/m; any other row: unadjusted at ALPHA, direction alone), δ, p-values, ratio, effect and 95% interval."""
-    c = registry.CLAIMS.get(o["id"])
-    prim = o["role"] == "primary"
-    known = prim and o["id"] in effects.index
-    pe = _f(effects.loc[o["id"], "paper_effect"]) if known else math.nan
-    o["paper_effect"] = pe
-    o["paper_source"] = (
-        f"{effects.loc[o['id'], 'source']}, {effects.loc[o['id'], 'backbone']}, "
-        f"{effects.loc[o['id'], 'dataset']}: {effects.loc[o['id'], 'computation']}"
+def _add_test(row: LedgerRow, effects: pd.DataFrame, sizes: dict[str, int]) -> None:
+    """The row's paper effect and its source, family and level (a primary row: its paper's family at ALPHA/m; any
+    other row: unadjusted at ALPHA, direction alone), δ, p-values, ratio, effect and 95% interval."""
+    c = registry.CLAIMS.get(row.id)
+    prim = row.role == "primary"
+    known = prim and row.id in effects.index
+    paper_effect = as_float(effects.loc[row.id, "paper_effect"]) if known else math.nan
+    row.paper_effect = paper_effect
+    row.paper_source = (
+        f"{effects.loc[row.id, 'source']}, {effects.loc[row.id, 'backbone']}, "
+        f"{effects.loc[row.id, 'dataset']}: {effects.loc[row.id, 'computation']}"
         if known
         else ""
     )
-    decided = o["kind"] in ("direction", "equivalence")
-    fam = family_of(c.paper if c else o["paper"]) if prim and decided and not o["_collapsed"] else ""
+    decided = row.kind in ("direction", "equivalence")
+    fam = family_of(c.paper if c else row.paper) if prim and decided and not row.collapsed else ""
     m = sizes.get(fam, 1) if fam else 1
-    o["family"], o["family_size"] = fam, (m if fam else math.nan)
-    o["_alpha"] = family_alpha(m) if fam else ALPHA
-    o["level"] = 1 - o["_alpha"] if decided else math.nan
-    o["delta"] = smallest_effect(pe if prim else math.nan, o["tolerance"], o["kind"])
-    est = o["_est"]
-    if o["kind"] == "equivalence":
-        o["p_unadj"] = est.p_equivalent(o["delta"]) if o["delta"] > 0 else math.nan
-    elif o["kind"] == "direction":
-        o["p_unadj"] = est.p_zero()
+    row.family, row.family_size = fam, (m if fam else math.nan)
+    row.alpha = family_alpha(m) if fam else ALPHA
+    row.level = 1 - row.alpha if decided else math.nan
+    row.delta = smallest_effect(paper_effect if prim else math.nan, row.tolerance, row.kind)
+    est = row.estimate
+    if row.kind == "equivalence":
+        row.p_unadj = est.p_equivalent(row.delta) if row.delta > 0 else math.nan
+    elif row.kind == "direction":
+        row.p_unadj = est.p_zero()
     else:
-        o["p_unadj"] = math.nan
-    o["p_adj"] = bonferroni(o["p_unadj"], m) if fam else math.nan
-    ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(pe) and pe != 0
-    o["ratio"] = est.effect / pe if ok_ratio and np.isfinite(est.effect) else math.nan
-    o["effect"] = est.effect
-    o["seed_sd"], o["query_var"] = est.seed_sd, est.query_var
-    o["seed_effects"] = ";".join(f"{x:.6g}" for x in o["_eff"]) if o["_eff"] is not None else ""
-    o["ci95_low"], o["ci95_high"] = est.interval(0.95)
+        row.p_unadj = math.nan
+    row.p_adj = bonferroni(row.p_unadj, m) if fam else math.nan
+    ok_ratio = prim and c is not None and c.primary.ratio and np.isfinite(paper_effect) and paper_effect != 0
+    row.ratio = est.effect / paper_effect if ok_ratio and np.isfinite(est.effect) else math.nan
+    row.effect = est.effect
+    row.seed_sd, row.query_var = est.seed_sd, est.query_var
+    row.seed_effects = ";".join(f"{x:.6g}" for x in row.seed_values) if row.seed_values is not None else ""
+    row.ci95_low, row.ci95_high = est.interval(0.95)
 
 
-def _no_verdict_reason(o: dict) -> str:
-    """Why row ``o`` is ``inconclusive`` without applying the rule, or "": a placeholder (no notebook row), an
+def _no_verdict_reason(row: LedgerRow) -> str:
+    """Why the row is ``inconclusive`` without applying the rule, or "": a placeholder (no notebook row), an
     identity or an equivalence row without a tolerance."""
-    if o.get("_missing"):
-        return o["_missing"]
-    if o["kind"] == "identity" and (o["tolerance"] is None or not np.isfinite(o["tolerance"])):
+    if row.missing:
+        return row.missing
+    if row.kind == "identity" and (row.tolerance is None or not np.isfinite(row.tolerance)):
         return "identity row without a tolerance"
-    if o["kind"] == "equivalence" and not o["delta"] > 0:
+    if row.kind == "equivalence" and not row.delta > 0:
         return "equivalence row without a tolerance"
     return ""
 
 
-def _decide_row(o: dict) -> None:
-    """Row ``o``'s verdict, reason and interval (:func:`reproduce.protocol.ledger.decide`), or ``inconclusive`` with
+def _decide_row(row: LedgerRow) -> None:
+    """The row's verdict, reason and interval (:func:`reproduce.protocol.ledger.decide`), or ``inconclusive`` with
     :func:`_no_verdict_reason`. The reason says when the interval is over seeds only or unadjusted (not a
     primary row) (:func:`_interval_notes`)."""
-    why = _no_verdict_reason(o)
+    why = _no_verdict_reason(row)
     if why:
-        o.update(verdict="inconclusive", reason=why, ci_low=math.nan, ci_high=math.nan)
+        row.verdict, row.reason, row.ci_low, row.ci_high = "inconclusive", why, math.nan, math.nan
         return
-    kind, est = o["kind"], o["_est"]
-    v, why, lo, hi = decide(
+    kind, est = row.kind, row.estimate
+    verdict, why, lo, hi = decide(
         kind,
         est,
-        alpha=o["_alpha"],
-        delta=o["delta"],
-        paper_effect=o["paper_effect"],
-        collapsed=o["_collapsed"],
-        collapse_reason=o["_why"],
-        tolerance=o["tolerance"] if kind == "identity" else None,
+        alpha=row.alpha,
+        delta=row.delta,
+        paper_effect=row.paper_effect,
+        collapsed=row.collapsed,
+        collapse_reason=row.collapse_reason,
+        tolerance=row.tolerance if kind == "identity" else None,
     )
     if kind in ("direction", "equivalence") and est.n >= 2:
-        why += _interval_notes(o)
-    o.update(verdict=v, reason=why, ci_low=lo, ci_high=hi)
+        why += _interval_notes(row)
+    row.verdict, row.reason, row.ci_low, row.ci_high = verdict, why, lo, hi
 
 
-def _interval_notes(o: dict) -> str:
+def _interval_notes(row: LedgerRow) -> str:
     """What the reason adds about a direction or equivalence row's interval (``"; …"`` each, or "")."""
     notes = ""
-    if o["n_boot"] == 0:
+    if row.n_boot == 0:
         notes += (
             "; interval over seeds only (no per-query data stored for this row)"
-            if str(o.get("metric", "")).startswith("rsum")
+            if str(row.metric or "").startswith("rsum")
             else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
         )
-    if o["role"] != "primary":
+    if row.role != "primary":
         notes += "; unadjusted 95% interval (not a primary row)"
     return notes
 
 
-def _power_columns(o: dict) -> None:
+def _power_columns(row: LedgerRow) -> None:
     """A primary row's power at 1× the paper's effect and the seeds for POWER (direction rows with a paper
     effect and an interval), *underpowered* (inconclusive below POWER: the reason says so and why), and
     its stability; a row stored only as an interval (an older claim file) is resampled from
-    :func:`_pseudo_effects`: n values with its mean and seed sd."""
-    est, pe = o["_est"], o["paper_effect"]
-    o.update(power=math.nan, seeds_for_power=math.nan, power_note="", underpowered=None)
-    o.update(stability=math.nan, fragile=None)
-    if o["kind"] not in ("direction", "equivalence") or o["_collapsed"] or est.n < 2 or not np.isfinite(est.se):
+    :func:`reproduce.protocol.ledger.pseudo_effects`: n values with its mean and seed sd."""
+    est, paper_effect = row.estimate, row.paper_effect
+    if row.kind not in ("direction", "equivalence") or row.collapsed or est.n < 2 or not np.isfinite(est.se):
         return
-    if o["kind"] == "direction" and np.isfinite(pe) and pe != 0:
+    if row.kind == "direction" and np.isfinite(paper_effect) and paper_effect != 0:
         sd = est.seed_sd
-        o["power"] = float(power_at(abs(pe), sd, est.query_var, est.n, o["_alpha"]))
-        n, why = seeds_for_power(abs(pe), sd, est.query_var, o["_alpha"])
-        o["seeds_for_power"] = n if n is not None else math.nan
-        o["power_note"] = why
-        o["underpowered"] = bool(o["power"] < POWER)
-        if o["verdict"] == "inconclusive" and o["underpowered"]:
-            o["reason"] += (
-                f"; underpowered: {100 * o['power']:.0f}% power at the paper's effect with {est.n} seeds ("
-                + (f"{n} seeds would give {POWER:.0%})" if n is not None else f"{why})")
+        row.power = float(power_at(abs(paper_effect), sd, est.query_var, est.n, row.alpha))
+        n, why = seeds_for_power(abs(paper_effect), sd, est.query_var, row.alpha)
+        row.seeds_for_power = n if n is not None else math.nan
+        row.power_note = why
+        row.underpowered = bool(row.power < POWER)
+        if row.verdict == "inconclusive" and row.underpowered:
+            row.reason += f"; underpowered: {100 * row.power:.0f}% power at the paper's effect with {est.n} seeds (" + (
+                f"{n} seeds would give {POWER:.0%})" if n is not None else f"{why})"
             )
-    elif o["kind"] == "direction":
-        o["power_note"] = "direction alone: the paper gives no effect to plan for"
-    eff = o["_eff"] if o["_eff"] is not None else _pseudo_effects(est)
-    s = stability(o["kind"], eff, est.query_var, o["_alpha"], o["delta"], o["verdict"])
-    o.update(stability=s, fragile=bool(s < STABLE))
+    elif row.kind == "direction":
+        row.power_note = "direction alone: the paper gives no effect to plan for"
+    eff = row.seed_values if row.seed_values is not None else pseudo_effects(est)
+    s = stability(row.kind, eff, est.query_var, row.alpha, row.delta, row.verdict)
+    row.stability, row.fragile = s, bool(s < STABLE)
 
 
-def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
+def _ordered(rows: list[LedgerRow], datasets: list) -> pd.DataFrame:
     """The ledger's rows in order — primary, secondary, exploratory; then claim order of the registry (unknown
     ids last); then data set — and columns (:data:`COLUMNS`)."""
-    df = pd.DataFrame(out)
+    df = pd.DataFrame([row.columns() for row in rows])
     order = {cid: i for i, cid in enumerate(registry.CLAIMS)}
     role_order = {"primary": 0, "secondary": 1, "exploratory": 2}
     df = df.assign(
@@ -520,15 +587,6 @@ def _ordered(out: list[dict], datasets: list) -> pd.DataFrame:
     )
     df = df.sort_values(["_r", "_o", "_d"], kind="stable")
     return df.reindex(columns=COLUMNS).reset_index(drop=True)
-
-
-def _pseudo_effects(est: Estimate) -> list[float]:
-    """n values with the estimate's mean and seed sd (an old claim file kept only its interval);
-    only their spread enters the stability resamples."""
-    sd = est.se * math.sqrt(est.n)
-    z = np.arange(est.n) - (est.n - 1) / 2
-    z = z / z.std(ddof=1)
-    return list(est.effect + sd * z)
 
 
 def is_stale(r) -> bool:
