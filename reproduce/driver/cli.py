@@ -13,7 +13,6 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import COSTS, PROFILES, profile_for
@@ -103,23 +102,6 @@ def validate(args) -> list[str]:
 # The work
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class DataSetPlan:
-    data: str
-    profile: object  # reproduce.spec.profiles.Profile with its data set applied
-    configs: list
-    todo: list
-    papers: list | None = None
-
-    @property
-    def tuned(self) -> bool:
-        return self.profile.tuning is not None
-
-    @property
-    def results_dir(self) -> Path:
-        return ROOT / self.profile.results_dir
-
-
-@dataclass
 class Outcome:
     failed_runs: list = field(default_factory=list)  # RunFailure
     failed_notebooks: list = field(default_factory=list)  # (data, notebook, traceback)
@@ -141,27 +123,7 @@ class Outcome:
         return sum(v["runs_evaluated"] for v in self.by_data.values())
 
 
-def plan_data_set(args, data: str, cache) -> DataSetPlan:
-    """The runs of one data set. With a tuning grid (profile ``default``) these are the tuning runs
-    only: the final runs are known once the tuning phase has trained (:func:`train_data_set`)."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.spec import experiments
-    from reproduce.protocol import tuning
-
-    profile = profile_for(args.profile, data)
-    papers = [p for p in args.papers if p in experiments.PAPERS] if args.papers else None
-    if papers == []:
-        configs = []
-    elif profile.tuning is not None:
-        configs = tuning.tuning_configs(profile, papers)
-    else:
-        configs = experiments.plan(profile, papers)
-    # tuning runs are only trained (their test split is never evaluated): a trained one is done
-    done = (lambda c: tuning.tuning_run_done(c, profile, cache)) if profile.tuning is not None else cache.has
-    return DataSetPlan(data, profile, configs, [c for c in configs if not done(c)], papers)
-
-
-def announce(args, plans: list[DataSetPlan]) -> None:
+def announce(args, plans: list) -> None:
     print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
@@ -178,7 +140,7 @@ def announce(args, plans: list[DataSetPlan]) -> None:
     print(f"reproduce: {total} run(s) known before tuning{none}; cache {paths.cache_dir()}", flush=True)
 
 
-def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
+def train_data_set(args, plan, cache, out: Outcome) -> float:
     """Prepare and train the missing runs of one data set; returns the time its training ended.
 
     With a tuning grid, the tuning runs train first (:func:`reproduce.protocol.tuning.run_protocol`), then the
@@ -204,7 +166,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     def prepare_once(todo) -> None:
         nonlocal prepared
         if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
-            est = out.progress.estimates.get(d) if out.progress else None
+            est = plan.estimate  # the final runs' bound, or the exact list once tuning chose (progress updates it)
             try:
                 out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
             except prepare.PrepareError as exc:
@@ -252,8 +214,14 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
                 flush=True,
             )
 
+        # every tuning run cached: the plan already holds the tuned plan (made once, not again here)
+        known = plan.estimate.final_plan if plan.estimate is not None else None
         try:
-            final = tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
+            final = (
+                known
+                if known is not None
+                else tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
+            )
         except tuning.TuningIncomplete as exc:  # tuning runs failed: the others finished, the summary follows
             why = f"tuning incomplete, its final runs skipped ({str(exc).splitlines()[0]})"
             print(f"reproduce [{plan.profile.name}/{d}]: {why}", file=sys.stderr, flush=True)
@@ -299,7 +267,7 @@ def train_data_set(args, plan: DataSetPlan, cache, out: Outcome) -> float:
     return time.time()
 
 
-def notebooks_all(args, plans: list[DataSetPlan], trained_until: dict, t_start: float, out: Outcome) -> None:
+def notebooks_all(args, plans: list, trained_until: dict, t_start: float, out: Outcome) -> None:
     """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
     idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
     run of its data set trained in this invocation (``trained_until``), or always with ``--rerun-notebooks``."""
@@ -438,25 +406,28 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
 
 def run(args, sets: list[str]) -> int:
     t0, t_start = time.perf_counter(), time.time()
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+    from reproduce.protocol import plan as plan_mod, progress as progress_mod
+
     cache = run_cache().RunCache()
-    plans = args.plans = [plan_data_set(args, d, cache) for d in sets]  # args.plans: counted if interrupted
+    nb_s = 0.0
+    if not args.skip_notebooks:
+        nb_s = notebooks.expected_seconds(
+            [(d, ROOT / profile_for(args.profile, d).results_dir) for d in sets],
+            notebooks.for_papers(args.papers),
+            args.workers,
+            {d: c["notebooks_s"] for d, c in COSTS.items()},
+        )
+    plan = plan_mod.make_plan(args.profile, sets, args.papers, cache, args.workers, nb_s)  # once, read by all below
+    plans = args.plans = plan.data_sets  # args.plans: counted if interrupted
     announce(args, plans)
     try:  # room for the runs known now (the final runs of a tuned plan come later)
-        run_cache().check_writable(n_runs=sum(len(p.todo) for p in plans))
+        run_cache().check_writable(n_runs=plan.runs_known)
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    out = Outcome(runs_to_do=sum(len(p.todo) for p in plans))
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.protocol import progress as progress_mod
-
-    nb_s = notebooks.expected_seconds(
-        [(p.data, p.results_dir) for p in plans],
-        notebooks.for_papers(args.papers),
-        args.workers,
-        {d: c["notebooks_s"] for d, c in COSTS.items()},
-    )
-    out.progress = progress_mod.start(args, plans, cache, nb_s)  # the whole plan, its estimate, the bar
+    out = Outcome(runs_to_do=plan.runs_known)
+    out.progress = progress_mod.start(plan, enabled=not args.no_progress)  # the plan's lines and its bar
     trained_until = {}
     for plan in plans:
         t = time.perf_counter()
@@ -484,7 +455,7 @@ def run(args, sets: list[str]) -> int:
     return finish(args, sets, out, t0)
 
 
-def runs_cached(plans: list[DataSetPlan]) -> int:
+def runs_cached(plans: list) -> int:
     """How many of the runs planned so far (tuning runs, final runs) have a training entry in the cache."""
     cache = run_cache().RunCache()
     configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}

@@ -56,9 +56,8 @@ alone on Flickr8k; the 40-epoch runs of S-NDCG alone (synthetic) reach 95.7 % an
 (synthetic) and 76 % (Flickr8k) of their 80-epoch best: on Flickr8k that one arm (B3's predicted failure) misses
 the rule; the cap stays as stated.
 
-**Cost** — :func:`reproduce.protocol.progress.estimate_cost` (``python -m reproduce.protocol.progress``) prices the
-plan from the
-per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
+**Cost** — :func:`reproduce.protocol.plan.estimate_cost` (``python -m reproduce.protocol.plan``) prices the plan
+from the per-run costs in ``COSTS`` / ``LOSS_EXTRA_S``, every run at its expected epochs (``EXPECTED_EPOCHS``:
 early stopping replayed on the learning curves); ``results/manifest.json`` records what a run really took.
 On this 2-core machine the whole protocol prices at ≈ 34 worker-hours; run by run it took ≈ 19 (≈ 10 h of wall
 time at two workers, ``docs/compute.md``): it does not fit one sitting here. The driver is resumable (a stopped
@@ -304,7 +303,7 @@ def profile_for(profile: str | Profile, data: str) -> Profile:
 #   of 40,000 captions ≈ 185 s); the notebooks ≈ 300 s / 121 s (the previous protocol's cold run).
 # * how many epochs a run trains before early stopping ends it: ``EXPECTED_EPOCHS`` below.
 # ``val_s``: the validation part of an epoch (the reduced-data runs of S1 validate ~10× as often).
-#: the model ``COSTS`` were measured with; ``reproduce.protocol.progress`` scales them to another model by the
+#: the model ``COSTS`` were measured with; ``reproduce.protocol.cost`` scales them to another model by the
 #: step's FLOP
 COSTS_MODEL = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128)
 COSTS = {

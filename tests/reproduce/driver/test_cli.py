@@ -284,3 +284,50 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "release note" not in r.stderr and "another warning" in r.stderr
+
+
+def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_without_tuning_again(monkeypatch):
+    """The plan (``reproduce.protocol.plan``) that found every tuning run cached holds the tuned plan: the driver
+    trains its uncached runs from it and never runs the tuning protocol, or builds the tuned plan, a second time
+    before training."""
+    from coherent_itr.config import Config
+
+    from reproduce.driver import cli, executors
+    from reproduce.present import tuning_tables
+    from reproduce.protocol import plan as plan_mod
+    from reproduce.protocol import prepare, tuning
+    from reproduce.protocol.study import profile_for
+
+    tuned = [Config(data="toy", seed=s) for s in range(3)]
+    cached = {tuned[0].key()}  # the chosen seed-0 run: evaluated already
+
+    class Cache:
+        def has(self, c):
+            return c.key() in cached
+
+        def counts(self, todo):
+            done = sum(c.key() in cached for c in todo)
+            return {"cached": done, "to_train": len(todo) - done}
+
+    class Executor:
+        ran: list = []
+
+        def run(self, todo, cache, bar=None, evaluate=True):
+            self.ran += [c.key() for c in todo]
+            cached.update(c.key() for c in todo)
+            return []
+
+    executor = Executor()
+    health_rounds = []
+    monkeypatch.setattr(executors, "make_executor", lambda *a, **k: executor)
+    monkeypatch.setattr(prepare, "prepare", lambda todo, progress, later=(): 0.0)
+    monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
+    monkeypatch.setattr(tuning, "run_protocol", lambda *a, **k: pytest.fail("the tuning protocol ran again"))
+    monkeypatch.setattr(tuning, "tuned_plan", lambda *a, **k: health_rounds.append(1) or tuned)
+    est = plan_mod.DataSetEstimate("synthetic", [], tuned[1:], 2, 0.0, True, final_plan=tuned)
+    plan = plan_mod.DataSetPlan("synthetic", profile_for("default", "synthetic"), [], [], None, est)
+    args = cli.parse_args(["--data", "synthetic", "--no-progress"])
+    out = cli.Outcome()
+    cli.train_data_set(args, plan, Cache(), out)
+    assert executor.ran == [c.key() for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
+    assert health_rounds == [1]  # only the health check of the other seeds, after training, reads it again

@@ -22,6 +22,7 @@ import pytest
 
 from coherent_itr.config import Config
 from helpers import ROOT, make_release
+from reproduce.protocol import plan as plan_mod
 
 
 # ------------------------------------------------------------------------------------------------
@@ -404,7 +405,7 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
     args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--no-progress"])
     args.data_reasons = ["synthetic: planted"]
     cache = RunCache()
-    plan = cli.plan_data_set(args, "synthetic", cache)
+    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
     out = cli.Outcome()
     cli.train_data_set(args, plan, cache, out)
     assert out.failed_data and out.failed_data[0][0] == "synthetic" and len(out.failed_runs) == 4

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from lab_server import stop_group, wait_for_lab
 from helpers import ROOT
+from reproduce.protocol import plan as plan_mod
 
 
 # ------------------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     monkeypatch.setattr(prepare, "prepare", lambda todo, progress: called.append(("prepare", len(todo))) or 0.0)
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: called.append(("summary", a[3:])))
     cache = RunCache()
-    plan = cli.plan_data_set(args, "synthetic", cache)
+    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
     assert plan.tuned and plan.configs == [] and plan.todo == []
     cli.announce(args, [plan])
     out = cli.Outcome()

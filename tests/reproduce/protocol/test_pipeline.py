@@ -14,6 +14,7 @@ from reproduce.spec import experiments
 from reproduce.driver.executors import LocalExecutor, RayExecutor
 from reproduce.spec.profiles import get_profile
 from tiny_run import TINY
+from reproduce.protocol import plan as plan_mod
 
 
 def tiny_configs(n=3):
@@ -362,10 +363,11 @@ def test_trained_tuning_runs_leave_nothing_to_do(tmp_path, monkeypatch):
     assert not any(cache.has(c) for c in cfgs) and all(cache.has_training(c) for c in cfgs)
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
     args = driver.parse_args(["--profile", "smoke", "--data", "synthetic"])
-    plan = driver.plan_data_set(args, "synthetic", cache)
+    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
     assert plan.tuned and plan.configs == cfgs and plan.todo == []
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: [*cfgs, tiny_configs(3)[2]])
-    assert len(driver.plan_data_set(args, "synthetic", cache).todo) == 1  # an untrained one still is work
+    again = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
+    assert len(again.todo) == 1  # an untrained one still is work
 
 
 def test_the_notebook_estimate_is_each_notebooks_last_execution_else_its_share_of_a_cold_run(tmp_path):

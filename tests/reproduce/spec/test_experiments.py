@@ -9,7 +9,7 @@ import pytest
 
 from coherent_itr import config as config_mod
 from reproduce.spec import experiments, profiles
-from reproduce.protocol import progress, tuning
+from reproduce.protocol import plan, tuning
 from reproduce.spec.profiles import get_profile
 from reproduce.protocol.study import profile_for
 
@@ -218,15 +218,15 @@ def test_profiles_state_the_protocol():
 def test_estimate_cost_counts_distinct_tuning_and_final_runs():
     for data in ("synthetic", "flickr8k"):
         prof = profile_for("default", data)
-        est = progress.estimate_cost("default", data)
+        est = plan.estimate_cost("default", data)
         tune = {c.key() for c in [*tuning.tuning_configs(prof), *tuning.survivor_stand_ins(prof)]}
         final = {c.key() for c in experiments.plan(prof)}
         assert est["tuning_runs"] == len(tune) and est["runs"] == len(tune | final)
         assert est["total_min"] > est["train_wall_min"] > 0
-        one = progress.estimate_cost("default", data, workers=1)
+        one = plan.estimate_cost("default", data, workers=1)
         assert one["train_wall_min"] == pytest.approx(2 * est["train_wall_min"])
     with pytest.raises(ValueError, match="data"):
-        progress.estimate_cost("default", "coco")
+        plan.estimate_cost("default", "coco")
 
 
 def test_run_seconds_model():

@@ -1,0 +1,185 @@
+"""The plan made before any work (``reproduce.protocol.plan``): its run counts bound what the protocol then trains,
+exactly once tuning is cached; its lines; the paper profile's cost on this device; the cost command."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from reproduce.protocol import cost, plan, tuning
+from reproduce.spec.profiles import COSTS, COSTS_MODEL, TuningGrid, get_profile
+from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, planted, record
+
+
+class EvaluatingCache(FakeCache):
+    """:class:`test_tuning.FakeCache` that tells training from evaluation, as ``RunCache`` does: tuning runs are
+    trained only, so a chosen one is still to evaluate among the final runs."""
+
+    def __init__(self, score, collapsed=lambda c: False):
+        super().__init__(score, collapsed)
+        self.evaluated: set[str] = set()
+
+    def has_training(self, cfg):
+        return cfg.key() in self.store
+
+    def has(self, cfg):
+        return cfg.key() in self.evaluated
+
+    def get_or_train(self, cfg, progress=False, evaluate=True):
+        if not self.has_training(cfg):
+            self.trained.append(cfg)
+            r = self.score(cfg)
+            self.store[cfg.key()] = record(cfg.lr, cfg.warmup_epochs, [r - 10, r], self.collapsed(cfg), cfg.loss)
+        if evaluate:
+            self.evaluated.add(cfg.key())
+        return self.load(cfg)
+
+
+def _drive(prof, papers, cache, rounds: int = 8) -> tuple[int, list[int]]:
+    """What the driver does, on a planted cache: train the tuning runs, then the final plan, then again
+    while the health check moves a family. Returns (tuning runs trained, final runs trained per round)."""
+    tune = [c for c in tuning.tuning_configs(prof, papers) if not cache.has_training(c)]
+    FakeExecutor().run(tune, cache, evaluate=False)
+    per_round = []
+    for _ in range(rounds):
+        todo = [c for c in tuning.tuned_plan(prof, papers, cache, is_collapsed=fake_is_collapsed) if not cache.has(c)]
+        if not todo:
+            return len(tune), per_round
+        per_round.append(len(todo))
+        FakeExecutor().run(todo, cache)
+    raise AssertionError("no fixed point")
+
+
+def test_the_smoke_plan_counts_exactly_the_runs_the_protocol_then_trains():
+    """The smoke profile (a one-point grid): the plan's tuning and final counts are what is trained."""
+    prof = get_profile("smoke")
+    cache = EvaluatingCache(planted)
+    tune = tuning.tuning_configs(prof)
+    final, every = plan.final_run_bounds(prof, None, cache)
+    n_tune, rounds = _drive(prof, None, cache)
+    assert n_tune == len(tune) and rounds == [len(final)] and every == len(final)
+    # the driver used to announce the tuning runs only: the plan now counts the final runs too (the chosen
+    # tuning runs among them: trained, still to evaluate)
+    assert len(final) > 3 * len(tune) and {c.key() for c in tune} <= {c.key() for c in final}
+
+
+def test_the_bound_holds_when_tuning_chooses_and_the_health_check_moves_families():
+    """A full grid with three seeds: tuning picks settings (not the grid's first), and a setting that
+    collapses on seed 1 moves VSE++ to its next one. The first round's final runs are within the bound; all
+    final runs trained (every round) are within the whole-grid bound; and the bound's cost matches the plan."""
+    prof = dataclasses.replace(get_profile("smoke"), tuning=TuningGrid(), seeds=(0, 1, 2))
+    papers = ["unified", "bcls"]
+    cache = EvaluatingCache(
+        planted, collapsed=lambda c: c.lr == 2e-3 or (c.seed == 1 and (c.lr, c.warmup_epochs) == (6e-4, 1))
+    )
+    final, every = plan.final_run_bounds(prof, papers, cache)
+    n_tune, rounds = _drive(prof, papers, cache)
+    assert n_tune == len(tuning.tuning_configs(prof, papers))
+    assert len(rounds) >= 2  # the health check did move a family
+    assert rounds[0] <= len(final) and sum(rounds) <= every
+    # the bound is reached by some choice: the family with the most runs has as many at every setting
+    assert len(final) == len({c.key() for c in final})
+
+
+def test_plan_lines_give_tuning_and_final_counts_and_an_estimate():
+    prof = get_profile("smoke")
+    cache = FakeCache(planted)
+    tune = tuning.tuning_configs(prof)
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, tune, cache)
+    lines = plan.plan_lines(plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, tune, None, est)], workers=2))
+    m = re.search(r"(\d+) tuning run\(s\) \+ ≤ (\d+) final run\(s\)", lines[0])
+    assert m and int(m[1]) == len(tune) and int(m[2]) == len(plan.final_run_bounds(prof, None, cache)[0])
+    assert f"≤ {len(tune) + int(m[2])} run(s) in all" in lines[-1] and "estimated wall time" in lines[-1]
+
+
+def test_the_paper_profile_says_its_cost_on_this_device_is_an_estimate():
+    prof = get_profile("paper")
+    lines = plan.paper_cost_lines(prof, "flickr8k", ["bcls"], workers=2, device="cpu")
+    assert len(lines) == 2 and all("ESTIMATE" in x and "on cpu" in x for x in lines)
+    m = prof.model
+    flop = cost.step_flop(m["batch_size"], m["embed_dim"], m["word_dim"], m["text_hidden"], 1768 / 128)
+    assert f"{flop / 1e9:.1f} GFLOP" in lines[0]
+    c, r = COSTS["flickr8k"], COSTS_MODEL  # the step the costs were measured at, priced by its FLOP
+    ref_step_s = (c["epoch_s"] - c["val_s"]) / c["steps"]
+    ref_flop = cost.step_flop(r["batch_size"], r["embed_dim"], r["word_dim"], r["text_hidden"], 1768 / 128)
+    ref_rate = ref_flop / ref_step_s
+    assert f"≈ {flop / ref_rate:.2f} s a training step" in lines[0]
+
+
+def test_on_cuda_the_paper_step_is_priced_at_the_devices_measured_matmul_rate(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(plan, "matmul_gflops", lambda device, seconds=0.3: 1000.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Planted GPU")
+    prof = get_profile("paper")
+    lines = plan.paper_cost_lines(prof, "flickr8k", ["bcls"], workers=2, device="cuda")
+    m = prof.model
+    flop = cost.step_flop(m["batch_size"], m["embed_dim"], m["word_dim"], m["text_hidden"], 1768 / 128)
+    assert f"≈ {flop / 1e12:.2f} s a training step" in lines[0] and "Planted GPU" in lines[0]
+    assert "1 in parallel" in lines[1] and "ESTIMATE" in lines[1]
+
+
+def test_the_data_card_alone_plans_no_run():
+    est = plan.estimate_data_set(get_profile("smoke"), "synthetic", [], [], [], EvaluatingCache(planted))
+    assert est.runs == 0 and est.prepare_s == 0.0
+    assert plan.paper_cost_lines(get_profile("paper"), "flickr8k", [], workers=2, device="cpu") == []
+
+
+def test_the_cost_command_takes_flags_and_names_a_bad_one(capsys):
+    """``python -m reproduce.protocol.plan --help`` once failed with "unknown profile '--help'"."""
+    with pytest.raises(SystemExit) as e:
+        plan.main(["--help"])
+    assert e.value.code == 0 and "--workers" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        plan.main(["--workers", "0"])
+    assert e.value.code == 2 and "--workers must be ≥ 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        plan.main(["--profile", "huge"])
+    assert "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatch):
+    """A rerun after everything trained used to announce the grid's bound (≤ 222 runs, 15 h) and train none:
+    with every tuning run cached the plan is the tuned plan's uncached runs — none after a finished study,
+    the exact list when some final runs are missing."""
+    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    prof = get_profile("smoke")
+    cache = EvaluatingCache(planted)
+    _drive(prof, None, cache)
+    tune = tuning.tuning_configs(prof)
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and est.final_todo == [] and est.runs == 0
+    assert [c.key() for c in est.final_plan] == [c.key() for c in tuning.tuned_plan(prof, None, cache)]
+    lines = plan.plan_lines(plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, [], None, est)], workers=2))
+    assert "≤" not in lines[0] and "0 final run(s)" in lines[0]
+    assert "≤" not in lines[-1] and "0 run(s) in all" in lines[-1]
+    lost = tuning.tuned_plan(prof, None, cache)[-1]  # one final run lost from the cache
+    cache.evaluated.discard(lost.key())
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and [c.key() for c in est.final_todo] == [lost.key()]
+    # before tuning, still the bound
+    fresh = plan.estimate_data_set(prof, "synthetic", None, tune, tune, EvaluatingCache(planted))
+    assert not fresh.exact and fresh.final_plan is None
+
+
+def test_under_successive_halving_the_plan_is_exact_once_the_settings_that_went_on_are_cached(monkeypatch):
+    """The default profile tunes by successive halving: with the rungs cached but not the runs that go on to the
+    cap, the plan is still a bound; with those cached too, it is the tuned plan's uncached runs."""
+    from test_halving import halving_profile, planted_is_collapsed
+
+    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    prof = halving_profile()
+    cache = EvaluatingCache(planted)
+    tune = tuning.tuning_configs(prof)
+    FakeExecutor().run(tune, cache, evaluate=False)
+    assert not plan.estimate_data_set(prof, "synthetic", None, tune, [], cache).exact  # survivors not trained
+    went_on = tuning.survivor_configs(prof, None, cache)
+    assert went_on
+    FakeExecutor().run(went_on, cache, evaluate=False)
+    final = [c for c in tuning.tuned_plan(prof, None, cache) if not cache.has(c)]
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, [], cache)
+    assert est.exact and [c.key() for c in est.final_todo] == [c.key() for c in final] and final
+    FakeExecutor().run(final, cache)
+    assert plan.estimate_data_set(prof, "synthetic", None, tune, [], cache).runs == 0
