@@ -26,6 +26,7 @@ PROG = "python -m reproduce"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
+AUTO = "auto"  # --workers auto: chosen from the device (reproduce.driver.executors.auto_workers)
 EXPORT_EMBEDDINGS = ("views", "all", "none")  # whose test embeddings a run archive keeps
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
 PAPERS = tuple(PAPER_NOTEBOOKS)
@@ -93,6 +94,15 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _workers(text: str) -> int | str:
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1 or {AUTO!r}, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
     ap.add_argument(
@@ -125,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_workers,
         default=min(2, os.cpu_count() or 1),
-        help="parallel training processes (local) or CPUs of a local Ray instance",
+        help="parallel training processes (local) or CPUs of a local Ray instance; auto = one per CPU core, "
+        "or one per CPU core up to 16 sharing a CUDA GPU (reproduce.driver.executors.auto_workers)",
     )
     ap.add_argument(
         "--skip-notebooks",

@@ -26,7 +26,7 @@ try:  # the study's environment (standard library above, below it what the envir
     from tqdm.auto import tqdm
 
     from reproduce.driver import notebooks
-    from reproduce.driver.arguments import DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
+    from reproduce.driver.arguments import AUTO, DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
     from reproduce.driver.signals import interrupt
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
@@ -509,6 +509,12 @@ def main(argv=None) -> int:
         sets = validate(args)
         if args.verify_cache:
             return verify(args)
+        if args.workers == AUTO:
+            # heavy (torch): only --workers auto asks the device
+            from reproduce.driver.executors import auto_workers
+
+            args.workers, why = auto_workers()
+            print(f"reproduce: --workers auto: {args.workers} ({why})", flush=True)
         with warnings.catch_warnings():
             data_warnings_once()
             status = run(args, sets)

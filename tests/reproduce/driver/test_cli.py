@@ -50,7 +50,8 @@ def _fake_release(root: Path, judgements=True) -> Path:
         (["--data", "synthetic,flickr9k"], "invalid data set 'flickr9k'"),
         (["--papers", "bcls,nope"], "invalid paper 'nope'"),
         (["--executor", "slurm"], "invalid choice: 'slurm'"),
-        (["--workers", "0"], "expected an integer ≥ 1"),
+        (["--workers", "0"], "expected an integer ≥ 1 or 'auto', got '0'"),
+        (["--workers", "many"], "expected an integer ≥ 1 or 'auto', got 'many'"),
     ],
 )
 def test_bad_argument_is_one_line_and_exit_2(args, says):
@@ -331,3 +332,21 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     cli.train_data_set(args, plan, Cache(), out)
     assert executor.ran == [c.key() for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
     assert health_rounds == [1]  # only the health check of the other seeds, after training, reads it again
+
+
+def test_workers_auto_is_one_per_core_on_a_cpu_and_up_to_16_sharing_a_gpu():
+    """``--workers auto`` on planted devices: a CPU gives one worker per core at the run's threads; a CUDA device
+    one process per CPU core, at most ``GPU_WORKERS`` (16: measured on one H200, docs/cluster.md)."""
+    from reproduce.driver import cli, executors
+
+    assert cli.parse_args(["--workers", "auto"]).workers == "auto"
+    assert cli.parse_args(["--workers", "AUTO"]).workers == "auto"
+    assert cli.parse_args(["--workers", "3"]).workers == 3
+    assert executors.auto_workers(cuda=False, cores=2, threads=1)[0] == 2
+    assert executors.auto_workers(cuda=False, cores=16, threads=4)[0] == 4
+    assert executors.auto_workers(cuda=False, cores=1, threads=4)[0] == 1  # never 0
+    assert executors.auto_workers(cuda=True, cores=16)[0] == 16
+    assert executors.auto_workers(cuda=True, cores=64)[0] == executors.GPU_WORKERS == 16
+    assert executors.auto_workers(cuda=True, cores=8)[0] == 8
+    n, why = executors.auto_workers(cuda=True, cores=64)
+    assert "CUDA" in why and str(executors.GPU_WORKERS) in why
