@@ -121,21 +121,32 @@ def _mean_diag(problem):
     return {"mean_diag": 0.0}
 
 
-def test_metrics_use_the_registry_type():
-    assert isinstance(metric_registry.REGISTRY, Registry)
+def _other_diag(problem):
+    return {"other_diag": 0.0}
+
+
+def test_metrics_register_like_the_registry_type():
     assert metric_registry.REGISTRY.available() == metrics.available()
     with metrics.registered("toy_md", "matrix", _mean_diag) as m:
         assert m.fn is _mean_diag and metrics.available()[-1] == "toy_md"
+        with pytest.raises(ValueError, match="metric name 'toy_md' registered twice"):  # a name holds one metric
+            with metrics.registered("toy_md", "matrix", _other_diag):
+                pass
+        assert metrics.available()[-1] == "toy_md" and metric_registry.REGISTRY.get("toy_md").fn is _mean_diag
     assert "toy_md" not in metrics.available()
     metrics.unregister("toy_md")  # unknown: a no-op, as before
 
 
-def test_arms_use_the_registry_type():
+def test_arms_register_like_the_registry_type():
     profile = get_profile("smoke")
     arm = experiments.make_arm("toy_paper", "main", "toy arm", "triplet")
-    assert isinstance(experiments.ARMS, Registry)
+    other = experiments.make_arm("toy_paper", "main", "toy arm", "sam")
     with experiments.extra_arms(arm, main=True):
         assert experiments.ARMS.available() == [("toy_paper", "toy arm")]
+        with pytest.raises(ValueError, match="an arm named 'toy arm' is already registered for paper 'toy_paper'"):
+            with experiments.extra_arms(other, main=True):
+                pass
+        assert experiments.registered_arms("toy_paper") == [arm]
         assert experiments.registered_arms("toy_paper") == [arm]
         assert [a.name for a in experiments.arms("toy_paper", profile)] == ["toy arm"]
     assert experiments.ARMS.available() == [] and "toy_paper" not in experiments.PAPERS

@@ -204,6 +204,37 @@ def test_per_query_recall_matches_retrieval_metrics():
     assert rsum_of(pq) == pytest.approx(ref["rsum"])
 
 
+def _planted_embeddings(seed: int):
+    """Unit rows of a few images (1–5 captions each); every third seed coarse (rounded to 0.1): many tied scores."""
+    rng = np.random.default_rng(seed)
+    n_img, cpi = int(rng.integers(3, 30)), int(rng.integers(1, 6))
+    ioc = np.repeat(np.arange(n_img), cpi)
+    img = rng.normal(size=(n_img, 8))
+    cap = img[ioc] + rng.normal(scale=1.5, size=(n_img * cpi, 8))
+    img /= np.linalg.norm(img, axis=1, keepdims=True)
+    cap /= np.linalg.norm(cap, axis=1, keepdims=True)
+    if seed % 3 == 0:
+        img, cap = np.round(img, 1), np.round(cap, 1)
+    return img, cap, ioc
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_per_query_recall_is_a_loop_of_hits_with_ties_against_the_query(seed):
+    """Per-query R@K hits from the definition, in float32 as the test records: an image query hits at K when fewer
+    than K captions of other images score at least its best own caption; a caption query when fewer than K other
+    images score at least its own image (a tie counts against the query)."""
+    img, cap, ioc = _planted_embeddings(seed)
+    sim = img.astype(np.float32) @ cap.astype(np.float32).T
+    pq = per_query_recall(img, cap, ioc)
+    ks = (1, 5, 10)
+    for i in range(sim.shape[0]):
+        above = int(np.sum(sim[i, ioc != i] >= sim[i, ioc == i].max()))
+        assert pq["i2t"][i].tolist() == [100.0 * (above < k) for k in ks], (seed, "i2t", i)
+    for c in range(sim.shape[1]):
+        above = int(np.sum(np.delete(sim[:, c], ioc[c]) >= sim[ioc[c], c]))
+        assert pq["t2i"][c].tolist() == [100.0 * (above < k) for k in ks], (seed, "t2i", c)
+
+
 def test_per_query_recall_ranks_the_float32_similarity_of_the_test_records():
     from coherent_itr.metrics.retrieval import retrieval_metrics
 

@@ -293,6 +293,32 @@ def test_agreement_wide_table_and_claims():
 
 
 # --- Table 1, per query -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_ncs_per_query_is_a_loop_of_sam_eq_5(seed):
+    """NCS@K per query from SAM's definition (Sec. 3.3, ground truth kept): 100 · the relevance of the model's top K
+    over the relevance of the ideal top K, NaN where the ideal sum is 0; the model's order is the package's tie rule
+    (score descending, then relevance ascending, then index: a tie never flatters the model)."""
+    rng = np.random.default_rng(seed)
+    n_img, cpi = int(rng.integers(3, 12)), int(rng.integers(1, 5))
+    ioc = np.repeat(np.arange(n_img), cpi)
+    sim = rng.normal(size=(n_img, n_img * cpi)).astype(np.float32)
+    if seed % 3 == 0:
+        sim = np.round(sim)  # many tied scores
+    rel = rng.random((n_img, n_img * cpi))
+    rel = np.round(rel, 1) if seed % 2 else rel
+    rel[0] = 0.0  # an image query with nothing relevant: undefined
+    for k in (1, 5, 10):
+        for d in ("i2t", "t2i"):
+            s, r = (sim, rel) if d == "i2t" else (sim.T, rel.T)
+            want = []
+            for q in range(s.shape[0]):
+                order = sorted(range(s.shape[1]), key=lambda j: (-s[q, j], r[q, j], j))
+                ideal = sum(sorted(r[q], reverse=True)[:k])
+                want.append(100 * sum(r[q, j] for j in order[:k]) / ideal if ideal > 0 else np.nan)
+            got = sam.ncs_per_query(sim, ioc, rel, k, d)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"seed {seed} k {k} {d}")
+
+
 def test_ncs_per_query_is_the_library_ncs_per_query():
     rng = np.random.default_rng(5)
     ioc = np.repeat(np.arange(6), 5)
