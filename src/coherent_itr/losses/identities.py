@@ -14,7 +14,7 @@ Each check builds both sides with :func:`coherent_itr.losses.build` (sum reducti
 max|∇a − ∇b| / max|∇b|`` (gradients with respect to the similarity matrix), and where it applies
 ``gamma``, ``bound`` (the analytic upper bound of the gap) and ``control_dev`` (the same deviation for a
 setting where the identity must NOT hold, so the check is not vacuous). :func:`all_checks` is the
-table of notebook 05 (``reproduce.analyses.unified``); ``tests/lib/losses/test_losses_identities.py`` checks the
+table of notebook 05 (``reproduce.present.analyses.unified``); ``tests/lib/losses/test_losses_identities.py`` checks the
 same functions against loops written from the equations.
 """
 
