@@ -493,3 +493,72 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_driver(tmp_path):
     assert all(rc == "130" and float(s) < 5 for rc, s in runs), runs
     assert "not interrupted" not in proc.stdout and "Exception ignored" not in proc.stderr
     assert proc.stderr.splitlines() == ["interrupted: 0 runs cached, rerun to continue"] * 20
+
+
+_PHASE_DRIVER = """
+import dataclasses, os, signal, sys, time
+from coherent_itr.config import Config
+from reproduce.driver import cli as driver, executors, notebooks
+from reproduce.protocol import plan as plan_mod, prepare, tuning
+from reproduce.protocol.study import profile_for
+
+PHASE = sys.argv[1]
+
+
+def stall(*args, **kwargs):  # the phase's work: one SIGINT lands in it and must stop the driver within seconds
+    os.kill(os.getpid(), signal.SIGINT)
+    t = time.monotonic()
+    while time.monotonic() - t < 10:
+        time.sleep(0.01)
+    print("not interrupted", flush=True)
+    raise SystemExit(3)
+
+
+class Stalling:  # an executor whose runs never end
+    run = staticmethod(stall)
+
+
+def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
+    if PHASE == "planning":
+        stall()
+    todo = [] if PHASE == "notebooks" else [Config(data="toy", seed=0)]
+    profile = profile_for("default", "synthetic")  # tunes
+    if PHASE != "tuning":  # the runs known at once, no tuning phase
+        profile = dataclasses.replace(profile, tuning=None)
+    return plan_mod.Plan(profile_name, [plan_mod.DataSetPlan("synthetic", profile, todo, todo)], workers, notebooks_s)
+
+
+plan_mod.make_plan = make_plan
+tuning.run_protocol = stall
+prepare.prepare = stall if PHASE == "preparation" else (lambda todo, progress, later=(): 0.0)
+executors.make_executor = lambda *a, **k: Stalling()
+notebooks.execute_all = stall
+driver.runs_cached = lambda plans: 0
+for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
+    t = time.monotonic()
+    rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--no-progress"])
+    print(f"{rc} {time.monotonic() - t:.2f}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("phase", ["planning", "tuning", "preparation", "training", "notebooks"])
+def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_path, phase):
+    """A SIGINT planted in each phase of the driver — planning, tuning, data preparation (caption embedding,
+    featurisation), training, the notebooks — stops it within seconds with its one line and exit status 130, 20 times
+    in a row (the intermittent swallowed Ctrl-C of a fresh clone's ``make smoke`` was one in several)."""
+    script = tmp_path / "phase_driver.py"
+    script.write_text(_PHASE_DRIVER)
+    proc = subprocess.run(
+        [sys.executable, str(script), phase],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",), COHERENT_ITR_CACHE=str(tmp_path / "cache")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    runs = [line.split() for line in proc.stdout.splitlines() if line[:1].isdigit()]
+    assert proc.returncode == 0 and len(runs) == 20, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert all(rc == "130" and float(s) < 5 for rc, s in runs), runs
+    assert "not interrupted" not in proc.stdout and "Traceback" not in proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert said == ["interrupted: 0 runs cached, rerun to continue"] * 20, proc.stderr[-2000:]
