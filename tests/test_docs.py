@@ -142,3 +142,18 @@ def test_the_protocols_tuning_grid_and_halving_share_are_the_codes():
     for a, b, c, d in halves:
         assert (int(b), int(d)) == (n_with, n_without)
         assert (int(a), int(c)) == (n_survivors(n_with, grid.keep), n_survivors(n_without, grid.keep))
+
+
+def test_the_compute_docs_cost_table_is_the_cost_models():
+    """docs/compute.md's table of what the default protocol costs (tuning runs, final runs, worker-hours, wall hours
+    at 2 workers) is what ``python -m reproduce.protocol.plan`` computes (``reproduce.protocol.plan.estimate_cost``)."""
+    from reproduce.protocol.plan import estimate_cost
+
+    text = (ROOT / "docs" / "compute.md").read_text(encoding="utf-8")
+    for data, name in (("synthetic", "synthetic"), ("flickr8k", "Flickr8k")):
+        m = re.search(rf"^\| {name} \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) h \|$", text, flags=re.M)
+        assert m, f"docs/compute.md has no cost row for {name}"
+        e = estimate_cost("default", data, workers=2)
+        assert (int(m[1]), int(m[2])) == (e["tuning_runs"], e["final_runs"]), (name, m.groups(), e)
+        assert float(m[3]) == round(e["worker_hours"], 1), (name, m[3], e["worker_hours"])
+        assert float(m[4]) == round(e["total_min"] / 60, 1), (name, m[4], e["total_min"] / 60)
