@@ -64,16 +64,21 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
         try:
             paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
             # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-            from coherent_itr.data import flickr8k
+            from coherent_itr.data import bundle, flickr8k
 
-            root = flickr8k.check_release()
-            with warnings.catch_warnings():  # skipped captions are reported when the data set loads
-                warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
-                flickr8k.flickr8k_index(root)  # every caption line, split list and image file, in seconds
+            if bundle.is_bundle(paths.flickr8k_dir()):  # a bundle (python -m reproduce.bundle): every file's sha256
+                root = paths.flickr8k_dir()
+                bundle.verify_bundle(root)
+                missing, source = [], "the bundle"
+            else:
+                root = flickr8k.check_release()
+                with warnings.catch_warnings():  # skipped captions are reported when the data set loads
+                    warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
+                    flickr8k.flickr8k_index(root)  # every caption line, split list and image file, in seconds
+                missing, source = flickr8k.missing_judgements(root), "the release"
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
-        missing = flickr8k.missing_judgements(root)
-        why["flickr8k"] = f"flickr8k: the release at {root} (from ${paths.FLICKR8K_ENV})" + (
+        why["flickr8k"] = f"flickr8k: {source} at {root} (from ${paths.FLICKR8K_ENV})" + (
             f"; without {', '.join(p.name for p in missing)}: the metrics needing human judgements are left out"
             if missing
             else ""

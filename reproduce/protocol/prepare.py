@@ -20,7 +20,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from coherent_itr import data as data_mod
+from coherent_itr import paths
 from coherent_itr.config import Config
+from coherent_itr.data.bundle import is_bundle
 from coherent_itr.data.flickr8k import flickr8k_index
 from coherent_itr.data.sbert import embed_captions
 
@@ -49,7 +51,7 @@ def load_for(data: str, configs: list[Config], data_dir=None, scale: str = "defa
     """The splits of ``data`` with features of every image ``configs`` train on (Flickr8k: only those
     training images, plus any the feature cache holds, plus dev and test)."""
     train_images = None
-    if data == "flickr8k":
+    if data == "flickr8k" and not is_bundle(paths.flickr8k_dir(data_dir)):  # a bundle holds every image's features
         train_images = train_images_needed(configs, flickr8k_index(data_dir)["train"][0])
     return data_mod.load_splits(
         data, data_dir=data_dir, scale=scale, seed=seed, cache_dir=cache_dir, train_images=train_images

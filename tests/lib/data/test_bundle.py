@@ -276,3 +276,30 @@ def test_a_run_from_a_bundle_has_its_own_key_and_a_release_runs_key_is_unchanged
     assert "flickr8k_form" not in runs.local_numerics(synthetic)
     machine = runs.local_numerics(cfg)  # an imported machine's record names its bundle for its Flickr8k runs only
     assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)
+
+
+def test_the_driver_takes_a_bundle_for_flickr8k_and_names_an_altered_file(built, monkeypatch):
+    """``python -m reproduce`` with ``$FLICKR8K_DIR`` at a bundle (a GPU machine: no photos, no sentence model)
+    checks the bundle's files, not a release's, and says which it reads; an altered file is named before any
+    work."""
+    from reproduce.driver import cli as driver_cli
+
+    _, out = built
+    monkeypatch.setenv("FLICKR8K_DIR", str(out))
+    sets, why = driver_cli.resolve_data_sets(driver_cli.parse_args(["--data", "flickr8k"]))
+    assert sets == ["flickr8k"] and why[-1] == f"flickr8k: the bundle at {out} (from $FLICKR8K_DIR)"
+    (out / "dev_caps.txt").write_text("changed\n")
+    with pytest.raises(driver_cli.UsageError, match=r"dev_caps\.txt: .*rebuild it with python -m reproduce\.bundle"):
+        driver_cli.resolve_data_sets(driver_cli.parse_args(["--data", "flickr8k"]))
+
+
+def test_preparation_loads_a_bundle_without_the_release_index(built, monkeypatch):
+    """A bundle holds every training image's features: preparation reads no release index (there is none)."""
+    from reproduce.protocol import prepare
+
+    _, out = built
+    monkeypatch.setenv("FLICKR8K_DIR", str(out))
+    monkeypatch.setattr(prepare, "flickr8k_index", _refuse("the release index"))
+    cfg = Config(**tiny(data="flickr8k", train_fraction=0.5))
+    splits = prepare.load_for("flickr8k", [cfg])
+    assert splits.train.n_images == len(SPLITS["train"])
