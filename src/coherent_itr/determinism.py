@@ -1,4 +1,5 @@
-"""Seeding and device choice: same config and seed on CPU → identical numbers."""
+"""Seeding, device choice and whether a CUDA graph is being captured: same config and seed on CPU → identical
+numbers."""
 
 from __future__ import annotations
 
@@ -43,3 +44,9 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     return torch.device(device)
+
+
+def capturing() -> bool:
+    """True while the current CUDA stream is capturing a graph (:mod:`coherent_itr.cuda_graphs`); always False
+    without CUDA. Code on the training step reads no device value on the host while it is (a capture forbids it)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

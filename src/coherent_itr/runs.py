@@ -293,10 +293,13 @@ def pinned_threads(n: int):
 
 def device_numerics(config: Config) -> dict:
     """What of the device changes a run's numbers, beyond its config and code: ``{}`` on the CPU (so the key of
-    a CPU run is what it always was); on CUDA the device type, its compute capability and the TF32 switches of
-    matmul and cuDNN (settings of the process that ``train`` leaves as it finds them). A CUDA run and a CPU run
-    of one config thus have two keys, and one cache holds both."""
+    a CPU run is what it always was); on CUDA the device type, its compute capability, the TF32 switches of
+    matmul and cuDNN (settings of the process that ``train`` leaves as it finds them) and the step engine
+    (``"eager"``, or the CUDA-graph engine and its source hash: :func:`coherent_itr.cuda_graphs.step_identity`).
+    A CUDA run and a CPU run of one config thus have two keys, and one cache holds both."""
     import torch
+
+    from . import cuda_graphs
 
     device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
@@ -306,6 +309,7 @@ def device_numerics(config: Config) -> dict:
         "device": f"{device}:sm{major}{minor}",
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "step": cuda_graphs.step_identity(config, device),
     }
 
 

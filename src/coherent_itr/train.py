@@ -5,7 +5,8 @@ epochs, gradient-norm clipping, and the checkpoint with the best validation RSUM
 It is split into named steps, each readable at once:
 
 * :func:`_setup` — data, vocabulary, relevance provider, model, loss, optimiser (:class:`_Run`);
-* :func:`_train_epoch` / :func:`_train_step` — one epoch / one update. The first
+* :func:`_train_epoch` / :func:`_train_step` — one epoch / one update (on CUDA, full batches of a capturable
+  loss replay a captured graph of the whole update: :mod:`coherent_itr.cuda_graphs`). The first
   ``warmup_epochs`` epochs train every hardest-negative loss on all negatives (VSE∞ warm-up,
   :mod:`coherent_itr.losses.base`); every ``grad_diag_every``-th step also logs the tangent
   gradient diagnostics of :mod:`coherent_itr.gradients` (Unified Fig. 4) into
@@ -33,8 +34,8 @@ import torch
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from . import cuda_graphs, health, losses, metrics
 from . import data as data_mod
-from . import health, losses, metrics
 from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
@@ -129,10 +130,13 @@ class _Run:
     dev_chance_rsum: float
     step: int = 0  # updates done so far (0-based index of the next one)
     iterations: list = field(default_factory=list)
+    graphs: cuda_graphs.GraphedSteps | None = None  # captured full-batch steps (CUDA, capturable loss)
+    engine_note: str | None = None  # why a CUDA run's steps are not captured
 
 
-def _setup(config: Config, splits, cache_dir) -> _Run:
-    """Seed, load data, build vocabulary, relevance provider, model, loss and optimiser."""
+def _setup(config: Config, splits, cache_dir, graph_backend=None) -> _Run:
+    """Seed, load data, build vocabulary, relevance provider, model, loss and optimiser (and, where the steps are
+    captured, the graphs' engine; ``graph_backend``: a stand-in backend, e.g. for tests on the CPU)."""
     g = seed_everything(config.seed)
     use_deterministic_kernels()
     device = resolve_device(config.device)
@@ -154,8 +158,14 @@ def _setup(config: Config, splits, cache_dir) -> _Run:
     feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32)).to(device)
     model = VSEModel(tr.features.shape[1], len(vocab), config.embed_dim, config.word_dim, config.text_hidden).to(device)
     crit = losses.build(config.loss, **config.loss_params).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    return _Run(
+    blocker = "not a CUDA device"  # a CPU run never enters the graphs' module: its key does not hash it
+    if device.type == "cuda" or graph_backend is not None:
+        blocker = cuda_graphs.capture_blocker(device, crit, stand_in=graph_backend is not None)
+    if blocker is None and device.type == "cuda":  # capturable Adam: state and learning rate on the device
+        opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(config.lr, device=device), capturable=True)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    run = _Run(
         config,
         device,
         g,
@@ -172,6 +182,11 @@ def _setup(config: Config, splits, cache_dir) -> _Run:
         opt,
         health.chance_rsum(dev.image_of_caption),
     )
+    if blocker is None:
+        run.graphs = cuda_graphs.GraphedSteps(run, graph_backend)
+    elif device.type == "cuda":
+        run.engine_note = blocker
+    return run
 
 
 def _set_lr(run: _Run, epoch: int) -> float:
@@ -179,7 +194,10 @@ def _set_lr(run: _Run, epoch: int) -> float:
     c = run.config
     lr = c.lr * c.lr_decay ** (epoch // max(1, c.lr_decay_epoch))
     for group in run.opt.param_groups:
-        group["lr"] = lr
+        if torch.is_tensor(group["lr"]):  # capturable Adam: the graphs read this tensor
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
     return lr
 
 
@@ -235,6 +253,9 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
     counts: dict[str, int] = {}
     for img_idx, cap_idx in _batches(run.tr.n_images, run.tr.captions_per_image, c, run.generator):
         diagnose = c.grad_diag_every > 0 and run.step % c.grad_diag_every == 0
+        if not diagnose and run.graphs is not None and run.graphs.step(img_idx, cap_idx, warm, run.step):
+            run.step += 1
+            continue
         stats = _train_step(run, img_idx, cap_idx, diagnose)
         if diagnose:
             run.iterations.append({"step": run.step, "epoch": epoch + 1, "warmup": warm, **stats})
@@ -242,6 +263,11 @@ def _train_epoch(run: _Run, epoch: int) -> dict[str, float]:
             sums[k] = sums.get(k, 0.0) + val
             counts[k] = counts.get(k, 0) + 1
         run.step += 1
+    if run.graphs is not None:
+        g_sums, g_counts = run.graphs.end_epoch()
+        for k, val in g_sums.items():
+            sums[k] = sums.get(k, 0.0) + val
+            counts[k] = counts.get(k, 0) + g_counts[k]
     out = {k: sums[k] / counts[k] for k in sums}
     out["warmup"] = warm
     out["n_steps"] = counts.get("train_loss", 0)
@@ -332,11 +358,26 @@ def _record(run: _Run, history: list[dict], sel: _Selector, timing: dict) -> dic
             "python": platform.python_version(),
             "threads": torch.get_num_threads(),
         },
+        **_engine(run),
     }
 
 
+def _engine(run: _Run) -> dict:
+    """``{"engine": …}`` for a CUDA run or a run with a stand-in graph backend (how its steps ran); ``{}`` on a CPU,
+    whose records are as they always were."""
+    if run.graphs is not None:
+        return {"engine": run.graphs.describe()}
+    if run.engine_note is not None:
+        return {"engine": {"step": "eager", "reason": run.engine_note}}
+    return {}
+
+
 def train(
-    config: Config, splits: data_mod.DataSplits | None = None, progress: bool = True, cache_dir: str | None = None
+    config: Config,
+    splits: data_mod.DataSplits | None = None,
+    progress: bool = True,
+    cache_dir: str | None = None,
+    graph_backend=None,
 ) -> RunResult:
     """Train a VSE++ model with ``config.loss`` and keep its best-validation checkpoint.
 
@@ -345,6 +386,9 @@ def train(
         splits: train/dev/test splits to use instead of loading ``config.data`` (tests pass the toy set).
         progress: show a progress bar over epochs.
         cache_dir: where data sources and relevance providers cache features and matrices.
+        graph_backend: replay the full-batch steps through this stand-in for CUDA graphs
+            (:class:`coherent_itr.cuda_graphs.ReplayBackend`: the captured path checked on a CPU); ``None``: CUDA
+            graphs where the device and loss allow them (:func:`coherent_itr.cuda_graphs.capture_blocker`).
 
     Returns:
         A :class:`RunResult`: ``record`` (config, per-epoch history, selected epoch, health, timing) and
@@ -352,7 +396,7 @@ def train(
         come from :func:`coherent_itr.evaluation.evaluate_run`.
     """
     t_start = time.perf_counter()
-    run = _setup(config, splits, cache_dir)
+    run = _setup(config, splits, cache_dir, graph_backend)
     warm = config.warmup_epochs if getattr(run.crit, "honours_warmup", False) else 0
     sel = _Selector(config.early_stop_patience, first_epoch=warm + 1)
     history: list[dict] = []

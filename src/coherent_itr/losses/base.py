@@ -6,7 +6,9 @@ batch of B matched pairs (positives on the diagonal), rows images, columns capti
 text→image direction uses ``sim.T`` and ``rel.T``.
 
 After each forward call, ``loss.diagnostics`` holds a dict of plain floats/lists describing the
-last batch (e.g. the fraction of active hinges) for the notebooks.
+last batch (e.g. the fraction of active hinges) for the notebooks. While a CUDA graph captures the
+training step (:mod:`coherent_itr.cuda_graphs`) a loss that declares ``capturable = True`` keeps them as
+0-d tensors instead (:func:`stat`): reading a float would wait for the GPU, which a capture forbids.
 
 Warm-up (VSE∞, Chen et al. 2021, ``vse_mean_warmup_epochs``; Unified paper Sec. 3.3 / Fig. 4:
 hardest-negative similarities rise towards 1 in the first epochs): ``loss.set_warmup(True)``
@@ -21,14 +23,37 @@ from __future__ import annotations
 
 import torch
 
+from ..determinism import capturing
+
 NEG_INF = float("-inf")
 POS_INF = float("inf")
+
+
+def stat(x: torch.Tensor):
+    """A diagnostic value: ``float(x)``, or ``x`` detached while a CUDA graph is captured (:func:`capturing`)."""
+    return x.detach() if capturing() else float(x)
+
+
+def masked_mean_stat(x: torch.Tensor, mask: torch.Tensor, empty: float | None = None):
+    """``float(x[mask].mean())`` (``empty`` when no entry is selected, if given); while a CUDA graph is captured,
+    the same mean as a 0-d tensor computed without the data-dependent shape of ``x[mask]``."""
+    if capturing():
+        n = mask.sum()
+        mean = torch.where(mask, x, torch.zeros_like(x)).sum() / n.clamp(min=1)
+        return mean if empty is None else torch.where(n > 0, mean, torch.full_like(mean, empty))
+    sel = x[mask]
+    if empty is not None and not sel.numel():
+        return empty
+    return float(sel.mean())
 
 
 class ITRLoss(torch.nn.Module):
     """Base class: stores ``diagnostics``, checks the inputs' shapes and carries the warm-up flag."""
 
     requires_relevance: bool = False
+    #: True for a loss whose ``forward`` never waits for the device (no host reads, no data-dependent shapes or
+    #: branches, no host random numbers) while :func:`capturing`: its training step can run as a CUDA graph
+    capturable: bool = False
     #: True for a loss whose ``forward`` selects hardest negatives and honours ``self.warmup``
     #: (set per instance when it depends on a parameter, e.g. the triplet's ``max_violation``)
     uses_hardest_negative: bool = False

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range
+from .base import ITRLoss, check_choice, check_range, stat
 from .registry import build, register
 
 _TERM_KEYS = ("name", "weight", "params")
@@ -75,6 +75,13 @@ class CompositeLoss(ITRLoss):
         self.requires_relevance = any(
             getattr(m, "requires_relevance", False) and w > 0 for m, w in zip(self.terms, self.weights)
         )
+        self.capturable = all(getattr(m, "capturable", False) for m, w in zip(self.terms, self.weights) if w > 0)
+
+    def check_relevance(self, rel: torch.Tensor) -> None:
+        """Each term's own check of a relevance matrix (those that have one)."""
+        for m, w in zip(self.terms, self.weights):
+            if w > 0 and hasattr(m, "check_relevance"):
+                m.check_relevance(rel)
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
@@ -85,7 +92,7 @@ class CompositeLoss(ITRLoss):
                 continue
             value = term(sim, rel)
             total = total + w * value
-            diag[f"{label}/value"] = float(value.detach())
+            diag[f"{label}/value"] = stat(value.detach())
             for key, val in getattr(term, "diagnostics", {}).items():
                 diag[f"{label}/{key}"] = val
         self.diagnostics = diag

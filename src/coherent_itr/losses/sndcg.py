@@ -41,7 +41,7 @@ import math
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range
+from .base import ITRLoss, capturing, check_choice, check_range, stat
 from .registry import register
 
 LN2 = math.log(2.0)
@@ -166,6 +166,7 @@ class SmoothNDCGLoss(ITRLoss):
     """
 
     requires_relevance = True
+    capturable = True
 
     def __init__(
         self,
@@ -197,25 +198,31 @@ class SmoothNDCGLoss(ITRLoss):
             ndcg = torch.where(ok, dcg / safe, 1.0)
         return (1.0 - ndcg_hat).mean(), ndcg_hat.detach(), ndcg
 
-    def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
-        self.check_inputs(sim, rel)
-        rel = rel.detach().to(sim.dtype)
+    @staticmethod
+    def check_relevance(rel: torch.Tensor) -> None:
+        """Raise unless every relevance score is finite and in [0, 1] up to 1e-6 (RSC scores, Listwise Eq. 8)."""
         if not torch.isfinite(rel).all() or rel.min() < -1e-6 or rel.max() > 1 + 1e-6:
             lo, hi = float(rel.min()), float(rel.max())
             raise ValueError(
                 f"sndcg: rel must be finite and in [0, 1] up to 1e-6 (RSC scores, Listwise Eq. 8); got range "
                 f"[{lo!r}, {hi!r}] (all finite: {bool(torch.isfinite(rel).all())})"
             )
+
+    def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
+        self.check_inputs(sim, rel)
+        rel = rel.detach().to(sim.dtype)
+        if not capturing():  # a captured step's relevance is checked on the host before it is copied in
+            self.check_relevance(rel)
         rel = rel.clamp(0.0, 1.0)
         chunk = chunk_rows_for(sim.shape[0], sim.dtype, self.max_chunk_mb)
         l_i2t, nh_i2t, n_i2t = self._direction(sim, rel, chunk)
         rel_t = rel.T if self.t2i_rel == "transposed" else rel
         l_t2i, nh_t2i, n_t2i = self._direction(sim.T, rel_t, chunk)
         self.diagnostics = {
-            "ndcg_hat_i2t": float(nh_i2t.mean()),
-            "ndcg_i2t": float(n_i2t.mean()),
-            "ndcg_hat_t2i": float(nh_t2i.mean()),
-            "ndcg_t2i": float(n_t2i.mean()),
+            "ndcg_hat_i2t": stat(nh_i2t.mean()),
+            "ndcg_i2t": stat(n_i2t.mean()),
+            "ndcg_hat_t2i": stat(nh_t2i.mean()),
+            "ndcg_t2i": stat(n_t2i.mean()),
             "chunk_rows": chunk,
             "n_chunks": -(-sim.shape[0] // chunk),
         }

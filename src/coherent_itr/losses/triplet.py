@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce
+from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce, stat
 from .registry import register
 
 
 @register("triplet")
 class TripletLoss(ITRLoss):
     """VSE++ triplet hinge loss (Triplet-HN with ``max_violation=True``)."""
+
+    capturable = True
 
     def __init__(self, margin: float = 0.2, max_violation: bool = True, reduction: str = "sum") -> None:
         super().__init__()
@@ -51,7 +53,7 @@ class TripletLoss(ITRLoss):
             per_t2i = cost_t2i.sum(dim=0)
         with torch.no_grad():
             self.diagnostics = {
-                "active_fraction_i2t": float((per_i2t > 0).float().mean()),
-                "active_fraction_t2i": float((per_t2i > 0).float().mean()),
+                "active_fraction_i2t": stat((per_i2t > 0).float().mean()),
+                "active_fraction_t2i": stat((per_t2i > 0).float().mean()),
             }
         return reduce(per_i2t + per_t2i, self.reduction)

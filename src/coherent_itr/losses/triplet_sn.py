@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce
+from .base import ITRLoss, check_choice, check_range, masked_mean_stat, off_diagonal_mask, reduce, stat
 from .registry import register
 
 _ONE_TOL = 1e-6  # r ≥ 1 − tol counts as "r = 1" (fully relevant) for the negative sets of Eqs. 13/15
@@ -50,6 +50,8 @@ def soft_max_over(x: torch.Tensor, mask: torch.Tensor, gamma: float, dim: int) -
 @register("triplet_sn")
 class TripletSNLoss(ITRLoss):
     """Triplet-SN of BCLS (Eqs. 14–15): hinge on a log-sum-exp soft hardest negative."""
+
+    capturable = True
 
     def __init__(
         self, margin: float = 0.2, gamma: float = 50.0, reduction: str = "sum", negatives: str = "off_diagonal"
@@ -81,11 +83,10 @@ class TripletSNLoss(ITRLoss):
         per_t2i = torch.where(ok_t2i, (soft_t2i - pos + self.margin).clamp(min=0), torch.zeros_like(pos))
         with torch.no_grad():
             hard_i2t = sim.masked_fill(~neg, float("-inf")).amax(dim=1)
-            gap = (soft_i2t - hard_i2t)[ok_i2t]
             self.diagnostics = {
-                "active_fraction_i2t": float((per_i2t > 0).float().mean()),
-                "active_fraction_t2i": float((per_t2i > 0).float().mean()),
-                "soft_minus_hard_i2t": float(gap.mean()) if gap.numel() else 0.0,
-                "empty_negative_rows": float((~ok_i2t).sum() + (~ok_t2i).sum()),
+                "active_fraction_i2t": stat((per_i2t > 0).float().mean()),
+                "active_fraction_t2i": stat((per_t2i > 0).float().mean()),
+                "soft_minus_hard_i2t": masked_mean_stat(soft_i2t - hard_i2t, ok_i2t, empty=0.0),
+                "empty_negative_rows": stat((~ok_i2t).sum() + (~ok_t2i).sum()),
             }
         return reduce(per_i2t + per_t2i, self.reduction)

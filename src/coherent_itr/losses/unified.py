@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, reduce
+from .base import ITRLoss, check_choice, check_range, masked_mean_stat, reduce, stat
 from .registry import register
 
 
@@ -49,6 +49,7 @@ class _DirectionalLoss(ITRLoss):
 
     reduction: str
     average_directions: bool
+    capturable = True
 
     def _combine(self, per_i2t: torch.Tensor, per_t2i: torch.Tensor) -> torch.Tensor:
         total = reduce(per_i2t, self.reduction) + reduce(per_t2i, self.reduction)
@@ -75,9 +76,9 @@ class VLCLoss(_DirectionalLoss):
         per_t2i = torch.logsumexp(z, dim=0) - pos  # −log softmax over images j (column i)
         with torch.no_grad():
             self.diagnostics = {
-                "loss_i2t": float(per_i2t.mean()),
-                "loss_t2i": float(per_t2i.mean()),
-                "top1_i2t": float((sim.argmax(dim=1) == torch.arange(sim.shape[0], device=sim.device)).float().mean()),
+                "loss_i2t": stat(per_i2t.mean()),
+                "loss_t2i": stat(per_t2i.mean()),
+                "top1_i2t": stat((sim.argmax(dim=1) == torch.arange(sim.shape[0], device=sim.device)).float().mean()),
             }
         return self._combine(per_i2t, per_t2i)
 
@@ -108,9 +109,9 @@ class UnifiedLoss(_DirectionalLoss):
         with torch.no_grad():
             off = ~torch.eye(sim.shape[0], dtype=torch.bool, device=sim.device)
             self.diagnostics = {
-                "violation_fraction_i2t": float((d_i2t > 0)[off].float().mean()),
-                "violation_fraction_t2i": float((d_t2i > 0)[off].float().mean()),
-                "loss_i2t": float(per_i2t.mean()),
-                "loss_t2i": float(per_t2i.mean()),
+                "violation_fraction_i2t": masked_mean_stat((d_i2t > 0).float(), off),
+                "violation_fraction_t2i": masked_mean_stat((d_t2i > 0).float(), off),
+                "loss_i2t": stat(per_i2t.mean()),
+                "loss_t2i": stat(per_t2i.mean()),
             }
         return self._combine(per_i2t, per_t2i)

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..determinism import capturing
+
 
 class ImageEncoder(nn.Module):
     def __init__(self, feature_dim: int, embed_dim: int) -> None:
@@ -43,9 +45,12 @@ class TextEncoder(nn.Module):
         (a GRU is causal: the padding after a caption never reaches that state, nor its gradient). This
         is the packed-sequence result computed with fewer, larger operations (on a CPU cheaper than a
         packed sequence for batches of short captions; cuDNN takes it whole on a GPU)."""
-        lo, hi = int(lengths.min()), int(lengths.max())
-        if lo < 1 or hi > tokens.shape[1]:
-            raise ValueError(f"caption lengths must lie in [1, {tokens.shape[1]}] (the padded width); got [{lo}, {hi}]")
+        if not capturing():  # a captured step's lengths are checked on the host before they are copied in
+            lo, hi = int(lengths.min()), int(lengths.max())
+            if lo < 1 or hi > tokens.shape[1]:
+                raise ValueError(
+                    f"caption lengths must lie in [1, {tokens.shape[1]}] (the padded width); got [{lo}, {hi}]"
+                )
         out, _ = self.gru(self.embed(tokens))  # (n, T, hidden)
         out = out[torch.arange(out.shape[0], device=out.device), lengths.to(out.device) - 1]
         if self.proj is not None:

@@ -1,0 +1,198 @@
+"""The captured training step (coherent_itr.cuda_graphs) on the CPU, through the replay stand-in: the same
+update as the eager step, its width buckets, the statistics it keeps on the device, the losses it may capture,
+its fallback, and what enters the run key. The capture itself needs a GPU (benchmarks/bench_cuda.py, part
+``graphs``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from coherent_itr import cuda_graphs, losses, runs
+from coherent_itr.config import Config
+from coherent_itr.data import make_toy_splits
+from coherent_itr.train import train
+from tiny_run import tiny
+
+# two epochs, a learning-rate decay between them, a ragged last batch (60 captions, batches of 16)
+TINY = tiny(epochs=2, batch_size=16, lr_decay=0.5)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return make_toy_splits(12, 12, 12, seed=0)
+
+
+def _pair(toy, monkeypatch, **over):
+    """The eager run and the replayed run of one config, captions padded to their batch's exact width."""
+    monkeypatch.setattr(cuda_graphs, "WIDTH_STEP", 1)
+    cfg = Config(**tiny(**{**TINY, **over}))
+    eager = train(cfg, splits=toy, progress=False)
+    replayed = train(cfg, splits=toy, progress=False, graph_backend=cuda_graphs.ReplayBackend())
+    return eager, replayed
+
+
+@pytest.mark.parametrize(
+    "loss, extra",
+    [
+        ("triplet", {}),
+        ("vsepp", {"warmup_epochs": 1}),
+        ("triplet_sn", {}),
+        ("unified", {}),
+        ("vlc", {}),
+        ("listwise", {"relevance": "true"}),
+        ("sndcg", {"relevance": "true"}),
+    ],
+)
+def test_the_replayed_step_is_the_eager_step(toy, monkeypatch, loss, extra):
+    """With each batch padded to its own longest caption (as the eager step pads), replaying the captured step
+    trains the same model bit for bit: same validation history, same test embeddings. Only the order in which
+    the epoch means are summed differs."""
+    eager, replayed = _pair(toy, monkeypatch, loss=loss, **extra)
+    engine = replayed.record["engine"]
+    assert engine["step"] == "replay" and engine["reason"] is None
+    assert engine["captured_steps"] > 0
+    np.testing.assert_array_equal(eager.arrays["test_img"], replayed.arrays["test_img"])
+    np.testing.assert_array_equal(eager.arrays["test_cap"], replayed.arrays["test_cap"])
+    for a, b in zip(eager.history, replayed.history, strict=True):
+        assert set(a) == set(b)
+        assert a["val_rsum"] == b["val_rsum"] and a["n_steps"] == b["n_steps"] and a["lr"] == b["lr"]
+        for k, v in a.items():
+            if isinstance(v, float) and (k.startswith("loss_") or k == "train_loss"):
+                assert b[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    assert "engine" not in eager.record  # a CPU run's record is as it always was
+
+
+def test_padding_to_a_wider_bucket_keeps_the_update_close(toy):
+    """At the real bucket width (a multiple of 8, at most the widest caption) the padding changes only the GEMM
+    shapes: one epoch ends within float32 rounding of the eager model."""
+    cfg = Config(**tiny(**{**TINY, "epochs": 1, "lr": 2e-4}))
+    eager = train(cfg, splits=toy, progress=False)
+    replayed = train(cfg, splits=toy, progress=False, graph_backend=cuda_graphs.ReplayBackend())
+    widths = [int(g.removeprefix("width")) for g in replayed.record["engine"]["graphs"]]
+    assert widths and all(w % cuda_graphs.WIDTH_STEP == 0 or w == max(widths) for w in widths)
+    np.testing.assert_allclose(eager.arrays["test_cap"], replayed.arrays["test_cap"], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "longest, full, want", [(1, 40, 8), (8, 40, 8), (9, 40, 16), (17, 20, 20), (20, 20, 20), (33, 40, 40)]
+)
+def test_width_buckets(longest, full, want):
+    assert cuda_graphs.width_bucket(longest, full) == want
+
+
+@pytest.mark.parametrize("longest", [0, 41])
+def test_a_width_outside_the_captions_is_refused(longest):
+    with pytest.raises(ValueError, match=r"1\.\.40 tokens; got"):
+        cuda_graphs.width_bucket(longest, 40)
+
+
+def test_one_graph_per_width_and_warmup_phase(toy, monkeypatch):
+    _, replayed = _pair(toy, monkeypatch, loss="vsepp", warmup_epochs=1)
+    graphs = replayed.record["engine"]["graphs"]
+    assert any(g.endswith("-warmup") for g in graphs) and any(not g.endswith("-warmup") for g in graphs)
+
+
+def test_ragged_batches_and_the_first_steps_run_eagerly(toy, monkeypatch):
+    """60 training captions in batches of 16: 3 full batches and a ragged one per epoch; the first
+    EAGER_FIRST full batches of the run are eager too."""
+    _, replayed = _pair(toy, monkeypatch, loss="triplet")
+    per_epoch = toy.train.n_captions // 16
+    assert replayed.record["engine"]["captured_steps"] == 2 * per_epoch - cuda_graphs.EAGER_FIRST
+
+
+class _Failing:
+    name = "failing"
+
+    def capture(self, body):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+
+def test_a_failed_capture_falls_back_to_the_eager_step(toy):
+    """The run goes on eagerly, is the eager run bit for bit, and says why in one line."""
+    cfg = Config(**tiny(**TINY, loss="triplet"))
+    eager = train(cfg, splits=toy, progress=False)
+    fell_back = train(cfg, splits=toy, progress=False, graph_backend=_Failing())
+    engine = fell_back.record["engine"]
+    assert engine["step"] == "eager" and engine["captured_steps"] == 0
+    assert (
+        engine["reason"].startswith("capture of width") and "RuntimeError: operation not permitted" in engine["reason"]
+    )
+    assert "\n" not in engine["reason"]
+    np.testing.assert_array_equal(eager.arrays["test_cap"], fell_back.arrays["test_cap"])
+    assert [h["val_rsum"] for h in eager.history] == [h["val_rsum"] for h in fell_back.history]
+
+
+def test_a_non_finite_captured_loss_names_its_step(toy, monkeypatch):
+    """The captured steps' losses are read once an epoch; the first non-finite one is named."""
+    monkeypatch.setattr(cuda_graphs, "EAGER_FIRST", 0)
+    real = cuda_graphs.GraphedSteps._collect
+
+    def poisoned(self, step_no, outputs):
+        if step_no == 1:
+            outputs = {**outputs, "train_loss": torch.tensor(float("nan"))}
+        real(self, step_no, outputs)
+
+    monkeypatch.setattr(cuda_graphs.GraphedSteps, "_collect", poisoned)
+    cfg = Config(**tiny(**TINY, loss="triplet"))
+    with pytest.raises(FloatingPointError, match=r"non-finite loss nan at step 1 \(loss=triplet.*a captured step"):
+        train(cfg, splits=toy, progress=False, graph_backend=cuda_graphs.ReplayBackend())
+
+
+@pytest.mark.parametrize(
+    "loss, params, capturable",
+    [
+        ("triplet", {}, True),
+        ("vsepp", {}, True),
+        ("triplet_sn", {}, True),
+        ("unified", {}, True),
+        ("vlc", {}, True),
+        ("sndcg", {}, True),
+        ("listwise", {}, True),
+        ("sam", {}, False),  # negatives sampled with a host generator
+        ("bcls", {}, False),  # Kendall counts read on the host
+        ("ladder", {"thresholds": (0.5,)}, False),
+        ("adaptive_ladder", {}, False),  # K-Means on the host
+    ],
+)
+def test_which_losses_are_captured(loss, params, capturable):
+    crit = losses.build(loss, **params)
+    blocker = cuda_graphs.capture_blocker(torch.device("cpu"), crit, stand_in=True)
+    assert (blocker is None) == capturable, blocker
+    assert cuda_graphs.capture_blocker(torch.device("cpu"), crit) == "not a CUDA device"
+
+
+def test_graphs_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv(cuda_graphs.ENV, "0")
+    blocker = cuda_graphs.capture_blocker(torch.device("cuda"), losses.build("triplet"))
+    assert blocker == "COHERENT_ITR_CUDA_GRAPHS=0"
+
+
+def test_the_step_engine_enters_a_cuda_runs_key_and_no_cpu_key(monkeypatch):
+    """A CPU run's numerics (and so its key) are as before; on CUDA the key names eager or the graph engine."""
+    cfg = Config(**tiny(loss="triplet", device="cpu"))
+    assert runs.device_numerics(cfg) == {}
+    assert cuda_graphs.step_identity(cfg, "cuda") == f"cuda-graph:{cuda_graphs.engine_source_sha()}"
+    assert cuda_graphs.step_identity(cfg.replace(loss="bcls", relevance="true"), "cuda") == (
+        f"cuda-graph:{cuda_graphs.engine_source_sha()}"  # one record per machine; bcls trains eagerly there
+    )
+    assert cuda_graphs.step_identity(cfg, "cpu") == "eager"
+    monkeypatch.setenv(cuda_graphs.ENV, "0")
+    assert cuda_graphs.step_identity(cfg, "cuda") == "eager"
+
+
+def test_a_diagnostic_while_captured_is_a_tensor_and_the_same_mean(monkeypatch):
+    """masked_mean_stat: the capture form (no boolean indexing) gives the eager float."""
+    from coherent_itr.losses import base
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(9, 9, generator=g)
+    mask = torch.rand(9, 9, generator=g) > 0.5
+    eager = base.masked_mean_stat(x, mask)
+    empty = base.masked_mean_stat(x, torch.zeros_like(mask), empty=0.0)
+    monkeypatch.setattr(base, "capturing", lambda: True)
+    captured = base.masked_mean_stat(x, mask)
+    assert torch.is_tensor(captured) and float(captured) == pytest.approx(eager, rel=1e-6)
+    assert float(base.masked_mean_stat(x, torch.zeros_like(mask), empty=0.0)) == empty == 0.0
+    assert torch.is_tensor(base.stat(x.sum()))
