@@ -13,8 +13,16 @@
    ``paper`` model (300 / 1024 / 1024): float32, TF32 and bf16 autocast; the median of timed steps after
    warm-up steps, each synchronised; the study runs in deterministic-kernel mode, so this does too.
 4. **parallel** — N processes on the one GPU, each a whole ``train()`` of VSE++ for 2 epochs on the synthetic
-   default world (validation each epoch, test evaluation excluded): runs per hour for N = 1, 4, 8 (default
-   model) and N = 1, 4 (paper model) — what prices the protocol on such a machine.
+   default world (validation each epoch, test evaluation excluded): runs per hour for N = 1, 4, 8, 16 (default
+   model) and N = 1, 4 (paper model) — what prices the protocol on such a machine. Each row says its step
+   engine (CUDA graphs where the loss allows them, ``COHERENT_ITR_CUDA_GRAPHS=0``: eager).
+5. **graphs** — the captured step (:mod:`coherent_itr.cuda_graphs`) against the eager step of the same run state
+   (VSE++, batch 128, both model sizes, float32): median ms of a replay and of an eager step, each
+   synchronised; and per model, a whole 2-epoch ``train()`` each way: training and validation seconds per
+   epoch. On a CPU the replay stand-in runs (a check of the script).
+6. **graph_runs** — a smoke run of VSE++ and of the listwise loss captured and eager on the device: how far
+   the captured run's validation history and test embeddings are from the eager one's, and whether two
+   captured runs of one config are identical.
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
 
@@ -192,6 +200,120 @@ def step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
     return rows
 
 
+# --- 5. the captured step -----------------------------------------------------------------------------
+def graph_steps(dev: str, n_steps: int, warm: int) -> list[dict]:
+    from coherent_itr import cuda_graphs
+
+    backend = None if dev == "cuda" else cuda_graphs.ReplayBackend()
+    rows = []
+    for model in ("default", "paper"):
+        cfg = vsepp_config(model, dev, warmup_epochs=0)
+        run = T._setup(cfg, None, None, graph_backend=backend)
+        if run.graphs is None:
+            raise RuntimeError(f"no graph engine for this run: {run.engine_note}")
+        g = torch.Generator().manual_seed(1234)
+        batches = [b for b in T._batches(run.tr.n_images, run.tr.captions_per_image, cfg, g)]
+        batches = [b for b in batches if len(b[0]) == cfg.batch_size][: 2 * (warm + n_steps)]
+        times: dict[str, list[float]] = {"eager": [], "graph": []}
+        for k, (img, cap) in enumerate(batches):
+            mode = "eager" if k % 2 else "graph"  # interleaved: the same model state for both
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            if mode == "graph":
+                if not run.graphs.step(img, cap, False, run.step):
+                    T._train_step(run, img, cap, diagnose=False)
+            else:
+                T._train_step(run, img, cap, diagnose=False)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            run.step += 1
+            if k >= 2 * warm:
+                times[mode].append(time.perf_counter() - t0)
+        run.graphs.end_epoch()
+        engine = run.graphs.describe()
+        for mode, ts in times.items():
+            rows.append(
+                {
+                    "model": model,
+                    "sizes": f"{cfg.word_dim}/{cfg.text_hidden}/{cfg.embed_dim}",
+                    "step": mode if mode == "eager" else engine["step"],
+                    "step_ms": 1e3 * statistics.median(ts),
+                    "steps_timed": len(ts),
+                    "graphs": " ".join(engine["graphs"]),
+                    "fallback": engine["reason"] or "",
+                }
+            )
+    return rows
+
+
+def graph_epochs(dev: str, epochs: int) -> list[dict]:
+    """A whole train() each way: training and validation seconds per epoch."""
+    from coherent_itr import cuda_graphs
+
+    rows = []
+    for model in ("default", "paper"):
+        for engine in ("graph", "eager"):
+            cfg = vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1)
+            backend = cuda_graphs.ReplayBackend() if (engine == "graph" and dev != "cuda") else None
+            old = os.environ.get(cuda_graphs.ENV)
+            os.environ[cuda_graphs.ENV] = "1" if engine == "graph" else "0"
+            try:
+                res = T.train(cfg, progress=False, graph_backend=backend)
+            finally:
+                os.environ.pop(cuda_graphs.ENV) if old is None else os.environ.__setitem__(cuda_graphs.ENV, old)
+            t = res.record["timing"]
+            rows.append(
+                {
+                    "model": model,
+                    "engine": res.record.get("engine", {}).get("step", "eager"),
+                    "epochs": len(res.history),
+                    "steps_per_epoch": res.history[0]["n_steps"],
+                    "train_s_per_epoch": t["train_s_per_epoch"],
+                    "val_s_per_epoch": t["val_s"] / len(res.history),
+                    "ms_per_step": 1e3 * t["train_s_per_epoch"] / res.history[0]["n_steps"],
+                    "val_rsum": " ".join(f"{h['val_rsum']:.1f}" for h in res.history),
+                }
+            )
+    return rows
+
+
+# --- 6. captured runs against eager runs ---------------------------------------------------------------
+def graph_runs(dev: str) -> list[dict]:
+    from coherent_itr import cuda_graphs
+
+    out = []
+    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
+        cfg = dataclasses.replace(
+            vsepp_config("default", dev, loss=loss, **extra), data_scale="smoke", epochs=3, warmup_epochs=0
+        )
+        backend = None if dev == "cuda" else cuda_graphs.ReplayBackend()
+        g1, g2 = (T.train(cfg, progress=False, graph_backend=backend) for _ in range(2))
+        os.environ[cuda_graphs.ENV] = "0"
+        try:
+            eager = T.train(cfg, progress=False)
+        finally:
+            os.environ.pop(cuda_graphs.ENV)
+
+        def emb_diff(a, b):
+            return float(np.abs(np.asarray(a.arrays["test_cap"]) - np.asarray(b.arrays["test_cap"])).max())
+
+        out.append(
+            {
+                "loss": loss,
+                "engine": g1.record.get("engine", {}).get("step"),
+                "captured_steps": g1.record.get("engine", {}).get("captured_steps"),
+                "val_rsum_graph": " ".join(f"{h['val_rsum']:.2f}" for h in g1.history),
+                "val_rsum_eager": " ".join(f"{h['val_rsum']:.2f}" for h in eager.history),
+                "graph_vs_eager_embedding_max_diff": emb_diff(g1, eager),
+                "graph_twice_identical": [h["val_rsum"] for h in g1.history] == [h["val_rsum"] for h in g2.history]
+                and emb_diff(g1, g2) == 0.0,
+                "fallback": g1.record.get("engine", {}).get("reason") or "",
+            }
+        )
+    return out
+
+
 # --- 4. parallel runs ---------------------------------------------------------------------------------
 def child(model: str, dev: str, epochs: int) -> None:
     """One process of the parallel part: a whole train() of VSE++; prints one JSON line."""
@@ -201,10 +323,13 @@ def child(model: str, dev: str, epochs: int) -> None:
     print(json.dumps({"train_s": time.perf_counter() - t0, "epochs": len(res.history)}), flush=True)
 
 
-def parallel(dev: str, plan: list[tuple[str, int]], epochs: int) -> list[dict]:
+def parallel(dev: str, plan: list[tuple], epochs: int) -> list[dict]:
+    """``plan``: (model, processes) or (model, processes, engine) with engine ``graph`` (default) or ``eager``."""
     rows = []
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    for model, n in plan:
+    for model, n, *engine in plan:
+        engine = engine[0] if engine else "graph"
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        env["COHERENT_ITR_CUDA_GRAPHS"] = "1" if engine == "graph" else "0"
         cmd = [sys.executable, __file__, "--child", model, "--device", dev, "--epochs", str(epochs)]
         t0 = time.perf_counter()
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(n)]
@@ -217,6 +342,7 @@ def parallel(dev: str, plan: list[tuple[str, int]], epochs: int) -> list[dict]:
             {
                 "model": model,
                 "processes": n,
+                "engine": engine if dev == "cuda" else "eager (CPU)",
                 "epochs_each": epochs,
                 "finished": len(done),
                 "wall_s": wall,
@@ -309,11 +435,46 @@ def write(out: Path, report: dict) -> None:
     if "steps" in report:
         lines += ["", "## 3. One training step (VSE++, batch 128, synthetic default world; median ms)", ""]
         lines += _table(report["steps"], ["model", "sizes", "mode", "step_ms", "steps_timed", "steps_per_epoch"])
-    if "parallel" in report:
+    for part in ("parallel", "parallel_graphs"):
+        if part not in report:
+            continue
         lines += ["", "## 4. Runs in parallel on the one GPU (whole train() of VSE++, validation each epoch)", ""]
         lines += _table(
-            report["parallel"],
-            ["model", "processes", "epochs_each", "finished", "wall_s", "train_s_mean", "epochs_per_hour"],
+            report[part],
+            ["model", "processes", "engine", "epochs_each", "finished", "wall_s", "train_s_mean", "epochs_per_hour"],
+        )
+    if "graphs" in report:
+        lines += ["", "## 5. The captured step against the eager step (VSE++, batch 128, float32; median ms)", ""]
+        lines += _table(report["graphs"], ["model", "sizes", "step", "step_ms", "steps_timed", "graphs", "fallback"])
+    if "graph_epochs" in report:
+        lines += ["", "## 5b. Whole epochs each way (train() of VSE++, synthetic default world)", ""]
+        lines += _table(
+            report["graph_epochs"],
+            [
+                "model",
+                "engine",
+                "epochs",
+                "steps_per_epoch",
+                "train_s_per_epoch",
+                "val_s_per_epoch",
+                "ms_per_step",
+                "val_rsum",
+            ],
+        )
+    if "graph_runs" in report:
+        lines += ["", "## 6. Captured runs against eager runs (smoke synthetic world, 3 epochs, seed 0)", ""]
+        lines += _table(
+            report["graph_runs"],
+            [
+                "loss",
+                "engine",
+                "captured_steps",
+                "val_rsum_graph",
+                "val_rsum_eager",
+                "graph_vs_eager_embedding_max_diff",
+                "graph_twice_identical",
+                "fallback",
+            ],
         )
     for part, err in report.get("errors", {}).items():
         lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
@@ -355,6 +516,16 @@ def main(argv=None) -> int:
             else [("default", 1), ("default", 4), ("default", 8), ("default", 16), ("paper", 1), ("paper", 4)],
             epochs=1 if a.quick else 2,
         ),
+        "parallel_graphs": lambda: parallel(
+            dev,
+            [("default", 1), ("default", 2, "eager")]
+            if a.quick
+            else [("default", 1), ("default", 16), ("default", 16, "eager"), ("paper", 16)],
+            epochs=1 if a.quick else 2,
+        ),
+        "graphs": lambda: graph_steps(dev, n_steps=5 if a.quick else 40, warm=2 if a.quick else 10),
+        "graph_epochs": lambda: graph_epochs(dev, epochs=1 if a.quick else 2),
+        "graph_runs": lambda: graph_runs(dev),
     }
     for name in a.parts.split(","):
         t0 = time.perf_counter()

@@ -9,8 +9,8 @@
 #   report.md (device, torch, commit, phases and their wall times, runs per data set), train.log, bench/.
 #
 # Steps: check CUDA; bench_cuda.py's correctness parts (losses on CUDA against the CPU, float32 and float64,
-# the same run twice); train the plan with --skip-notebooks for at most LIMIT_S seconds (SIGINT then: finished
-# runs stay cached); export the cache's runs. Needs only torch and the scientific stack (no Jupyter, papermill,
+# the same run twice, captured runs against eager ones); train the plan with --skip-notebooks for at most LIMIT_S
+# seconds (SIGINT then: finished runs stay cached); export the cache's runs. Needs only torch and the scientific stack (no Jupyter, papermill,
 # Ray, sentence model or network); the code runs from the checkout (PYTHONPATH), nothing is installed.
 #
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
@@ -70,7 +70,7 @@ fi
 
 # 3. correctness on this device (losses against the CPU, the same run twice)
 if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
-    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism)
+    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism,graph_runs)
     if [ "$DEVICE" = cpu ]; then bench+=(--allow-cpu --quick); fi
     "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 || echo "gpu_study: bench_cuda.py failed (see bench.log)"
     phase "bench_cuda correctness parts"
