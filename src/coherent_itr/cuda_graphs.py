@@ -175,7 +175,8 @@ class GraphedSteps:
             try:
                 entry = self._capture(width)
             except Exception as exc:  # any capture failure: eager for the rest of the run, and why
-                self.fallback = f"capture of width {width} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                first = (str(exc).strip().splitlines() or ["(no message)"])[0]
+                self.fallback = f"capture of width {width} failed: {type(exc).__name__}: {first}"
                 return False
             self.graphs[key] = entry
         replay, outputs = entry

@@ -124,6 +124,19 @@ def test_a_failed_capture_falls_back_to_the_eager_step(toy):
     assert [h["val_rsum"] for h in eager.history] == [h["val_rsum"] for h in fell_back.history]
 
 
+class _Silent:
+    name = "silent"
+
+    def capture(self, body):
+        raise AssertionError()
+
+
+def test_a_capture_failure_without_a_message_is_named_by_its_type(toy):
+    cfg = Config(**tiny(**TINY, loss="triplet"))
+    engine = train(cfg, splits=toy, progress=False, graph_backend=_Silent()).record["engine"]
+    assert engine["reason"].endswith("AssertionError: (no message)")
+
+
 def test_a_non_finite_captured_loss_names_its_step(toy, monkeypatch):
     """The captured steps' losses are read once an epoch; the first non-finite one is named."""
     monkeypatch.setattr(cuda_graphs, "EAGER_FIRST", 0)

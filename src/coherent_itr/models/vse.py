@@ -45,7 +45,7 @@ class TextEncoder(nn.Module):
         (a GRU is causal: the padding after a caption never reaches that state, nor its gradient). This
         is the packed-sequence result computed with fewer, larger operations (on a CPU cheaper than a
         packed sequence for batches of short captions; cuDNN takes it whole on a GPU)."""
-        if not capturing():  # a captured step's lengths are checked on the host before they are copied in
+        if not capturing():  # a captured batch's width is its longest caption's, on the host (cuda_graphs.width_bucket)
             lo, hi = int(lengths.min()), int(lengths.max())
             if lo < 1 or hi > tokens.shape[1]:
                 raise ValueError(
