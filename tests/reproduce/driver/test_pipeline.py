@@ -145,10 +145,10 @@ def test_prepare_embeds_every_caption_once_for_the_runs(tmp_path, monkeypatch):
     assert prepare(cfgs, progress=False) >= 0
     splits = data_mod.load_splits("toy", scale="smoke")
     n_unique = len({c for s in (splits.train, splits.dev, splits.test) for c in s.captions})
-    assert calls == [n_unique]  # one encoder call for the one data set
+    assert sum(calls) == n_unique and max(calls) <= 256  # every caption once, in the encoder's batches of 256
     sbert._MEMO.clear()
     sbert.embed_captions(splits.train.captions)  # a split is then read from the disk cache
-    assert calls == [n_unique]
+    assert sum(calls) == n_unique
 
 
 def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, monkeypatch):
@@ -164,7 +164,7 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
     _fake_sentence_bert(monkeypatch, lambda texts: seen.append(hf_logging.is_progress_bar_enabled()))
     hf_logging.enable_progress_bar()
     assert prepare(tiny_configs(1), progress=True) >= 0
-    assert seen == [False] and hf_logging.is_progress_bar_enabled()
+    assert seen and not any(seen) and hf_logging.is_progress_bar_enabled()
     sbert._MEMO.clear()
 
 
