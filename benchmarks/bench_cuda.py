@@ -34,6 +34,7 @@ a run cut off by its time limit still leaves what it measured. Without CUDA it s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -52,6 +53,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from coherent_itr import cuda_graphs  # noqa: E402
 from coherent_itr import data as data_mod  # noqa: E402
 from coherent_itr import losses, metrics  # noqa: E402
 from coherent_itr import train as T  # noqa: E402
@@ -139,13 +141,36 @@ def tiny_runs(dev: str) -> list[dict]:
     return out
 
 
+def smoke_configs(dev: str):
+    """(loss, config) of VSE++ and of the listwise loss (the world's true relevance) on the smoke world, 3 epochs."""
+    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
+        cfg = vsepp_config("default", dev, loss=loss, **extra)
+        yield loss, dataclasses.replace(cfg, data_scale="smoke", epochs=3, warmup_epochs=0)
+
+
+def graph_backend(dev: str):
+    """``None`` on CUDA (real graphs); on a CPU the replay stand-in (a check of this script)."""
+    return None if dev == "cuda" else cuda_graphs.ReplayBackend()
+
+
+@contextlib.contextmanager
+def graphs_switched(on: bool):
+    """``COHERENT_ITR_CUDA_GRAPHS`` set to ``on`` inside, restored (or unset again) after."""
+    old = os.environ.get(cuda_graphs.ENV)
+    os.environ[cuda_graphs.ENV] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(cuda_graphs.ENV)
+        else:
+            os.environ[cuda_graphs.ENV] = old
+
+
 def determinism(dev: str) -> list[dict]:
     """The same config and seed twice on ``dev``: identical validation history and test embeddings?"""
     out = []
-    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
-        cfg = dataclasses.replace(
-            vsepp_config("default", dev, loss=loss, **extra), data_scale="smoke", epochs=3, warmup_epochs=0
-        )
+    for loss, cfg in smoke_configs(dev):
         a, b = (T.train(cfg, progress=False) for _ in range(2))
         va = [h["val_rsum"] for h in a.history]
         vb = [h["val_rsum"] for h in b.history]
@@ -202,13 +227,10 @@ def step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
 
 # --- 5. the captured step -----------------------------------------------------------------------------
 def graph_steps(dev: str, n_steps: int, warm: int) -> list[dict]:
-    from coherent_itr import cuda_graphs
-
-    backend = None if dev == "cuda" else cuda_graphs.ReplayBackend()
     rows = []
     for model in ("default", "paper"):
         cfg = vsepp_config(model, dev, warmup_epochs=0)
-        run = T._setup(cfg, None, None, graph_backend=backend)
+        run = T._setup(cfg, None, None, graph_backend=graph_backend(dev))
         if run.graphs is None:
             raise RuntimeError(f"no graph engine for this run: {run.engine_note}")
         g = torch.Generator().manual_seed(1234)
@@ -249,19 +271,12 @@ def graph_steps(dev: str, n_steps: int, warm: int) -> list[dict]:
 
 def graph_epochs(dev: str, epochs: int) -> list[dict]:
     """A whole train() each way: training and validation seconds per epoch."""
-    from coherent_itr import cuda_graphs
-
     rows = []
     for model in ("default", "paper"):
         for engine in ("graph", "eager"):
             cfg = vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1)
-            backend = cuda_graphs.ReplayBackend() if (engine == "graph" and dev != "cuda") else None
-            old = os.environ.get(cuda_graphs.ENV)
-            os.environ[cuda_graphs.ENV] = "1" if engine == "graph" else "0"
-            try:
-                res = T.train(cfg, progress=False, graph_backend=backend)
-            finally:
-                os.environ.pop(cuda_graphs.ENV) if old is None else os.environ.__setitem__(cuda_graphs.ENV, old)
+            with graphs_switched(engine == "graph"):
+                res = T.train(cfg, progress=False, graph_backend=graph_backend(dev) if engine == "graph" else None)
             t = res.record["timing"]
             rows.append(
                 {
@@ -280,20 +295,11 @@ def graph_epochs(dev: str, epochs: int) -> list[dict]:
 
 # --- 6. captured runs against eager runs ---------------------------------------------------------------
 def graph_runs(dev: str) -> list[dict]:
-    from coherent_itr import cuda_graphs
-
     out = []
-    for loss, extra in (("triplet", {}), ("listwise", {"relevance": "true"})):
-        cfg = dataclasses.replace(
-            vsepp_config("default", dev, loss=loss, **extra), data_scale="smoke", epochs=3, warmup_epochs=0
-        )
-        backend = None if dev == "cuda" else cuda_graphs.ReplayBackend()
-        g1, g2 = (T.train(cfg, progress=False, graph_backend=backend) for _ in range(2))
-        os.environ[cuda_graphs.ENV] = "0"
-        try:
+    for loss, cfg in smoke_configs(dev):
+        g1, g2 = (T.train(cfg, progress=False, graph_backend=graph_backend(dev)) for _ in range(2))
+        with graphs_switched(False):
             eager = T.train(cfg, progress=False)
-        finally:
-            os.environ.pop(cuda_graphs.ENV)
 
         def emb_diff(a, b):
             return float(np.abs(np.asarray(a.arrays["test_cap"]) - np.asarray(b.arrays["test_cap"])).max())

@@ -62,12 +62,12 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
         if not env:
             raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
         try:
-            paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
+            folder = paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
             # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
             from coherent_itr.data import bundle, flickr8k
 
-            if bundle.is_bundle(paths.flickr8k_dir()):  # a bundle (python -m reproduce.bundle): every file's sha256
-                root = paths.flickr8k_dir()
+            if bundle.is_bundle(folder):  # a bundle (python -m reproduce.bundle): every file's sha256
+                root = folder
                 bundle.verify_bundle(root)
                 missing, source = [], "the bundle"
             else:
