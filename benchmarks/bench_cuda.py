@@ -23,6 +23,11 @@
 6. **graph_runs** — a smoke run of VSE++ and of the listwise loss captured and eager on the device: how far
    the captured run's validation history and test embeddings are from the eager one's, and whether two
    captured runs of one config are identical.
+7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
+   :func:`reproduce.driver.executors._run_pack`): P processes × K runs each, every run a whole ``train()`` of
+   VSE++ for 2 epochs on the synthetic default world from splits the process loaded once — epochs an hour for
+   each (P, K), the measurement that chooses the driver's default. **packed_identity** — one smoke run alone
+   and the same run in a pack of three: identical validation history and test embeddings?
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
 
@@ -43,6 +48,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -321,33 +327,57 @@ def graph_runs(dev: str) -> list[dict]:
 
 
 # --- 4. parallel runs ---------------------------------------------------------------------------------
-def child(model: str, dev: str, epochs: int) -> None:
-    """One process of the parallel part: a whole train() of VSE++; prints one JSON line."""
-    cfg = vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1)
-    t0 = time.perf_counter()
-    res = T.train(cfg, progress=False)
-    print(json.dumps({"train_s": time.perf_counter() - t0, "epochs": len(res.history)}), flush=True)
+def child(model: str, dev: str, epochs: int, pack: int = 1) -> None:
+    """One process of the parallel parts: ``pack`` whole train() runs of VSE++ (seeds 0..pack-1) side by side, one
+    thread each on its own stream, from splits loaded once (as a driver's worker does); one JSON line a run."""
+    from reproduce.driver.executors import _own_stream
+
+    cfgs = [
+        vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1, seed=i)
+        for i in range(pack)
+    ]
+    splits = data_mod.load_splits(cfgs[0].data, scale=cfgs[0].data_scale, seed=cfgs[0].data_seed) if pack > 1 else None
+    rows: list = [None] * pack
+
+    def one(i: int) -> None:
+        with _own_stream():
+            t0 = time.perf_counter()
+            res = T.train(cfgs[i], splits=splits, progress=False)
+            rows[i] = {"train_s": time.perf_counter() - t0, "epochs": len(res.history)}
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(pack)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in rows:
+        if r is not None:
+            print(json.dumps(r), flush=True)
 
 
 def parallel(dev: str, plan: list[tuple], epochs: int) -> list[dict]:
-    """``plan``: (model, processes) or (model, processes, engine) with engine ``graph`` (default) or ``eager``."""
+    """``plan``: (model, processes) or (model, processes, engine) with engine ``graph`` (default) or ``eager``,
+    or (model, processes, engine, runs side by side in each process)."""
     rows = []
-    for model, n, *engine in plan:
-        engine = engine[0] if engine else "graph"
+    for model, n, *rest in plan:
+        engine = rest[0] if rest else "graph"
+        pack = rest[1] if len(rest) > 1 else 1
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         env["COHERENT_ITR_CUDA_GRAPHS"] = "1" if engine == "graph" else "0"
         cmd = [sys.executable, __file__, "--child", model, "--device", dev, "--epochs", str(epochs)]
+        cmd += ["--pack", str(pack)]
         t0 = time.perf_counter()
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(n)]
         outs = [p.communicate() for p in procs]
         wall = time.perf_counter() - t0
-        done = [json.loads(o.decode().strip().splitlines()[-1]) for o, _ in outs if o.strip()]
+        done = [json.loads(line) for o, _ in outs for line in o.decode().strip().splitlines() if line.startswith("{")]
         errors = [e.decode()[-400:] for (o, e), p in zip(outs, procs) if p.returncode != 0]
         mean_train = statistics.mean(d["train_s"] for d in done) if done else float("nan")
         rows.append(
             {
                 "model": model,
                 "processes": n,
+                "runs_per_process": pack,
                 "engine": engine if dev == "cuda" else "eager (CPU)",
                 "epochs_each": epochs,
                 "finished": len(done),
@@ -358,6 +388,49 @@ def parallel(dev: str, plan: list[tuple], epochs: int) -> list[dict]:
             }
         )
     return rows
+
+
+def packed_identity(dev: str) -> list[dict]:
+    """A smoke run of VSE++ alone, then the same run in a pack of three (seeds s, s + 1, s + 2, one thread and
+    stream each): the same validation history and test embeddings?"""
+    from reproduce.driver.executors import _own_stream
+
+    _, base = next(smoke_configs(dev))
+    cfgs = [base.replace(seed=base.seed + i) for i in range(3)]
+    splits = data_mod.load_splits(base.data, scale=base.data_scale, seed=base.data_seed)
+    alone = T.train(cfgs[0], splits=splits, progress=False)
+    packed: list = [None] * 3
+    errors: list = []
+
+    def one(i: int) -> None:
+        try:
+            with _own_stream():
+                packed[i] = T.train(cfgs[i], splits=splits, progress=False)
+        except Exception as exc:  # noqa: BLE001 — reported in the row
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    p = packed[0]
+    return [
+        {
+            "loss": base.loss,
+            "device": dev,
+            "val_rsum_alone": alone.history[-1]["val_rsum"],
+            "val_rsum_packed": p.history[-1]["val_rsum"] if p else None,
+            "same_history": bool(p) and [h["val_rsum"] for h in alone.history] == [h["val_rsum"] for h in p.history],
+            "test_embedding_max_diff": float(
+                max(np.abs(alone.arrays[k] - p.arrays[k]).max() for k in ("test_img", "test_cap"))
+            )
+            if p
+            else None,
+            "engine": (p.record.get("engine") or {}).get("step") if p else None,
+            "errors": errors,
+        }
+    ]
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -441,13 +514,37 @@ def write(out: Path, report: dict) -> None:
     if "steps" in report:
         lines += ["", "## 3. One training step (VSE++, batch 128, synthetic default world; median ms)", ""]
         lines += _table(report["steps"], ["model", "sizes", "mode", "step_ms", "steps_timed", "steps_per_epoch"])
-    for part in ("parallel", "parallel_graphs"):
+    for part in ("parallel", "parallel_graphs", "packed"):
         if part not in report:
             continue
         lines += ["", "## 4. Runs in parallel on the one GPU (whole train() of VSE++, validation each epoch)", ""]
         lines += _table(
             report[part],
-            ["model", "processes", "engine", "epochs_each", "finished", "wall_s", "train_s_mean", "epochs_per_hour"],
+            [
+                "model",
+                "processes",
+                "runs_per_process",
+                "engine",
+                "epochs_each",
+                "finished",
+                "wall_s",
+                "train_s_mean",
+                "epochs_per_hour",
+            ],
+        )
+    if "packed_identity" in report:
+        lines += ["", "## 4b. One run alone and in a pack of three (threads, a stream each)", ""]
+        lines += _table(
+            report["packed_identity"],
+            [
+                "loss",
+                "device",
+                "engine",
+                "val_rsum_alone",
+                "val_rsum_packed",
+                "same_history",
+                "test_embedding_max_diff",
+            ],
         )
     if "graphs" in report:
         lines += ["", "## 5. The captured step against the eager step (VSE++, batch 128, float32; median ms)", ""]
@@ -499,10 +596,11 @@ def main(argv=None) -> int:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--pack", type=int, default=1, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     use_deterministic_kernels()
     if a.child:
-        child(a.child, a.device, a.epochs)
+        child(a.child, a.device, a.epochs, a.pack)
         return 0
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu" and not a.allow_cpu:
@@ -532,6 +630,22 @@ def main(argv=None) -> int:
         "graphs": lambda: graph_steps(dev, n_steps=5 if a.quick else 40, warm=2 if a.quick else 10),
         "graph_epochs": lambda: graph_epochs(dev, epochs=1 if a.quick else 2),
         "graph_runs": lambda: graph_runs(dev),
+        "packed": lambda: parallel(
+            dev,
+            [("default", 1, "graph", 1), ("default", 1, "graph", 2)]
+            if a.quick
+            else [
+                ("default", 1, "graph", 1),
+                ("default", 1, "graph", 4),
+                ("default", 1, "graph", 16),
+                ("default", 4, "graph", 4),
+                ("default", 16, "graph", 1),
+                ("default", 16, "graph", 4),
+                ("default", 4, "eager", 4),
+            ],
+            epochs=1 if a.quick else 2,
+        ),
+        "packed_identity": lambda: packed_identity(dev),
     }
     for name in a.parts.split(","):
         t0 = time.perf_counter()

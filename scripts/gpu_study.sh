@@ -9,14 +9,16 @@
 #   report.md (device, torch, commit, phases and their wall times, runs per data set), train.log, bench/.
 #
 # Steps: check CUDA; bench_cuda.py's correctness parts (losses on CUDA against the CPU, float32 and float64,
-# the same run twice, captured runs against eager ones); train the plan with --skip-notebooks for at most LIMIT_S
-# seconds (SIGINT then: finished runs stay cached); export the cache's runs. Needs only torch and the scientific stack (no Jupyter, papermill,
-# Ray, sentence model or network); the code runs from the checkout (PYTHONPATH), nothing is installed.
+# the same run twice, captured runs against eager ones, a run alone against the same run in a pack); train the
+# plan with --skip-notebooks for at most LIMIT_S seconds (SIGINT then: finished runs stay cached); export the
+# cache's runs. Needs only torch and the scientific stack (no Jupyter, papermill, Ray, sentence model or
+# network); the code runs from the checkout (PYTHONPATH), nothing is installed.
 #
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
-# PAPERS (all), WORKERS (16 on CUDA), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp),
-# GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script,
-# e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
+# PAPERS (all), WORKERS (16 on CUDA), RUNS_PER_WORKER (1; K: each worker trains K runs side by side, a CUDA
+# stream each), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness
+# parts), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g. PROFILE=smoke;
+# tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -70,7 +72,7 @@ fi
 
 # 3. correctness on this device (losses against the CPU, the same run twice)
 if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
-    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism,graph_runs)
+    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism,graph_runs,packed_identity)
     if [ "$DEVICE" = cpu ]; then bench+=(--allow-cpu --quick); fi
     "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 || echo "gpu_study: bench_cuda.py failed (see bench.log)"
     phase "bench_cuda correctness parts"
@@ -81,7 +83,7 @@ papers=()
 if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
 set +e
 timeout --foreground --preserve-status --signal=INT --kill-after=60 "$LIMIT_S" "$PY" -m reproduce --profile "$PROFILE" --data "$DATA" "${papers[@]}" \
-    --skip-notebooks --no-progress --workers "$WORKERS" >"$OUT/train.log" 2>&1
+    --skip-notebooks --no-progress --workers "$WORKERS" --runs-per-worker "${RUNS_PER_WORKER:-1}" >"$OUT/train.log" 2>&1
 train_rc=$?
 set -e
 tail -5 "$OUT/train.log"
@@ -97,7 +99,7 @@ fi
     echo "# gpu_study.sh on $(hostname) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo
     "$PY" -c "import torch, platform; d = torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'; print(f'- device: {d}; torch {torch.__version__}; python {platform.python_version()}')"
-    echo "- commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); profile $PROFILE; data $DATA; workers $WORKERS; limit ${LIMIT_S} s"
+    echo "- commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); profile $PROFILE; data $DATA; workers $WORKERS × ${RUNS_PER_WORKER:-1} runs side by side; limit ${LIMIT_S} s"
     echo "- training exit status: $train_rc"
     echo
     echo "| phase | ends at |"

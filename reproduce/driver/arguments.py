@@ -141,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or one per CPU core up to 16 sharing a CUDA GPU (reproduce.driver.executors.auto_workers)",
     )
     ap.add_argument(
+        "--runs-per-worker",
+        type=_positive_int,
+        default=1,
+        help="runs each local worker trains side by side (threads, each run on its own CUDA stream): for a GPU "
+        "that one run's kernels leave mostly idle; the numbers are those of the runs one after another",
+    )
+    ap.add_argument(
         "--skip-notebooks",
         action="store_true",
         help="train the runs only; execute no notebook (the ledger then marks claims stale)",
@@ -189,6 +196,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = build_parser()
     args = ap.parse_args(argv)
     args.papers = getattr(args, "papers", None)
+    if args.runs_per_worker > 1 and args.executor != "local":
+        ap.error(f"argument --runs-per-worker: {args.runs_per_worker} needs --executor local (a Ray task is one run)")
     if args.data == "auto":
         args.data_sets = None
     else:

@@ -135,7 +135,9 @@ def announce(args, plans: list) -> None:
         what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
         print(
             f"reproduce [{p.profile.name}/{p.data}]: {len(p.configs)} {what}, {len(p.todo)} to train or evaluate "
-            f"({args.executor} executor, {args.workers} worker(s)); notebooks: "
+            f"({args.executor} executor, {args.workers} worker(s)"
+            + (f" × {args.runs_per_worker} runs side by side" if args.runs_per_worker > 1 else "")
+            + "); notebooks: "
             + ("skipped (--skip-notebooks)" if args.skip_notebooks else ", ".join(nbs) or "none")
             + f"; results in {p.results_dir.relative_to(ROOT)}/",
             flush=True,
@@ -165,7 +167,7 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
     if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
         return time.time()
     progress = not args.no_progress
-    executor = executors.make_executor(args.executor, args.workers, progress)
+    executor = executors.make_executor(args.executor, args.workers, progress, args.runs_per_worker)
     prepared = False
 
     def prepare_once(todo) -> None:

@@ -132,6 +132,7 @@ def _children_ignore_sigint():
 
 
 _SPLITS: dict[tuple, object] = {}  # this worker's loaded data sets, by what determines them
+_SPLITS_LOCK = threading.Lock()  # the runs of a pack (threads) load a data set once between them
 
 
 def _splits_for(config, cache_root: str, threads: int):
@@ -141,6 +142,11 @@ def _splits_for(config, cache_root: str, threads: int):
     the numbers); a run's own subset (``train_fraction``) is taken from them inside ``train``. Flickr8k's
     training images come with the features the cache holds (the driver's preparation computed the plan's);
     a run whose subset lacks some has them computed here (and cached) before it trains."""
+    with _SPLITS_LOCK:
+        return _load_splits(config, cache_root, threads)
+
+
+def _load_splits(config, cache_root: str, threads: int):
     key = (config.data, config.data_dir, config.data_scale, config.data_seed, cache_root)
     load = dict(data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, cache_dir=cache_root)
     if key not in _SPLITS:
@@ -170,6 +176,62 @@ def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = 
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
 
+@contextlib.contextmanager
+def _own_stream():
+    """On a CUDA machine, the calling thread's work goes to a new stream of its own (the kernels of runs trained
+    side by side may then overlap on the GPU); elsewhere nothing changes."""
+    if not torch.cuda.is_available():
+        yield
+        return
+    with torch.cuda.stream(torch.cuda.Stream()):
+        yield
+
+
+def _run_pack(config_dicts: list[dict], cache_root: str, threads: int, evaluate: bool = True) -> list:
+    """Train several configs side by side in this process, one thread each (on CUDA each on its own stream), and
+    return what :func:`_run_one` returns for each, in order. The numbers are those of the runs one after another:
+    they share only the loaded data, which training reads and never writes; ``train`` seeds and builds each
+    model under one lock; and the process's thread counts are set once for the pack (``threads`` must be 1, so
+    that no run's pinning changes another's)."""
+    if len(config_dicts) == 1:
+        return [_run_one(config_dicts[0], cache_root, threads, evaluate)]
+    if threads != 1:
+        raise ValueError(f"runs side by side in one process need 1 intra-op thread a run; the cache has {threads}")
+    results: list = [RunFailure(cd, "RuntimeError: the run's thread ended without a result", "") for cd in config_dicts]
+
+    def one(i: int, cd: dict) -> None:
+        with _own_stream():
+            results[i] = _run_one(cd, cache_root, threads, evaluate)
+
+    with pinned_threads(threads):
+        workers = [threading.Thread(target=one, args=(i, cd), name=f"run-{i}") for i, cd in enumerate(config_dicts)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    return results
+
+
+def packs(todo: list, workers: int, per_worker: int) -> list[list]:
+    """``todo`` (ordered longest first) in packs of at most ``per_worker`` consecutive runs, trained side by side
+    by one worker: as few packs as that allows, but at least one per worker while there are runs for them, so
+    no worker idles while another holds two; neighbours in the order have similar lengths, so a pack's threads
+    finish at about the same time."""
+    if workers < 1 or per_worker < 1:
+        raise ValueError(f"workers and runs per worker must be ≥ 1; got {workers} and {per_worker}")
+    n = len(todo)
+    if n == 0:
+        return []
+    count = max(-(-n // per_worker), min(n, workers))
+    size, extra = divmod(n, count)
+    out, start = [], 0
+    for j in range(count):
+        end = start + size + (1 if j < extra else 0)
+        out.append(todo[start:end])
+        start = end
+    return out
+
+
 def _advance(bar, config_dict: dict) -> None:
     """One run finished: a driver's bar that prices runs (``reproduce.protocol.progress.RunProgress``) is told which."""
     if hasattr(bar, "run_done"):
@@ -191,12 +253,16 @@ def longest_first(configs: list[Config]) -> list[Config]:
 
 
 class LocalExecutor:
-    """Runs configs in this process (``workers=1``) or in a pool of worker processes."""
+    """Runs configs in this process (``workers=1``) or in a pool of worker processes; ``runs_per_worker`` > 1
+    trains packs of that many runs side by side in each (:func:`packs`, :func:`_run_pack`: threads, each run on
+    its own CUDA stream), for a GPU whose kernels one run leaves mostly idle."""
 
-    def __init__(self, workers: int = 1, progress: bool = True) -> None:
+    def __init__(self, workers: int = 1, progress: bool = True, runs_per_worker: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"workers must be ≥ 1, got {workers}")
-        self.workers, self.progress = workers, progress
+        if runs_per_worker < 1:
+            raise ValueError(f"runs per worker must be ≥ 1, got {runs_per_worker}")
+        self.workers, self.progress, self.runs_per_worker = workers, progress, runs_per_worker
 
     def run(
         self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
@@ -204,29 +270,32 @@ class LocalExecutor:
         """Train ``configs`` (and evaluate them unless ``evaluate=False``); ``bar``: a progress bar to advance
         by one per finished run (else its own)."""
         root = str(cache.root.parent)
-        todo = [c.to_dict() for c in (configs if self.workers == 1 else longest_first(configs))]
+        serial = self.workers == 1 and self.runs_per_worker == 1
+        todo = [c.to_dict() for c in (configs if serial else longest_first(configs))]
+        groups = packs(todo, self.workers, self.runs_per_worker)
         failures: list[RunFailure] = []
         own_bar = bar is None
         if own_bar:
             bar = tqdm(total=len(todo), desc="training runs", unit="run", disable=not self.progress)
-        if self.workers == 1:
-            for cd in todo:
-                f = _run_one(cd, root, cache.threads, evaluate)
+
+        def finished(pack: list[dict], results: list) -> None:
+            for cd, f in zip(pack, results):
                 if f:
                     failures.append(f)
                 _advance(bar, cd)
+
+        if self.workers == 1:
+            for pack in groups:
+                finished(pack, _run_pack(pack, root, cache.threads, evaluate))
         else:
             pool = ProcessPoolExecutor(
                 self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
             )
             try:
                 with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
-                    futs = {pool.submit(_run_one, cd, root, cache.threads, evaluate): cd for cd in todo}
+                    futs = {pool.submit(_run_pack, pack, root, cache.threads, evaluate): pack for pack in groups}
                 for fut in as_completed(futs):
-                    f = fut.result()
-                    if f:
-                        failures.append(f)
-                    _advance(bar, futs[fut])
+                    finished(futs[fut], fut.result())
             except BaseException:
                 # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
                 # workers too, so no orphan keeps training; finished runs are already safe in the cache
@@ -304,9 +373,11 @@ def auto_workers(cuda: bool | None = None, cores: int | None = None, threads: in
     return n, f"one per CPU core at {threads} thread(s) a run ({cores} cores)"
 
 
-def make_executor(name: str, workers: int = 1, progress: bool = True):
+def make_executor(name: str, workers: int = 1, progress: bool = True, runs_per_worker: int = 1):
     if name == "local":
-        return LocalExecutor(workers=workers, progress=progress)
+        return LocalExecutor(workers=workers, progress=progress, runs_per_worker=runs_per_worker)
+    if runs_per_worker != 1:
+        raise ValueError(f"runs per worker > 1 needs the local executor; {name!r} runs one run a task")
     if name == "ray":  # a running cluster when $RAY_ADDRESS is set (its nodes say how many CPUs), else a local Ray
         address = os.environ.get("RAY_ADDRESS") or None
         return RayExecutor(address=address, num_cpus=None if address or workers == 1 else workers, progress=progress)

@@ -21,9 +21,9 @@ runs sharing one GPU spend their time on the host. A captured step needs static 
   (:func:`coherent_itr.train._set_lr`) changes it in place and the graphs stay valid.
 
 A loss that is not capturable (one that reads values on the host, samples on the host or has
-data-dependent shapes: Kendall, the ladders, SAM) trains eagerly, and so does every run when
-``COHERENT_ITR_CUDA_GRAPHS=0``; a capture that fails falls back to eager for the rest of the run with a
-one-line reason in the record (``record["engine"]``). On a CPU nothing here runs (the eager path is
+data-dependent shapes: BCLS and Kendall, the ladders, SAM with random negatives) trains eagerly, and so does
+every run when ``COHERENT_ITR_CUDA_GRAPHS=0``; a capture that fails falls back to eager for the rest of the run
+with a one-line reason in the record (``record["engine"]``). On a CPU nothing here runs (the eager path is
 unchanged); the tests drive this module with :class:`ReplayBackend`, which "replays" by calling the step.
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,15 +82,29 @@ def width_bucket(longest: int, full_width: int, step: int = WIDTH_STEP) -> int:
     return min(full_width, -(-longest // step) * step)
 
 
+# Captures in one process happen one at a time: runs trained side by side (threads, each on its own stream) replay
+# concurrently, but a capture synchronises the device and empties the allocator's cache on entry.
+_CAPTURE_LOCK = threading.Lock()
+
+
 class CudaBackend:
-    """Captures with :class:`torch.cuda.CUDAGraph`; the outputs are the tensors the capture produced."""
+    """Captures with :class:`torch.cuda.CUDAGraph` on a stream of its own (``torch.cuda.graph`` would otherwise use
+    one side stream for the whole process), in ``thread_local`` error mode: another run's thread may go on with
+    its eager work meanwhile. The outputs are the tensors the capture produced; replays run on the caller's
+    current stream."""
 
     name = "cuda-graph"
 
+    def __init__(self) -> None:
+        self.stream = None
+
     def capture(self, body):
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            outputs = body()
+        with _CAPTURE_LOCK:
+            if self.stream is None:
+                self.stream = torch.cuda.Stream()
+            with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+                outputs = body()
         return graph.replay, outputs
 
 

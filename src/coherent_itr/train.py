@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import platform
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -132,6 +133,12 @@ class _Run:
     iterations: list = field(default_factory=list)
     graphs: cuda_graphs.GraphedSteps | None = None  # captured full-batch steps (CUDA, capturable loss)
     engine_note: str | None = None  # why a CUDA run's steps are not captured
+
+
+# Runs trained side by side in one process (threads: ``reproduce.driver.executors``, runs per worker) share the
+# process-wide generators that seeding resets and the model's initial weights are drawn from: one setup at a time,
+# so each run starts from the weights of its own seed whatever the others do.
+_SETUP_LOCK = threading.Lock()
 
 
 def _setup(config: Config, splits, cache_dir, graph_backend=None) -> _Run:
@@ -396,7 +403,8 @@ def train(
         come from :func:`coherent_itr.evaluation.evaluate_run`.
     """
     t_start = time.perf_counter()
-    run = _setup(config, splits, cache_dir, graph_backend)
+    with _SETUP_LOCK:
+        run = _setup(config, splits, cache_dir, graph_backend)
     warm = config.warmup_epochs if getattr(run.crit, "honours_warmup", False) else 0
     sel = _Selector(config.early_stop_patience, first_epoch=warm + 1)
     history: list[dict] = []

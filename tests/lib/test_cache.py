@@ -369,6 +369,79 @@ def test_same_plan_under_one_and_two_workers_is_bit_identical(seeded, tmp_path):
             np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
 
 
+def test_runs_side_by_side_in_one_process_give_the_numbers_of_runs_one_after_another(seeded, tmp_path):
+    """``runs_per_worker``: a pack of runs trained by threads of one process (each on its own CUDA stream on a GPU)
+    — one on a 50 % subset, one with another loss — against the same runs one after another: equal numbers.
+    Seeding and the model's initial weights use the process-wide generators, so a setup outside
+    ``train._SETUP_LOCK`` would hand one run's seed to another's weights."""
+    from reproduce.driver.executors import LocalExecutor
+
+    cfgs = [BASE.replace(seed=11), BCLS.replace(seed=12), BASE.replace(seed=13, train_fraction=0.5)]
+    results = []
+    for per_worker in (1, 3):
+        root = tmp_path / f"p{per_worker}"
+        shutil.copytree(seeded[0], root)
+        cache = runs.RunCache(root)
+        assert LocalExecutor(workers=1, progress=False, runs_per_worker=per_worker).run(cfgs, cache) == []
+        results.append([cache.load(c) for c in cfgs])
+    for a, b in zip(*results):
+        assert a.test == b.test
+        assert [h["val_rsum"] for h in a.history] == [h["val_rsum"] for h in b.history]
+        for k in ("test_img", "test_cap"):
+            np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
+
+
+def test_a_pack_reports_each_runs_failure_and_keeps_the_others(seeded, tmp_path, monkeypatch):
+    from reproduce.driver.executors import LocalExecutor
+
+    real = train_mod.train
+
+    def train(config, **kw):
+        if config.seed == 21:
+            raise FloatingPointError("non-finite loss at step 3 (planted)")
+        return real(config, **kw)
+
+    monkeypatch.setattr(train_mod, "train", train)
+    root = tmp_path / "cache"
+    shutil.copytree(seeded[0], root)
+    cache = runs.RunCache(root)
+    bad, good = BASE.replace(seed=21), BASE.replace(seed=22)
+    failures = LocalExecutor(workers=1, progress=False, runs_per_worker=2).run([bad, good], cache)
+    planted = "FloatingPointError: non-finite loss at step 3 (planted)"
+    assert [(f.config["seed"], f.error) for f in failures] == [(21, planted)]
+    assert cache.has(good) and not cache.has(bad)
+
+
+def test_packs_are_runs_in_order_as_few_as_allowed_but_one_per_worker():
+    from reproduce.driver.executors import packs
+
+    assert packs(list(range(10)), workers=4, per_worker=3) == [[0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]
+    assert packs(list(range(10)), workers=2, per_worker=4) == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert packs(list(range(5)), workers=16, per_worker=4) == [[i] for i in range(5)]
+    twenty = packs(list(range(20)), workers=16, per_worker=4)  # every worker busy: 4 pairs, 12 single runs
+    assert len(twenty) == 16 and [len(p) for p in twenty] == [2] * 4 + [1] * 12
+    assert [x for p in twenty for x in p] == list(range(20))
+    assert packs(list(range(7)), workers=3, per_worker=1) == [[i] for i in range(7)]
+    assert packs([], workers=4, per_worker=2) == []
+    with pytest.raises(ValueError, match="≥ 1"):
+        packs([1], workers=1, per_worker=0)
+
+
+def test_runs_side_by_side_need_one_thread_a_run_and_the_local_executor(tmp_path):
+    from reproduce.driver.arguments import parse_args
+    from reproduce.driver.executors import LocalExecutor, _run_pack, make_executor
+
+    with pytest.raises(ValueError, match="1 intra-op thread a run; the cache has 2"):
+        _run_pack([BASE.to_dict(), BASE.replace(seed=1).to_dict()], str(tmp_path), threads=2)
+    with pytest.raises(ValueError, match="runs per worker must be ≥ 1, got 0"):
+        LocalExecutor(runs_per_worker=0)
+    with pytest.raises(ValueError, match="needs the local executor"):
+        make_executor("ray", runs_per_worker=2)
+    with pytest.raises(SystemExit):
+        parse_args(["--executor", "ray", "--runs-per-worker", "2"])
+    assert parse_args(["--runs-per-worker", "4"]).runs_per_worker == 4
+
+
 def test_workers_take_the_longest_runs_first():
     """The pool's order (``executors.longest_first``): expected seconds descending (a ladder run before a
     Triplet-HN one, more epochs before fewer), ties in the given order; 2 workers above use it."""

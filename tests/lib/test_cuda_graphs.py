@@ -43,6 +43,8 @@ def _pair(toy, monkeypatch, **over):
         ("vlc", {}),
         ("listwise", {"relevance": "true"}),
         ("sndcg", {"relevance": "true"}),
+        ("sam", {"relevance": "true"}),
+        ("sam_authors", {"relevance": "true"}),
     ],
 )
 def test_the_replayed_step_is_the_eager_step(toy, monkeypatch, loss, extra):
@@ -163,7 +165,9 @@ def test_a_non_finite_captured_loss_names_its_step(toy, monkeypatch):
         ("vlc", {}, True),
         ("sndcg", {}, True),
         ("listwise", {}, True),
-        ("sam", {}, False),  # negatives sampled with a host generator
+        ("sam", {}, True),  # the paper's SN: the furthest negative, found on the device
+        ("sam_authors", {}, True),
+        ("sam", {"sampling": "RS"}, False),  # negatives drawn with a host generator
         ("bcls", {}, False),  # Kendall counts read on the host
         ("ladder", {"thresholds": (0.5,)}, False),
         ("adaptive_ladder", {}, False),  # K-Means on the host
@@ -209,3 +213,113 @@ def test_a_diagnostic_while_captured_is_a_tensor_and_the_same_mean(monkeypatch):
     assert torch.is_tensor(captured) and float(captured) == pytest.approx(eager, rel=1e-6)
     assert float(base.masked_mean_stat(x, torch.zeros_like(mask), empty=0.0)) == empty == 0.0
     assert torch.is_tensor(base.stat(x.sum()))
+
+
+def test_each_run_captures_on_its_own_stream_one_capture_at_a_time(monkeypatch):
+    """Runs side by side in one process (threads): :class:`cuda_graphs.CudaBackend` captures on a stream of its
+    run's own, not ``torch.cuda.graph``'s one side stream for the process, in ``thread_local`` mode (another run
+    goes on with eager work meanwhile), and never while another capture holds the lock. CUDA is planted."""
+    made, calls = [], []
+
+    class Graph:
+        def replay(self):
+            calls.append("replay")
+
+    class Stream:
+        def __init__(self):
+            made.append(self)
+
+    class Capture:
+        def __init__(self, graph, stream=None, capture_error_mode="global"):
+            calls.append((stream, capture_error_mode, cuda_graphs._CAPTURE_LOCK.locked()))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "graph", Capture)
+    a, b = cuda_graphs.CudaBackend(), cuda_graphs.CudaBackend()
+    for backend in (a, a, b):
+        replay, outputs = backend.capture(lambda: {"train_loss": torch.zeros(())})
+        replay()
+        assert set(outputs) == {"train_loss"}
+    assert len(made) == 2 and a.stream is made[0] and b.stream is made[1]
+    assert calls == [
+        (made[0], "thread_local", True),
+        "replay",
+        (made[0], "thread_local", True),
+        "replay",
+        (made[1], "thread_local", True),
+        "replay",
+    ]
+    assert not cuda_graphs._CAPTURE_LOCK.locked()
+
+
+CAPTURED_FORWARDS = [
+    ("triplet", {}),
+    ("triplet", {"max_violation": False}),
+    ("vsepp", {}),
+    ("triplet_sn", {}),
+    ("unified", {}),
+    ("vlc", {}),
+    ("sndcg", {}),
+    ("listwise", {}),
+    ("sam", {}),
+    ("sam", {"sampling": "HN", "margin_pairing": "crossed", "margin_max": 0.5}),
+    ("sam_authors", {}),
+]
+
+
+@pytest.mark.parametrize("loss, params", CAPTURED_FORWARDS)
+def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params, monkeypatch):
+    """What a capture forbids, checked on the CPU: with ``capturing()`` planted True and every host read of a
+    tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``) raising, the forward and backward of
+    each capturable loss run, give the eager loss and gradient, and keep each numeric diagnostic as a 0-d tensor
+    equal to the eager float (an eager-only diagnostic is a per-step list)."""
+    import sys
+
+    from coherent_itr import determinism
+
+    g = torch.Generator().manual_seed(3)
+    b = 16
+    sim = (torch.rand(b, b, generator=g, dtype=torch.float32) * 2 - 1).requires_grad_(True)
+    rel = torch.rand(b, b, generator=g)
+    rel = (rel + rel.T) / 2
+    rel.fill_diagonal_(1.0)
+
+    def run(crit):
+        if sim.grad is not None:
+            sim.grad = None
+        value = crit(sim, rel)
+        value.backward()
+        return value.detach().clone(), sim.grad.clone(), dict(crit.diagnostics)
+
+    want_value, want_grad, want_diag = run(losses.build(loss, **params))
+    crit = losses.build(loss, **params)
+    assert crit.capturable
+    switch = determinism.capturing
+    for name, module in list(sys.modules.items()):  # every module that imported the switch
+        if name.startswith("coherent_itr.") and getattr(module, "capturing", None) is switch:
+            monkeypatch.setattr(module, "capturing", lambda: True)
+
+    def host_read(*_a, **_k):
+        raise AssertionError("a host read while captured")
+
+    for name in ("__float__", "__int__", "__bool__", "item", "tolist", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    value, grad, diag = run(crit)
+    monkeypatch.undo()
+    assert torch.equal(value, want_value) and torch.equal(grad, want_grad)
+    for k, v in want_diag.items():
+        if isinstance(v, list):
+            assert k not in diag
+            continue
+        assert k in diag, k
+        got = diag[k]
+        assert (torch.is_tensor(got) and got.dim() == 0) or isinstance(got, (int, float)), k
+        assert float(got) == pytest.approx(v, rel=1e-12, abs=1e-12), k
+    assert set(diag) <= set(want_diag)

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce
+from ..determinism import capturing
+from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce, stat
 from .registry import register
 from .triplet import TripletLoss
 
@@ -83,11 +84,17 @@ def _check_sam_args(owner: str, tau: float, sampling: str, weight: float, genera
         raise ValueError(f"{owner}: generator={generator!r} must be a torch.Generator or None")
 
 
-def _phi(owner: str, rel: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """SAM's φ matrix (no gradient), refusing NaN or infinite relevance."""
-    phi = rel.detach().to(dtype)
+def _check_phi(owner: str, phi: torch.Tensor) -> None:
     if not torch.isfinite(phi).all():
         raise ValueError(f"{owner}: rel (phi) contains NaN or infinite values")
+
+
+def _phi(owner: str, rel: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """SAM's φ matrix (no gradient), refusing NaN or infinite relevance (while a CUDA graph is captured the host
+    has checked it before copying it in: :meth:`_SAMBase.check_relevance`)."""
+    phi = rel.detach().to(dtype)
+    if not capturing():
+        _check_phi(owner, phi)
     return phi
 
 
@@ -102,6 +109,7 @@ class _SAMBase(ITRLoss):
         self, owner: str, tau, sampling, weight, keep_triplet, triplet_margin, reduction, seed, generator
     ) -> None:
         _check_sam_args(owner, tau, sampling, weight, generator)
+        self.owner = owner
         self.tau, self.sampling, self.weight = float(tau), sampling, float(weight)
         self.keep_triplet = bool(keep_triplet)
         self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction=reduction)
@@ -112,6 +120,15 @@ class _SAMBase(ITRLoss):
         """Warm-up changes this loss only through its Triplet-HN term: the SAM term's own negative sampling
         does not read ``self.warmup``, so without ``keep_triplet`` the warm-up changes nothing."""
         return self.keep_triplet and self.triplet.honours_warmup
+
+    @property
+    def capturable(self) -> bool:
+        """The step can be captured unless negatives are drawn at random (``"RS"``: a host generator)."""
+        return self.sampling != "RS"
+
+    def check_relevance(self, rel: torch.Tensor) -> None:
+        """The check :func:`_phi` makes, on the host, for a batch a captured step copies in."""
+        _check_phi(self.owner, rel)
 
     def _with_triplet(self, loss: torch.Tensor, sim: torch.Tensor) -> torch.Tensor:
         """``loss`` plus the Triplet-HN term when ``keep_triplet``."""
@@ -124,14 +141,14 @@ class _SAMBase(ITRLoss):
         (a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx) = margins, hinges, negatives
         with torch.no_grad():
             self.diagnostics = {
-                "margin_mean_i2t": float(a_i2t.mean()),
-                "margin_mean_t2i": float(a_t2i.mean()),
+                "margin_mean_i2t": stat(a_i2t.mean()),
+                "margin_mean_t2i": stat(a_t2i.mean()),
                 **extra,
-                "active_fraction_i2t": float((h_i2t > 0).double().mean()),
-                "active_fraction_t2i": float((h_t2i > 0).double().mean()),
-                "negatives_i2t": m_idx.tolist(),
-                "negatives_t2i": l_idx.tolist(),
+                "active_fraction_i2t": stat((h_i2t > 0).double().mean()),
+                "active_fraction_t2i": stat((h_t2i > 0).double().mean()),
             }
+            if not capturing():  # per-step index lists: an eager step's record only
+                self.diagnostics.update(negatives_i2t=m_idx.tolist(), negatives_t2i=l_idx.tolist())
             if self.keep_triplet:
                 self.diagnostics.update({f"triplet_{k}": v for k, v in self.triplet.diagnostics.items()})
 
@@ -196,8 +213,8 @@ class SAMLoss(_SAMBase):
         loss = self._with_triplet(self.weight * reduce(h_i2t + h_t2i, self.reduction), sim)
         with torch.no_grad():
             extra = {
-                "negative_margin_fraction": float(((a_i2t < 0).double().mean() + (a_t2i < 0).double().mean()) / 2),
-                "sampled_negative_sim_mean": float((sim[q, m_idx].mean() + sim[l_idx, q].mean()) / 2),
+                "negative_margin_fraction": stat(((a_i2t < 0).double().mean() + (a_t2i < 0).double().mean()) / 2),
+                "sampled_negative_sim_mean": stat((sim[q, m_idx].mean() + sim[l_idx, q].mean()) / 2),
             }
         self._record((a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx), extra)
         return loss
@@ -268,8 +285,8 @@ class SAMAuthorsLoss(_SAMBase):
         with torch.no_grad():
             clamped = ((a_i2t >= self.margin_max).double().mean() + (a_t2i >= self.margin_max).double().mean()) / 2
             extra = {
-                "margin_clamped_fraction": float(clamped),
-                "self_sampled_fraction": float(((m_idx == q).double().mean() + (l_idx == q).double().mean()) / 2),
+                "margin_clamped_fraction": stat(clamped),
+                "self_sampled_fraction": stat(((m_idx == q).double().mean() + (l_idx == q).double().mean()) / 2),
             }
         self._record((a_i2t, a_t2i), (h_i2t, h_t2i), (m_idx, l_idx), extra)
         return loss

@@ -54,12 +54,14 @@ def _run(carry, out, tmp_path, **env_over):
 
 def test_the_gpu_script_trains_and_exports_on_a_bare_machine(carry, tmp_path):
     out = tmp_path / "out"
-    r = _run(carry, out, tmp_path, LIMIT_S="600")
+    r = _run(carry, out, tmp_path, LIMIT_S="600", RUNS_PER_WORKER="2")  # 2 workers × 2 runs side by side
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = (out / "report.md").read_text()
-    assert "training exit status: 0" in report and "runs exported" in report
+    assert "training exit status: 0" in report and "runs exported" in report and "× 2 runs side by side" in report
     assert "no Flickr8k bundle" in r.stdout  # flickr8k asked for, no bundle carried: the synthetic world only
-    assert "186 of 186" in (out / "bench" / "cuda.md").read_text()
+    bench = (out / "bench" / "cuda.md").read_text()
+    assert "186 of 186" in bench and "packed_identity failed" not in bench
+    assert "| triplet | cpu | None |" in bench and "| True | 0.00 |" in bench  # a run in a pack is the run alone
     assert "Traceback" not in (out / "train.log").read_text()
     got = ra.import_runs(out / "runs.tar.xz", tmp_path / "here")
     assert got["runs"] == 7 and got["evaluations"] == 7
