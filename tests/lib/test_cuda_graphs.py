@@ -45,6 +45,7 @@ def _pair(toy, monkeypatch, **over):
         ("sndcg", {"relevance": "true"}),
         ("sam", {"relevance": "true"}),
         ("sam_authors", {"relevance": "true"}),
+        ("bcls", {"relevance": "true"}),
     ],
 )
 def test_the_replayed_step_is_the_eager_step(toy, monkeypatch, loss, extra):
@@ -168,7 +169,9 @@ def test_a_non_finite_captured_loss_names_its_step(toy, monkeypatch):
         ("sam", {}, True),  # the paper's SN: the furthest negative, found on the device
         ("sam_authors", {}, True),
         ("sam", {"sampling": "RS"}, False),  # negatives drawn with a host generator
-        ("bcls", {}, False),  # Kendall counts read on the host
+        ("bcls", {}, True),  # Triplet-SN + Kendall SW-HS
+        ("kendall_sw_hs", {}, True),
+        ("bcls", {"kendall": "kendall"}, False),  # the full Kendall loss reads its triple counts on the host
         ("ladder", {"thresholds": (0.5,)}, False),
         ("adaptive_ladder", {}, False),  # K-Means on the host
     ],
@@ -271,6 +274,9 @@ CAPTURED_FORWARDS = [
     ("sam", {}),
     ("sam", {"sampling": "HN", "margin_pairing": "crossed", "margin_max": 0.5}),
     ("sam_authors", {}),
+    ("kendall_sw_hs", {}),
+    ("kendall_sw_hs", {"alpha": 0.4, "beta": 0.3, "reduction": "mean"}),
+    ("bcls", {}),
 ]
 
 

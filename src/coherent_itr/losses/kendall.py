@@ -60,7 +60,7 @@ import math
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, reduce
+from .base import ITRLoss, capturing, check_choice, check_range, reduce
 from .registry import register
 
 _CHUNK_ELEMENTS = 1 << 22  # ~4M (anchor, j, k) triples per chunk of the full Kendall loss
@@ -244,17 +244,40 @@ class KendallSWHSLoss(ITRLoss):
         self.lower, self.upper = lower, upper
         self.n_windows = len(lower)
 
+    capturable = True  # while a CUDA graph is captured: no host reads (the host checks rel before the copy)
+
+    def check_relevance(self, rel: torch.Tensor) -> None:
+        """The relevance check of :meth:`forward`, made on the host for a batch a captured step copies in."""
+        _check_rel_values("kendall_sw_hs", rel, bounded=True)
+
+    def _edges(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The windows' lower and upper edges as float64 tensors on ``device`` (made once per device: a captured
+        step copies nothing from the host)."""
+        key = str(device)
+        cached = getattr(self, "_edge_cache", None)
+        if cached is None:
+            cached = self._edge_cache = {}
+        if key not in cached:
+            cached[key] = (
+                torch.tensor(self.lower, dtype=torch.float64, device=device),
+                torch.tensor(self.upper, dtype=torch.float64, device=device),
+            )
+        return cached[key]
+
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
-        _check_rel_values("kendall_sw_hs", rel, bounded=True)
+        if not capturing():
+            self.check_relevance(rel)
         # compare with the edges in float64 (−1 + m·β is not float32-exact); sim keeps its dtype
         rel64 = rel.detach().to(torch.float64)
-        lower = torch.tensor(self.lower, dtype=torch.float64, device=sim.device)
-        upper = torch.tensor(self.upper, dtype=torch.float64, device=sim.device)
+        lower, upper = self._edges(sim.device)
         h_i2t, v_i2t = sw_hs_direction(sim, rel64, lower, upper, self.margin)
         h_t2i, v_t2i = sw_hs_direction(sim.T, rel64.T, lower, upper, self.margin)
         per_i2t = h_i2t.sum(dim=0) / self.n_windows  # Eq. 19: (1/M) Σ_m, per anchor
         per_t2i = h_t2i.sum(dim=0) / self.n_windows
+        if capturing():
+            self._captured_diagnostics(h_i2t, v_i2t, h_t2i, v_t2i)
+            return reduce(per_i2t + per_t2i, self.reduction)
         with torch.no_grad():
             valid = int(v_i2t.sum() + v_t2i.sum())
             active = int(((h_i2t > 0) & v_i2t).sum() + ((h_t2i > 0) & v_t2i).sum())
@@ -270,3 +293,18 @@ class KendallSWHSLoss(ITRLoss):
                 "window_lower_edges": [round(x + self.edge_tol, 12) for x in self.lower],
             }
         return reduce(per_i2t + per_t2i, self.reduction)
+
+    @torch.no_grad()
+    def _captured_diagnostics(self, h_i2t, v_i2t, h_t2i, v_t2i) -> None:
+        """The numeric diagnostics of :meth:`forward` as 0-d tensors (no host read; the per-window lists are an
+        eager step's only)."""
+        valid = (v_i2t.sum() + v_t2i.sum()).double()
+        active = (((h_i2t > 0) & v_i2t).sum() + ((h_t2i > 0) & v_t2i).sum()).double()
+        self.diagnostics = {
+            "n_windows": float(self.n_windows),
+            "windows_used_i2t": v_i2t.any(dim=1).sum().double(),
+            "windows_used_t2i": v_t2i.any(dim=1).sum().double(),
+            "valid_pairs": valid,
+            "active_pairs": active,
+            "active_fraction": torch.where(valid > 0, active / valid.clamp(min=1), torch.zeros_like(valid)),
+        }
