@@ -204,7 +204,12 @@ def _run_pack(config_dicts: list[dict], cache_root: str, threads: int, evaluate:
             results[i] = _run_one(cd, cache_root, threads, evaluate)
 
     with pinned_threads(threads):
-        workers = [threading.Thread(target=one, args=(i, cd), name=f"run-{i}") for i, cd in enumerate(config_dicts)]
+        # daemon threads: a Ctrl-C in the driver's own process (one worker) ends it at once, as it ends a worker
+        # process; what a run had not stored is lost, as there (the cache writes atomically)
+        workers = [
+            threading.Thread(target=one, args=(i, cd), name=f"run-{i}", daemon=True)
+            for i, cd in enumerate(config_dicts)
+        ]
         for w in workers:
             w.start()
         for w in workers:

@@ -562,3 +562,45 @@ def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_pa
     assert "not interrupted" not in proc.stdout and "Traceback" not in proc.stderr
     said = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert said == ["interrupted: 0 runs cached, rerun to continue"] * 20, proc.stderr[-2000:]
+
+
+_PACK_SCRIPT = """
+import sys, time
+from reproduce.driver import executors
+
+def run(config_dict, *args):  # a run that lasts: the Ctrl-C lands inside it
+    print("started", flush=True)
+    time.sleep(600)
+
+executors._run_one = run
+executors._run_pack([{"seed": 1}, {"seed": 2}], sys.argv[1], 1)
+"""
+
+
+def test_a_ctrl_c_stops_runs_side_by_side_in_the_drivers_own_process_at_once(tmp_path):
+    """``--workers 1 --runs-per-worker K`` trains a pack in the driver's own process: a Ctrl-C there ends it at
+    once (the runs' threads are daemons), instead of waiting for every run of the pack to finish."""
+    import signal
+    import time
+
+    script = tmp_path / "pack.py"
+    script.write_text(_PACK_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "cache")],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert [proc.stdout.readline().strip() for _ in range(2)] == ["started", "started"]
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
