@@ -17,8 +17,9 @@
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
 # PAPERS (all), WORKERS (16 on CUDA), RUNS_PER_WORKER (1; K: each worker trains K runs side by side, a CUDA
 # stream each), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness
-# parts), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g. PROFILE=smoke;
-# tests/reproduce/driver/test_gpu_study.py).
+# parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead of the correctness parts, e.g. add ",packed":
+# epochs an hour for processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this
+# script, e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -72,7 +73,7 @@ fi
 
 # 3. correctness on this device (losses against the CPU, the same run twice)
 if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
-    bench=(--out "$OUT/bench" --parts losses,losses_float64,determinism,graph_runs,packed_identity)
+    bench=(--out "$OUT/bench" --parts "${GPU_STUDY_PARTS:-losses,losses_float64,determinism,graph_runs,packed_identity}")
     if [ "$DEVICE" = cpu ]; then bench+=(--allow-cpu --quick); fi
     "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 || echo "gpu_study: bench_cuda.py failed (see bench.log)"
     phase "bench_cuda correctness parts"

@@ -14,15 +14,15 @@ runs sharing one GPU spend their time on the host. A captured step needs static 
   :data:`EAGER_FIRST` steps (lazy initialisation of the libraries) run eagerly on the same model and
   optimiser state.
 * **No host reads.** Losses that declare ``capturable`` keep their diagnostics as tensors while captured
-  (:func:`coherent_itr.losses.base.stat`); the host checks lengths and relevance before copying them in; the
+  (:func:`coherent_itr.losses.base.stat`); the host checks lengths and relevance before copying them in, and
+  draws a loss's random numbers (SAM's random negatives) before the step, in the eager order; the
   loss of every captured step is kept on the device and checked for finiteness at the end of the epoch (the
   error names the first bad step, as the eager check does).
 * **Optimiser.** Adam with ``capturable=True`` and its learning rate a device tensor, so the VSE++ decay
   (:func:`coherent_itr.train._set_lr`) changes it in place and the graphs stay valid.
 
-A loss that is not capturable (one that reads values on the host, samples on the host or has
-data-dependent shapes: the full Kendall loss, the ladders, SAM with random negatives) trains eagerly, and so does
-every run when ``COHERENT_ITR_CUDA_GRAPHS=0``; a capture that fails falls back to eager for the rest of the run
+A loss that is not capturable (one that reads values on the host or has data-dependent shapes: the adaptive
+ladder, whose K-Means runs on the host) trains eagerly, and so does every run when ``COHERENT_ITR_CUDA_GRAPHS=0``; a capture that fails falls back to eager for the rest of the run
 with a one-line reason in the record (``record["engine"]``). On a CPU nothing here runs (the eager path is
 unchanged); the tests drive this module with :class:`ReplayBackend`, which "replays" by calling the step.
 """
@@ -152,6 +152,11 @@ class GraphedSteps:
         self.s_rel = (
             torch.zeros(self.batch, self.batch, dtype=torch.float32, device=dev) if run.provider is not None else None
         )
+        # losses that draw random numbers on the host (SAM's "RS") draw them before each captured step, into
+        # device buffers made here, before any capture
+        self.drawing = [m for m in run.crit.modules() if hasattr(m, "draw_step_inputs")]
+        for m in self.drawing:
+            m.init_step_inputs(self.batch, dev)
         self.graphs: dict = {}
         self.eager_left = EAGER_FIRST
         self.fallback: str | None = None
@@ -195,6 +200,8 @@ class GraphedSteps:
                 return False
             self.graphs[key] = entry
         replay, outputs = entry
+        for m in self.drawing:
+            m.draw_step_inputs()
         replay()
         self._collect(step_no, outputs)
         self.captured_steps += 1
@@ -211,6 +218,15 @@ class GraphedSteps:
         params = list(run.model.parameters())
 
         def body() -> dict:
+            for m in self.drawing:  # the forward reads the draws made before the step
+                m.from_drawn = True
+            try:
+                return step()
+            finally:
+                for m in self.drawing:
+                    m.from_drawn = False
+
+        def step() -> dict:
             run.opt.zero_grad(set_to_none=True)  # the capture allocates the gradients each replay rewrites
             feats = run.feats.index_select(0, self.s_img)
             tokens = self.tokens.index_select(0, self.s_cap)[:, :width]

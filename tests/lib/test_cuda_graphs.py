@@ -46,6 +46,9 @@ def _pair(toy, monkeypatch, **over):
         ("sam", {"relevance": "true"}),
         ("sam_authors", {"relevance": "true"}),
         ("bcls", {"relevance": "true"}),
+        ("ladder", {"relevance": "true", "warmup_epochs": 1}),
+        ("sam", {"relevance": "true", "loss_params": {"sampling": "RS"}}),
+        ("sam_authors", {"relevance": "true", "loss_params": {"sampling": "RS", "seed": 4}}),
     ],
 )
 def test_the_replayed_step_is_the_eager_step(toy, monkeypatch, loss, extra):
@@ -168,11 +171,11 @@ def test_a_non_finite_captured_loss_names_its_step(toy, monkeypatch):
         ("listwise", {}, True),
         ("sam", {}, True),  # the paper's SN: the furthest negative, found on the device
         ("sam_authors", {}, True),
-        ("sam", {"sampling": "RS"}, False),  # negatives drawn with a host generator
+        ("sam", {"sampling": "RS"}, True),  # negatives drawn on the host before each captured step
         ("bcls", {}, True),  # Triplet-SN + Kendall SW-HS
         ("kendall_sw_hs", {}, True),
-        ("bcls", {"kendall": "kendall"}, False),  # the full Kendall loss reads its triple counts on the host
-        ("ladder", {"thresholds": (0.5,)}, False),
+        ("bcls", {"kendall": "kendall"}, True),  # the full Kendall loss (its counts stay on the device)
+        ("ladder", {"thresholds": (0.5,)}, True),
         ("adaptive_ladder", {}, False),  # K-Means on the host
     ],
 )
@@ -274,18 +277,26 @@ CAPTURED_FORWARDS = [
     ("sam", {}),
     ("sam", {"sampling": "HN", "margin_pairing": "crossed", "margin_max": 0.5}),
     ("sam_authors", {}),
+    ("sam", {"sampling": "RS", "seed": 5}),
+    ("sam_authors", {"sampling": "RS"}),
     ("kendall_sw_hs", {}),
     ("kendall_sw_hs", {"alpha": 0.4, "beta": 0.3, "reduction": "mean"}),
     ("bcls", {}),
+    ("ladder", {"thresholds": (0.5,)}),
+    ("kendall", {}),
+    ("kendall", {"reduction": "pair_mean", "margin": 0.1}),
+    ("bcls", {"kendall": "kendall"}),
+    ("ladder", {"thresholds": (0.7, 0.4, 0.2), "hard_contrastive": False, "reduction": "mean"}),
 ]
 
 
 @pytest.mark.parametrize("loss, params", CAPTURED_FORWARDS)
 def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params, monkeypatch):
     """What a capture forbids, checked on the CPU: with ``capturing()`` planted True and every host read of a
-    tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``) raising, the forward and backward of
-    each capturable loss run, give the eager loss and gradient, and keep each numeric diagnostic as a 0-d tensor
-    equal to the eager float (an eager-only diagnostic is a per-step list)."""
+    tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``) and host draw (``randint``) raising,
+    the forward and backward of each capturable loss run, give the eager loss and gradient, and keep each numeric
+    diagnostic as a 0-d tensor equal to the eager float (an eager-only diagnostic is a per-step list). Random
+    negatives are drawn before the step, as :class:`cuda_graphs.GraphedSteps` draws them."""
     import sys
 
     from coherent_itr import determinism
@@ -307,6 +318,11 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
     want_value, want_grad, want_diag = run(losses.build(loss, **params))
     crit = losses.build(loss, **params)
     assert crit.capturable
+    for m in crit.modules():  # random negatives: drawn on the host before the step, as GraphedSteps does
+        if hasattr(m, "draw_step_inputs"):
+            m.init_step_inputs(b, sim.device)
+            m.draw_step_inputs()
+            m.from_drawn = True
     switch = determinism.capturing
     for name, module in list(sys.modules.items()):  # every module that imported the switch
         if name.startswith("coherent_itr.") and getattr(module, "capturing", None) is switch:
@@ -317,6 +333,7 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
 
     for name in ("__float__", "__int__", "__bool__", "item", "tolist", "numpy"):
         monkeypatch.setattr(torch.Tensor, name, host_read)
+    monkeypatch.setattr(torch, "randint", host_read)  # random numbers drawn on the host inside the step
     value, grad, diag = run(crit)
     monkeypatch.undo()
     assert torch.equal(value, want_value) and torch.equal(grad, want_grad)

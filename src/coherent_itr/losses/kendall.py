@@ -124,6 +124,8 @@ class _KendallDirection(torch.autograd.Function):
 def kendall_direction(sim: torch.Tensor, rel: torch.Tensor, alpha: float, margin: float = 0.0):
     """Per-anchor full Kendall loss of one direction (rows are anchors) and its (constrained, active) triple counts."""
     per_anchor, counts = _KendallDirection.apply(sim, rel.detach(), float(alpha), float(margin))
+    if capturing():  # no host read: the counts stay 0-d tensors
+        return per_anchor, (counts[0], counts[1])
     return per_anchor, (int(counts[0]), int(counts[1]))
 
 
@@ -132,6 +134,12 @@ class KendallLoss(ITRLoss):
     """Full Kendall ranking loss, BCLS Eq. 17 (Eq. 4 for α = 0): every discordant (j, k) pair, O(B³)."""
 
     requires_relevance = True
+    capturable = True  # while a CUDA graph is captured: counts stay on the device (the host checks rel first)
+
+    @staticmethod
+    def check_relevance(rel: torch.Tensor) -> None:
+        """The relevance check of :meth:`forward`, made on the host for a batch a captured step copies in."""
+        _check_rel_values("kendall", rel)
 
     def __init__(self, alpha: float = 0.2, margin: float = 0.0, reduction: str = "sum") -> None:
         super().__init__()
@@ -144,11 +152,22 @@ class KendallLoss(ITRLoss):
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
-        _check_rel_values("kendall", rel)
+        if not capturing():
+            self.check_relevance(rel)
         per_i2t, counts_i2t = kendall_direction(sim, rel, self.alpha, self.margin)
         per_t2i, counts_t2i = kendall_direction(sim.T, rel.T, self.alpha, self.margin)
         constrained = counts_i2t[0] + counts_t2i[0]
         active = counts_i2t[1] + counts_t2i[1]
+        if capturing():
+            c, a = constrained.double(), active.double()
+            self.diagnostics = {
+                "constrained_triples": c,
+                "active_triples": a,
+                "active_fraction": torch.where(c > 0, a / c.clamp(min=1), torch.zeros_like(c)),
+            }
+            if self.reduction == "pair_mean":
+                return (per_i2t.sum() + per_t2i.sum()) / c.clamp(min=1).to(per_i2t.dtype)
+            return reduce(per_i2t + per_t2i, self.reduction)
         self.diagnostics = {
             "constrained_triples": float(constrained),
             "active_triples": float(active),

@@ -53,7 +53,7 @@ from typing import Sequence
 
 import torch
 
-from .base import ITRLoss, check_choice, check_range, masked_max, masked_min, reduce
+from .base import ITRLoss, capturing, check_choice, check_range, masked_max, masked_min, reduce
 from .registry import register
 
 ALPHA_FIRST, ALPHA_REST = 0.2, 0.01
@@ -94,6 +94,11 @@ def levels_from_thresholds(rel: torch.Tensor, thresholds: Sequence[float]) -> to
     return level
 
 
+def _count(x: torch.Tensor):
+    """A count: ``int(x)``, or the 0-d tensor ``x`` while a CUDA graph is captured (no host read)."""
+    return x if capturing() else int(x)
+
+
 def level_sizes(level: torch.Tensor, n_levels: int) -> torch.Tensor:
     """``sizes[q, l-1]`` = |N_l^{-q}| for l = 1…n_levels (an int64 B×L tensor)."""
     return torch.stack([(level == l).sum(dim=1) for l in range(1, n_levels + 1)], dim=1)
@@ -126,7 +131,7 @@ def all_pairs_hinge_sum(
     s64 = sim.to(torch.float64)
     n_sum = n_i.sum(dim=1)
     term = alpha * n_sum.to(torch.float64) - (n_i.to(torch.float64) * s64).sum(1) + (m_j.to(torch.float64) * s64).sum(1)
-    return term.to(sim.dtype), int(n_sum.sum())
+    return term.to(sim.dtype), _count(n_sum.sum())
 
 
 def ladder_per_anchor(
@@ -150,27 +155,34 @@ def ladder_per_anchor(
         more = level == (l - 1)  # N_{l-1} (N_0 = the positive)
         less = level >= l  # N_{l:L}
         valid = more.any(dim=1) & less.any(dim=1)
-        counts["empty"] += int((~valid).sum())
+        counts["empty"] += _count((~valid).sum())
         if hard:
             lo = masked_min(sim, more, dim=1)  # least similar of the more-relevant set
             hi = masked_max(sim, less, dim=1)  # most similar of the less-relevant set
             # replace ±inf of empty rows before combining so no inf/NaN reaches autograd
             hinge = (a_l - torch.where(valid, lo, 0.0) + torch.where(valid, hi, 0.0)).clamp(min=0)
             term = torch.where(valid, hinge, 0.0)
-            counts["terms"] += int(valid.sum())
-            counts["active"] += int((term > 0).sum())
+            counts["terms"] += _count(valid.sum())
+            counts["active"] += _count((term > 0).sum())
         else:
             term, active = all_pairs_hinge_sum(sim, more, less, a_l)
-            counts["terms"] += int((more.sum(1) * less.sum(1)).sum())
+            counts["terms"] += _count((more.sum(1) * less.sum(1)).sum())
             counts["active"] += active
         total = total + b_l * term
     return total, counts
 
 
 def direction_diagnostics(prefix: str, level: torch.Tensor, n_levels: int, counts: dict[str, int]) -> dict:
-    """Plain-python diagnostics of one direction: level sizes per row, active/empty fractions."""
-    sizes = level_sizes(level, n_levels)
+    """Plain-python diagnostics of one direction: level sizes per row, active/empty fractions (while a CUDA
+    graph is captured, the fractions as 0-d tensors and no per-row sizes)."""
     n_fam = level.shape[0] * n_levels
+    if capturing():
+        terms, active = counts["terms"].double(), counts["active"].double()
+        return {
+            f"active_fraction_{prefix}": torch.where(terms > 0, active / terms.clamp(min=1), torch.zeros_like(terms)),
+            f"empty_fraction_{prefix}": counts["empty"].double() / n_fam,
+        }
+    sizes = level_sizes(level, n_levels)
     return {
         f"level_sizes_{prefix}": sizes.tolist(),
         f"level_size_mean_{prefix}": sizes.double().mean(dim=0).tolist(),
@@ -195,6 +207,13 @@ class LadderLoss(ITRLoss):
     """
 
     requires_relevance = True
+    capturable = True  # fixed thresholds: levels, sets and counts stay on the device while captured
+
+    @staticmethod
+    def check_relevance(rel: torch.Tensor) -> None:
+        """The relevance check of :meth:`forward` (made on the host for a batch a captured step copies in)."""
+        if not torch.isfinite(rel).all():
+            raise ValueError("ladder: rel contains NaN or infinite values")
 
     def __init__(
         self,
@@ -223,8 +242,8 @@ class LadderLoss(ITRLoss):
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
         rel = rel.detach().to(sim.dtype)
-        if not torch.isfinite(rel).all():
-            raise ValueError("ladder: rel contains NaN or infinite values")
+        if not capturing():
+            self.check_relevance(rel)
         level_i2t = levels_from_thresholds(rel, self.thresholds)
         level_t2i = levels_from_thresholds(rel.T, self.thresholds)
         hard = self.hard_contrastive and not self.warmup

@@ -61,12 +61,17 @@ from .triplet import TripletLoss
 SAMPLINGS = ("RS", "HN", "SN")
 
 
-def sample_negatives(sim: torch.Tensor, sampling: str, generator: torch.Generator | None) -> torch.Tensor:
-    """Index of one negative column j ≠ q for every anchor row q of ``sim`` (no gradient)."""
+def sample_negatives(
+    sim: torch.Tensor, sampling: str, generator: torch.Generator | None, drawn: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Index of one negative column j ≠ q for every anchor row q of ``sim`` (no gradient). ``"RS"`` draws
+    ``randint(0, B − 1)`` per anchor from ``generator`` on the host, or takes ``drawn``, that draw made before
+    the step (a captured step: :meth:`_SAMBase.draw_step_inputs`)."""
     b = sim.shape[0]
     with torch.no_grad():
         if sampling == "RS":
-            r = torch.randint(0, b - 1, (b,), generator=generator, device="cpu").to(sim.device)
+            r = drawn if drawn is not None else torch.randint(0, b - 1, (b,), generator=generator, device="cpu")
+            r = r.to(sim.device)
             q = torch.arange(b, device=sim.device)
             return r + (r >= q).long()  # uniform over the b − 1 columns ≠ q
         neg = off_diagonal_mask(b, sim.device)
@@ -114,6 +119,8 @@ class _SAMBase(ITRLoss):
         self.keep_triplet = bool(keep_triplet)
         self.triplet = TripletLoss(margin=triplet_margin, max_violation=True, reduction=reduction)
         self.generator = generator if generator is not None else torch.Generator().manual_seed(int(seed))
+        self._drawn: torch.Tensor | None = None  # RS: a captured step's two draws, made on the host before it
+        self.from_drawn = False  # True inside a captured step: the forward reads ``_drawn`` instead of drawing
 
     @property
     def honours_warmup(self) -> bool:
@@ -121,10 +128,27 @@ class _SAMBase(ITRLoss):
         does not read ``self.warmup``, so without ``keep_triplet`` the warm-up changes nothing."""
         return self.keep_triplet and self.triplet.honours_warmup
 
-    @property
-    def capturable(self) -> bool:
-        """The step can be captured unless negatives are drawn at random (``"RS"``: a host generator)."""
-        return self.sampling != "RS"
+    capturable = True  # "RS": the host draws before each captured step (draw_step_inputs), in the eager order
+
+    def init_step_inputs(self, batch: int, device) -> None:
+        """Before any capture: the device buffer of a captured step's random negatives (``"RS"`` only)."""
+        if self.sampling == "RS":
+            self._drawn = torch.zeros(2, batch, dtype=torch.long, device=device)
+
+    def draw_step_inputs(self) -> None:
+        """Before a captured step: its ``"RS"`` draws — image→text, then text→image, as the eager forward makes
+        them from the same generator — copied into the buffer the captured forward reads."""
+        if self._drawn is None:
+            return
+        b = self._drawn.shape[1]
+        r = torch.stack([torch.randint(0, b - 1, (b,), generator=self.generator, device="cpu") for _ in range(2)])
+        pin = self._drawn.device.type == "cuda"
+        self._drawn.copy_(r.pin_memory() if pin else r, non_blocking=pin)
+
+    def _drawn_pair(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if self.from_drawn and self._drawn is not None:
+            return self._drawn[0], self._drawn[1]
+        return None, None
 
     def check_relevance(self, rel: torch.Tensor) -> None:
         """The check :func:`_phi` makes, on the host, for a batch a captured step copies in."""
@@ -195,8 +219,9 @@ class SAMLoss(_SAMBase):
         b = sim.shape[0]
         q = torch.arange(b, device=sim.device)
         pos = sim.diagonal()
-        m_idx = sample_negatives(sim, self.sampling, self.generator)  # caption for image anchor q
-        l_idx = sample_negatives(sim.T, self.sampling, self.generator)  # image for caption anchor q
+        m_drawn, l_drawn = self._drawn_pair()
+        m_idx = sample_negatives(sim, self.sampling, self.generator, m_drawn)  # caption for image anchor q
+        l_idx = sample_negatives(sim.T, self.sampling, self.generator, l_drawn)  # image for caption anchor q
         phi_pos = phi.diagonal()
         alpha_m = (phi_pos - phi[q, m_idx]) / self.tau  # margin of negative caption c_m
         if self.t2i_phi == "anchor_refs":
@@ -220,11 +245,13 @@ class SAMLoss(_SAMBase):
         return loss
 
 
-def _code_rank_pick(values: torch.Tensor, sampling: str, generator: torch.Generator | None) -> torch.Tensor:
+def _code_rank_pick(
+    values: torch.Tensor, sampling: str, generator: torch.Generator | None, drawn: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per row of ``values`` (diagonal included), the column the authors' code samples: "SN" (their
     "soft") the 2nd-largest value, "HN" (their "hard") the 2nd-smallest, "RS" uniform over columns ≠ row."""
     if sampling == "RS":
-        return sample_negatives(values, "RS", generator)
+        return sample_negatives(values, "RS", generator, drawn)
     with torch.no_grad():
         return torch.topk(values.detach(), 2, dim=1, largest=(sampling == "SN")).indices[:, 1]
 
@@ -274,8 +301,9 @@ class SAMAuthorsLoss(_SAMBase):
         pos = sim.diagonal()
         d = sim - pos[:, None]  # d[q, j] = s_qj − s_qq   (image→text)
         e = sim - pos[None, :]  # e[q, j] = s_qj − s_jj   (text→image, indexed by the image)
-        m_idx = _code_rank_pick(d, self.sampling, self.generator)
-        l_idx = _code_rank_pick(e, self.sampling, self.generator)
+        m_drawn, l_drawn = self._drawn_pair()
+        m_idx = _code_rank_pick(d, self.sampling, self.generator, m_drawn)
+        l_idx = _code_rank_pick(e, self.sampling, self.generator, l_drawn)
         phi_pos = phi.diagonal()
         a_i2t = ((phi_pos - phi[q, l_idx]) / self.tau).clamp(max=self.margin_max)
         a_t2i = ((phi_pos - phi[q, m_idx]) / self.tau).clamp(max=self.margin_max)
