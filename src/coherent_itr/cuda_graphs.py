@@ -22,10 +22,10 @@ runs sharing one GPU spend their time on the host. A captured step needs static 
   (:func:`coherent_itr.train._set_lr`) changes it in place and the graphs stay valid.
 
 A loss that is not capturable (one that reads values on the host or has data-dependent shapes: the adaptive
-ladder, whose K-Means runs on the host) trains eagerly, and so does every run when ``COHERENT_ITR_CUDA_GRAPHS=0``;
-a capture that fails falls back to eager for the rest of the run with a one-line reason in the record
-(``record["engine"]``). On a CPU nothing here runs (the eager path is unchanged); the tests drive this module
-with :class:`ReplayBackend`, which "replays" by calling the step.
+ladder's sklearn reference back-end, whose K-Means runs on the host) trains eagerly, and so does every run when
+``COHERENT_ITR_CUDA_GRAPHS=0``; a capture that fails falls back to eager for the rest of the run with a one-line
+reason in the record (``record["engine"]``). On a CPU nothing here runs (the eager path is unchanged); the tests
+drive this module with :class:`ReplayBackend`, which "replays" by calling the step.
 """
 
 from __future__ import annotations

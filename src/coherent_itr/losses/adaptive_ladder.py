@@ -52,7 +52,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .base import ITRLoss, check_choice, check_range, off_diagonal_mask, reduce
+from .base import ITRLoss, capturing, check_choice, check_range, off_diagonal_mask, reduce
 from .ladder import direction_diagnostics, ladder_per_anchor, resolve_alpha_beta
 from .registry import register
 
@@ -199,7 +199,7 @@ def adaptive_levels_torch(values: torch.Tensor, l_min: int, l_max: int) -> tuple
     else:
         scores = torch.stack([silhouette_1d_sorted(xs, starts[k - 1]) for k in cand], dim=1)
         scores = scores.masked_fill(~elig, _NEG_INF)
-        best = torch.tensor(cand, device=xs.device)[scores.argmax(dim=1)]  # first max on ties
+        best = torch.arange(l_min, l_max + 1, device=xs.device)[scores.argmax(dim=1)]  # first max on ties
         best = torch.where(elig.any(dim=1), best, 1)
     seg = torch.ones_like(order)
     for k in range(max(2, l_min), l_max + 1):  # 1 = highest cluster
@@ -254,12 +254,22 @@ def _sklearn_rows(
         levels[r] = best_labels if best_k > 1 else 1
 
 
+def offdiag_index(b: int, m: int, device) -> torch.Tensor:
+    """(m·B) × (B−1) column indices of the non-positive candidates of each row of m stacked B×B blocks, in
+    order (row q: 0…q−1, q+1…B−1): the gather that a boolean mask does with a data-dependent shape."""
+    c = torch.arange(b - 1, device=device).unsqueeze(0)
+    q = torch.arange(b, device=device).unsqueeze(1)
+    return (c + (c >= q).long()).repeat(m, 1)
+
+
 def embed_offdiag_levels(level_off: torch.Tensor) -> torch.Tensor:
     """(m·B) × (B−1) levels of the non-positive candidates → (m·B) × B level matrix with 0 on
     the diagonal of each B×B block."""
     b = level_off.shape[1] + 1
     m = level_off.shape[0] // b
     full = torch.zeros(m * b, b, dtype=torch.long, device=level_off.device)
+    if capturing():  # the same entries, without a boolean mask's host read
+        return full.scatter_(1, offdiag_index(b, m, level_off.device), level_off)
     full[off_diagonal_mask(b, level_off.device).repeat(m, 1)] = level_off.reshape(-1)
     return full
 
@@ -316,13 +326,28 @@ class AdaptiveLadderLoss(ITRLoss):
         self.reduction = reduction
         self.n_init, self.random_state = int(n_init), int(random_state)
 
+    @property
+    def capturable(self) -> bool:
+        """The batched back-end keeps everything on the device (a captured step clusters both directions, the
+        symmetric shortcut being a host read); sklearn's runs on the host."""
+        return self.backend == "torch"
+
+    @staticmethod
+    def check_relevance(rel: torch.Tensor) -> None:
+        """The relevance check of :meth:`forward` (made on the host for a batch a captured step copies in)."""
+        if not torch.isfinite(rel).all():
+            raise ValueError("adaptive_ladder: rel contains NaN or infinite values")
+
     def levels(self, rel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Level matrix and number of levels chosen per row, for a B×B ``rel`` or a stack of
         several B×B matrices along dim 0 (m·B × B); the diagonal of each B×B block is level 0."""
         b = rel.shape[1]
         m = rel.shape[0] // b
-        keep = off_diagonal_mask(b, rel.device).repeat(m, 1)
-        values = rel[keep].view(m * b, b - 1)
+        if capturing():  # the same values, without a boolean mask's host read
+            values = rel.gather(1, offdiag_index(b, m, rel.device))
+        else:
+            keep = off_diagonal_mask(b, rel.device).repeat(m, 1)
+            values = rel[keep].view(m * b, b - 1)
         if self.backend == "torch":
             lev, k = adaptive_levels_torch(values, self.l_min, self.l_max)
         else:
@@ -332,10 +357,11 @@ class AdaptiveLadderLoss(ITRLoss):
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
         rel = rel.detach()
-        if not torch.isfinite(rel).all():
-            raise ValueError("adaptive_ladder: rel contains NaN or infinite values")
+        captured = capturing()
+        if not captured:
+            self.check_relevance(rel)
         b = sim.shape[0]
-        if torch.equal(rel, rel.T):  # symmetric relevance: one clustering serves both
+        if not captured and torch.equal(rel, rel.T):  # symmetric relevance: one clustering serves both
             level_i2t, k_i2t = self.levels(rel)
             level_t2i, k_t2i = level_i2t, k_i2t
         else:  # both directions' rows in one batched call
@@ -344,6 +370,12 @@ class AdaptiveLadderLoss(ITRLoss):
         hard = self.hard_contrastive and not self.warmup  # warm-up: all pairs (Eq. 7), see ladder
         per_i2t, c_i2t = ladder_per_anchor(sim, level_i2t, self.alpha, self.beta, hard)
         per_t2i, c_t2i = ladder_per_anchor(sim.T, level_t2i, self.alpha, self.beta, hard)
+        if captured:  # no host reads: the fractions as 0-d tensors, no per-row lists or histograms
+            self.diagnostics = {
+                **direction_diagnostics("i2t", level_i2t, self.l_max, c_i2t),
+                **direction_diagnostics("t2i", level_t2i, self.l_max, c_t2i),
+            }
+            return reduce(per_i2t + per_t2i, self.reduction)
         with torch.no_grad():
             hist = {
                 f"levels_histogram_{d}": {int(k): int((kk == k).sum()) for k in range(1, self.l_max + 1)}
