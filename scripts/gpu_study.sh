@@ -6,7 +6,8 @@
 #   (python -m reproduce.bundle --data flickr8k --out CARRY/flickr8k); runs.tar.xz[.partN] — an earlier
 #   session's archive, optional: its runs are imported first, so a plan longer than one session goes on.
 # OUT: what comes back — runs.tar.xz (every run of the current code, in 16 MiB parts when larger),
-#   report.md (device, torch, commit, phases and their wall times, runs per data set), train.log, bench/.
+#   report.md (device, torch, commit, phases and their wall times, what the runs cost per data set, loss and
+#   engine), train.log, bench/.
 #
 # Steps: check CUDA; bench_cuda.py's correctness parts (losses on CUDA against the CPU, float32 and float64,
 # the same run twice, captured runs against eager ones, a run alone against the same run in a pack); train the
@@ -110,6 +111,10 @@ fi
     echo "Last lines of the training log:"
     echo
     tail -8 "$OUT/train.log" | sed 's/^/    /'
+    echo
+    echo "What the runs in the cache cost here ($WORKERS workers × ${RUNS_PER_WORKER:-1} side by side; python -m reproduce.protocol.cost):"
+    echo
+    "$PY" -m reproduce.protocol.cost "$COHERENT_ITR_CACHE" || true
 } >"$OUT/report.md"
 rm -f "$OUT/phases.md"
 cat "$OUT/report.md"

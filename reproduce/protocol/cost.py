@@ -5,9 +5,18 @@ size — its training and validation by the step's FLOP (:func:`step_flop`, the 
 ``benchmarks/bench_run_profile.py``) relative to the model the costs were measured with, and by the number of
 training / validation / test images relative to the measured world; unchanged for the ``default`` profile.
 :func:`prepare_estimate_s` prices the data preparation. The plan (:mod:`reproduce.protocol.plan`) adds them up.
+
+:func:`measured_costs` reads what finished runs cost where they trained (``python -m reproduce.protocol.cost CACHE``):
+per data set, loss, device and step engine, the epochs and the seconds an epoch — the numbers a device's cost
+table is fitted from (``scripts/gpu_study.sh`` writes them into its report).
 """
 
 from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
 
 from coherent_itr.data.synthetic import SCALES
 
@@ -90,3 +99,94 @@ def minutes(s: float) -> str:
     if s < 60:
         return f"{s:.0f} s"
     return f"{s / 60:.1f} min" if s < 3600 else f"{s / 3600:.1f} h"
+
+
+def _engine(record: dict) -> str:
+    engine = record.get("engine") or {}
+    return str(engine.get("step", "eager")) if isinstance(engine, dict) else str(engine)
+
+
+def measured_costs(records) -> list[dict]:
+    """What the runs of ``records`` (``record.json`` dicts of finished runs) cost, grouped by data set, loss, device
+    and step engine: how many runs, their mean epochs, and the medians of the training and validation seconds an
+    epoch and of a run's seconds (training, validation and test encoding: ``timing["total_s"]``). Sorted by data
+    set, then most seconds first. Seconds are the wall time of each run, beside whatever else shared the machine
+    (the number of workers is not in a record: say it beside the table)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        c, t = r.get("config", {}), r.get("timing", {})
+        epochs = len(r.get("history", []))
+        if not epochs or "train_s" not in t:
+            continue
+        device = (r.get("machine") or {}).get("device", "?")
+        data = c.get("data", "?")
+        if data == "synthetic":  # the generated world's size
+            data = f"synthetic ({c.get('data_scale', '?')})"
+        groups.setdefault((data, c.get("loss", "?"), device, _engine(r)), []).append(
+            {
+                "epochs": epochs,
+                "train": t["train_s"] / epochs,
+                "val": t.get("val_s", 0.0) / epochs,
+                "total": t["total_s"],
+            }
+        )
+    rows = [
+        {
+            "data": data,
+            "loss": loss,
+            "device": device,
+            "engine": engine,
+            "runs": len(g),
+            "epochs_mean": statistics.fmean(x["epochs"] for x in g),
+            "train_s_per_epoch": statistics.median(x["train"] for x in g),
+            "val_s_per_epoch": statistics.median(x["val"] for x in g),
+            "run_s": statistics.median(x["total"] for x in g),
+        }
+        for (data, loss, device, engine), g in groups.items()
+    ]
+    return sorted(rows, key=lambda row: (row["data"], -row["run_s"] * row["runs"], row["loss"]))
+
+
+def cache_records(root) -> list[dict]:
+    """The ``record.json`` of every trained run in the run cache at ``root`` (its folder, as ``COHERENT_ITR_CACHE``)."""
+    folder = Path(root) / "runs" / "train"
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"{folder}: no run cache there (expected COHERENT_ITR_CACHE's folder, with runs/train/)"
+        )
+    out = []
+    for f in sorted(folder.glob("*/record.json")):
+        try:
+            out.append(json.loads(f.read_text()))
+        except ValueError as exc:
+            raise ValueError(f"{f}: not a run record ({exc})") from None
+    return out
+
+
+def measured_table(rows: list[dict]) -> str:
+    """:func:`measured_costs` as a markdown table (seconds to 2 decimals)."""
+    head = "| data | loss | device | engine | runs | epochs (mean) | train s / epoch | validation s / epoch | run s |"
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['data']} | {r['loss']} | {r['device']} | {r['engine']} | {r['runs']} | {r['epochs_mean']:.1f} | "
+            f"{r['train_s_per_epoch']:.2f} | {r['val_s_per_epoch']:.2f} | {r['run_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """``python -m reproduce.protocol.cost CACHE``: the measured costs of the runs in the run cache at CACHE."""
+    ap = argparse.ArgumentParser(prog="python -m reproduce.protocol.cost", description=main.__doc__)
+    ap.add_argument("cache", help="the run cache's folder (as COHERENT_ITR_CACHE)")
+    a = ap.parse_args(argv)
+    try:
+        rows = measured_costs(cache_records(a.cache))
+    except (FileNotFoundError, ValueError) as exc:
+        ap.exit(2, f"{ap.prog}: {exc}\n")
+    print(measured_table(rows) if rows else f"{ap.prog}: no finished run in {a.cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

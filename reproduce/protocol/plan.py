@@ -224,6 +224,12 @@ def plan_lines(plan: Plan) -> list[str]:
         + " — from the per-run costs measured on the study's 2-core machine (reproduce.spec.profiles.COSTS), "
         "every run at its expected epochs (reproduce.spec.profiles.EXPECTED_EPOCHS: early stopping measured)"
     )
+    if torch.cuda.is_available():
+        lines.append(
+            f"plan [{plan.profile_name}]: training here runs on CUDA, which those CPU costs do not price (a GPU "
+            "cost table is not measured yet): the ETA corrects itself from the runs that finish; "
+            "`python -m reproduce.protocol.cost CACHE` says what they cost"
+        )
     return lines
 
 

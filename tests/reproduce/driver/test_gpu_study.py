@@ -58,6 +58,7 @@ def test_the_gpu_script_trains_and_exports_on_a_bare_machine(carry, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert "training exit status: 0" in report and "runs exported" in report and "× 2 runs side by side" in report
+    assert re.search(r"\| synthetic \(smoke\) \| listwise \| cpu \| eager \| \d+ \|", report)  # costs per loss
     assert "no Flickr8k bundle" in r.stdout  # flickr8k asked for, no bundle carried: the synthetic world only
     bench = (out / "bench" / "cuda.md").read_text()
     assert "186 of 186" in bench and "packed_identity failed" not in bench

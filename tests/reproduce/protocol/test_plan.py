@@ -94,6 +94,21 @@ def test_plan_lines_give_tuning_and_final_counts_and_an_estimate():
     assert f"≤ {len(tune) + int(m[2])} run(s) in all" in lines[-1] and "estimated wall time" in lines[-1]
 
 
+def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
+    """The CPU's costs overprice a GPU (results/benchmarks/gpu/): on CUDA the plan says so instead of passing
+    them off as the device's (CUDA planted)."""
+    import torch
+
+    prof = get_profile("smoke")
+    tune = tuning.tuning_configs(prof)
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, tune, FakeCache(planted))
+    p = plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, tune, None, est)], workers=2)
+    assert not any("CUDA" in x for x in plan.plan_lines(p))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    lines = plan.plan_lines(p)
+    assert "runs on CUDA, which those CPU costs do not price" in lines[-1] and "reproduce.protocol.cost" in lines[-1]
+
+
 def test_the_paper_profile_says_its_cost_on_this_device_is_an_estimate():
     prof = get_profile("paper")
     lines = plan.paper_cost_lines(prof, "flickr8k", ["bcls"], workers=2, device="cpu")
