@@ -215,8 +215,7 @@ class GraphedSteps:
                 static.copy_(host.pin_memory() if pin else host, non_blocking=pin)
 
     def _capture(self, width: int):
-        run, c = self.run, self.run.config
-        params = list(run.model.parameters())
+        run = self.run
 
         def body() -> dict:
             for m in self.drawing:  # the forward reads the draws made before the step
@@ -232,14 +231,8 @@ class GraphedSteps:
             feats = run.feats.index_select(0, self.s_img)
             tokens = self.tokens.index_select(0, self.s_cap)[:, :width]
             lengths = self.lengths.index_select(0, self.s_cap)
-            with torch.autocast(device_type=run.device.type, dtype=torch.bfloat16, enabled=c.bf16, cache_enabled=False):
-                v, t = run.model(feats, tokens, lengths)
-            v, t = v.float(), t.float()
-            loss = run.crit(v @ t.T, self.s_rel)
-            loss.backward()
-            if c.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, c.grad_clip)
-            run.opt.step()
+            loss, *_ = run.forward_loss(feats, tokens, lengths, self.s_rel, autocast_cache=False)
+            run.apply_update(loss)
             out = {"train_loss": loss.detach()}
             for k, x in run.crit.diagnostics.items():
                 if torch.is_tensor(x) and x.dim() == 0:

@@ -134,6 +134,29 @@ class _Run:
     graphs: cuda_graphs.GraphedSteps | None = None  # captured full-batch steps (CUDA, capturable loss)
     engine_note: str | None = None  # why a CUDA run's steps are not captured
 
+    # the update, shared by the eager step (:func:`_train_step`) and the captured one (:mod:`coherent_itr.cuda_graphs`)
+    def forward_loss(self, feats, tokens, lengths, rel, retain_grads: bool = False, autocast_cache=None):
+        """The batch's loss, embeddings and similarities: the model under bf16 autocast when configured, then
+        similarities and loss in float32 (``retain_grads``: keep the gradients of the embeddings and similarities
+        for the diagnostics; ``autocast_cache=False`` inside a captured step)."""
+        c, dev = self.config, self.device
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=c.bf16, cache_enabled=autocast_cache):
+            v, t = self.model(feats, tokens, lengths)
+        v, t = v.float(), t.float()  # similarities and loss always in float32
+        if retain_grads:
+            v.retain_grad()
+        sim = v @ t.T
+        if retain_grads:
+            sim.retain_grad()
+        return self.crit(sim, rel), v, t, sim
+
+    def apply_update(self, loss: torch.Tensor) -> None:
+        """Backward, gradient-norm clipping and the optimiser's step (the gradients were zeroed before)."""
+        loss.backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.opt.step()
+
 
 # Runs trained side by side in one process (threads: ``reproduce.driver.executors``, runs per worker) share the
 # process-wide generators that seeding resets and the model's initial weights are drawn from: one setup at a time,
@@ -214,28 +237,17 @@ def _train_step(run: _Run, img_idx: torch.Tensor, cap_idx: torch.Tensor, diagnos
     c, dev = run.config, run.device
     len_b = run.lengths[cap_idx]
     tok_b = run.tokens[cap_idx][:, : int(len_b.max())]
-    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=c.bf16):
-        v, t = run.model(run.feats[img_idx], tok_b.to(dev), len_b)
-    v, t = v.float(), t.float()  # similarities and loss always in float32
-    if diagnose:
-        v.retain_grad()
-    sim = v @ t.T
-    if diagnose:
-        sim.retain_grad()
     rel = None
     if run.provider is not None:
-        rel = torch.as_tensor(run.provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=sim.dtype, device=dev)
-    loss = run.crit(sim, rel)
+        rel = torch.as_tensor(run.provider.batch(img_idx.numpy(), cap_idx.numpy()), dtype=torch.float32, device=dev)
+    loss, v, t, sim = run.forward_loss(run.feats[img_idx], tok_b.to(dev), len_b, rel, retain_grads=diagnose)
     loss_value = float(loss.detach())
     if not np.isfinite(loss_value):
         raise FloatingPointError(
             f"non-finite loss {loss_value} at step {run.step} (loss={c.loss}, params={c.loss_params})"
         )
     run.opt.zero_grad(set_to_none=True)
-    loss.backward()
-    if c.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), c.grad_clip)
-    run.opt.step()
+    run.apply_update(loss)
     stats = {"train_loss": loss_value}
     stats.update(
         {
