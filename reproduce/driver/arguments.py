@@ -165,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(they are redone by the next run) and exit: 0 all good, 1 problems found; trains nothing",
     )
     ap.add_argument(
+        "--data-bundle",
+        metavar="DIR",
+        help="read Flickr8k from the bundle DIR (python -m reproduce.bundle: features, caption embeddings and "
+        f"judgements, checksummed) instead of ${paths.FLICKR8K_ENV}'s folder; a machine without the photos or the "
+        "sentence model trains from it",
+    )
+    ap.add_argument(
         "--export-runs",
         metavar="FILE",
         help="after the work, write every run of the current code in the cache into FILE, a compressed archive "

@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import COSTS, PROFILES, profile_for
@@ -54,7 +55,10 @@ class DataSetFailed(Exception):
 # ------------------------------------------------------------------------------------------------
 def resolve_data_sets(args) -> tuple[list[str], list[str]]:
     """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
-    requested (or configured) but unusable."""
+    requested (or configured) but unusable. ``--data-bundle DIR`` sets ``$FLICKR8K_DIR`` to DIR (for the workers and
+    kernels too), which must then be a bundle."""
+    if getattr(args, "data_bundle", None):
+        os.environ[paths.FLICKR8K_ENV] = str(Path(args.data_bundle).expanduser().resolve())
     env = os.environ.get(paths.FLICKR8K_ENV)
     wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
     why = {"synthetic": "synthetic: the embedded generated world (always available)"}
@@ -70,6 +74,11 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
                 root = folder
                 bundle.verify_bundle(root)
                 missing, source = [], "the bundle"
+            elif getattr(args, "data_bundle", None):
+                raise UsageError(
+                    f"--data-bundle {args.data_bundle}: not a bundle: it has no {bundle.MANIFEST} "
+                    "(python -m reproduce.bundle --data flickr8k --out DIR builds one)"
+                )
             else:
                 root = flickr8k.check_release()
                 with warnings.catch_warnings():  # skipped captions are reported when the data set loads

@@ -278,6 +278,22 @@ def test_a_run_from_a_bundle_has_its_own_key_and_a_release_runs_key_is_unchanged
     assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)
 
 
+def test_data_bundle_points_the_driver_at_a_bundle_and_refuses_a_folder_that_is_not_one(built, tmp_path, monkeypatch):
+    """``python -m reproduce --data-bundle DIR`` (a GPU machine's command line): Flickr8k from the bundle DIR,
+    whatever ``$FLICKR8K_DIR`` was, set for the workers too; a folder without a manifest is refused by name."""
+    import os
+
+    from reproduce.driver import cli as driver_cli
+
+    _, out = built
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    sets, why = driver_cli.resolve_data_sets(driver_cli.parse_args(["--data-bundle", str(out)]))
+    assert sets == ["synthetic", "flickr8k"] and why[-1] == f"flickr8k: the bundle at {out} (from $FLICKR8K_DIR)"
+    assert os.environ["FLICKR8K_DIR"] == str(out)
+    with pytest.raises(driver_cli.UsageError, match=r"--data-bundle .*: not a bundle: it has no MANIFEST\.json"):
+        driver_cli.resolve_data_sets(driver_cli.parse_args(["--data-bundle", str(tmp_path), "--data", "flickr8k"]))
+
+
 def test_the_driver_takes_a_bundle_for_flickr8k_and_names_an_altered_file(built, monkeypatch):
     """``python -m reproduce`` with ``$FLICKR8K_DIR`` at a bundle (a GPU machine: no photos, no sentence model)
     checks the bundle's files, not a release's, and says which it reads; an altered file is named before any
