@@ -298,7 +298,8 @@ CAPTURED_FORWARDS = [
 @pytest.mark.parametrize("loss, params", CAPTURED_FORWARDS)
 def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params, symmetric, monkeypatch):
     """What a capture forbids, checked on the CPU: with ``capturing()`` planted True and every host read of a
-    tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``) and host draw (``randint``) raising,
+    tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``), every value-dependent shape
+    (``nonzero``, ``masked_select``, ``unique``, indexing by a boolean mask) and host draw (``randint``) raising,
     the forward and backward of each capturable loss run, give the eager loss and gradient, and keep each numeric
     diagnostic as a 0-d tensor equal to the eager float (an eager-only diagnostic is a list or histogram). Random
     negatives are drawn before the step, as :class:`cuda_graphs.GraphedSteps` draws them."""
@@ -337,9 +338,22 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
     def host_read(*_a, **_k):
         raise AssertionError("a host read while captured")
 
-    for name in ("__float__", "__int__", "__bool__", "item", "tolist", "numpy"):
+    for name in ("__float__", "__int__", "__bool__", "item", "tolist", "numpy", "nonzero", "masked_select"):
         monkeypatch.setattr(torch.Tensor, name, host_read)
-    monkeypatch.setattr(torch, "randint", host_read)  # random numbers drawn on the host inside the step
+    for name in ("randint", "nonzero", "masked_select", "unique"):  # host draws; shapes that depend on values
+        monkeypatch.setattr(torch, name, host_read)
+
+    def no_mask(method):  # x[mask] and x[mask] = y: on CUDA the mask's count is read on the host first
+        def checked(self, index, *rest):
+            parts = index if isinstance(index, tuple) else (index,)
+            if any(torch.is_tensor(i) and i.dtype == torch.bool for i in parts):
+                host_read()
+            return method(self, index, *rest)
+
+        return checked
+
+    for name in ("__getitem__", "__setitem__"):
+        monkeypatch.setattr(torch.Tensor, name, no_mask(getattr(torch.Tensor, name)))
     value, grad, diag = run(crit)
     monkeypatch.undo()
     assert torch.equal(value, want_value) and torch.equal(grad, want_grad)
