@@ -3,7 +3,8 @@
 Without arguments: which frozen library files changed since the freeze and whether each edit is declared
 (exit 1 when one is not). ``--declare FILE WHY``: record FILE's edit as keeping every number, with why.
 ``--freeze``: freeze the code hash of every file set the study's runs execute (every
-profile, both data sets, tuning runs included) and of the evaluation code; ``--freeze FILE …``: only the sets
+profile, both data sets, tuning runs included), of the evaluation code and of the CUDA-graph engine
+(:data:`coherent_itr.cuda_graphs.ENGINE_FILES`); ``--freeze FILE …``: only the sets
 holding those files (an edit that changes numbers: their runs train again, every other key stays).
 See :mod:`coherent_itr.code_identity`.
 """
@@ -14,7 +15,7 @@ import argparse
 import json
 import sys
 
-from coherent_itr import code_identity, runs
+from coherent_itr import code_identity, cuda_graphs, runs
 
 from reproduce.protocol import tuning
 from reproduce.spec import experiments
@@ -60,7 +61,8 @@ def main(argv=None) -> int:
         return 1 if {"undeclared", "missing"} & set(changed.values()) else 0
     sets, evaluation = study_file_sets()
     only = set(args.freeze) or None
-    ident = code_identity.freeze([*sets, evaluation], lambda s: runs.hash_files(runs.PACKAGE_DIR, s), only)
+    engine = cuda_graphs.ENGINE_FILES  # the CUDA-graph engine a captured run's key names
+    ident = code_identity.freeze([*sets, evaluation, engine], lambda s: runs.hash_files(runs.PACKAGE_DIR, s), only)
     code_identity.IDENTITY_FILE.write_text(json.dumps(ident, indent=1) + "\n")
     again = f" again for {sorted(only)}" if only else ""
     print(f"{code_identity.IDENTITY_FILE}: {len(ident['sets'])} file sets frozen{again}")

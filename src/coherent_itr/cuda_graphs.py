@@ -39,6 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import code_identity
+
 ENV = "COHERENT_ITR_CUDA_GRAPHS"
 WIDTH_STEP = 8  # caption widths are padded up to a multiple of this: few graphs, little padding
 EAGER_FIRST = 2  # steps run eagerly before the first capture (cuBLAS/cuDNN handles, optimiser state)
@@ -62,9 +64,13 @@ def capture_blocker(device: torch.device, crit: torch.nn.Module, stand_in: bool 
     return None
 
 
+ENGINE_FILES = ("cuda_graphs.py",)  # a captured run's key names their code beside its training files
+
+
 def engine_source_sha() -> str:
-    """sha256 (16 hex) of this module: a captured run's key names the engine it ran."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    """The code hash of this module that a captured run's key names: its frozen hash (an edit declared neutral
+    keeps it: :mod:`coherent_itr.code_identity`), else the sha256 (16 hex) of its source."""
+    return code_identity.frozen_hash(ENGINE_FILES) or hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def step_identity(config, device_type: str) -> str:

@@ -366,3 +366,16 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
         assert (torch.is_tensor(got) and got.dim() == 0) or isinstance(got, (int, float)), k
         assert float(got) == pytest.approx(v, rel=1e-12, abs=1e-12), k
     assert set(diag) <= set(want_diag)
+
+
+def test_the_engines_hash_is_frozen_so_a_declared_edit_keeps_the_captured_runs_keys(monkeypatch):
+    """A captured run's key names the engine's frozen hash (``code_identity.json``, set ``cuda_graphs.py``): an edit
+    of the module declared neutral keeps it, so GPU runs are not lost to a comment; an undeclared edit moves it."""
+    from coherent_itr import code_identity
+
+    frozen = code_identity.frozen_hash(cuda_graphs.ENGINE_FILES)
+    assert frozen is not None and cuda_graphs.engine_source_sha() == frozen
+    monkeypatch.setattr(code_identity, "_changed_now", lambda: {"cuda_graphs.py": "declared"})
+    assert cuda_graphs.engine_source_sha() == frozen
+    monkeypatch.setattr(code_identity, "_changed_now", lambda: {"cuda_graphs.py": "undeclared"})
+    assert cuda_graphs.engine_source_sha() != frozen
