@@ -9,7 +9,7 @@ export PYTHONHASHSEED := 0
 # run cache: the checkout's .cache/ unless COHERENT_ITR_CACHE is set (src/coherent_itr/paths.py), as for
 # python -m reproduce and notebooks in Lab
 
-.PHONY: help reproduce test lint smoke lab clean venv site test-site
+.PHONY: help reproduce runs test lint smoke lab clean venv site test-site
 
 help:  ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -26,8 +26,11 @@ $(STAMP): requirements.txt pyproject.toml
 	PYTHON=$(PY) bash scripts/git_filters.sh  # git stores notebooks/*.ipynb without outputs (nbstripout)
 	@touch $(STAMP)
 
-reproduce: $(STAMP)  ## the main job: every run, notebook and table of the study (profile=default) into results/
+reproduce: $(STAMP) runs  ## the main job: every run, notebook and table of the study (profile=default) into results/
 	$(PY) -m reproduce --profile $(PROFILE)
+
+runs: $(STAMP)  ## merge the committed run archives (results/runs/*.tar.xz, each entry verified) into the run cache
+	@for f in results/runs/*.tar.xz; do [ -e "$$f" ] || continue; $(PY) -m reproduce --import-runs "$$f" || exit $$?; done
 
 smoke: $(STAMP)  ## the reproduce pipeline at its smallest size (profile=smoke), into results/smoke/
 	$(PY) -m reproduce --profile smoke
