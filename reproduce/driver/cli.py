@@ -100,6 +100,15 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 def validate(args) -> list[str]:
     """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
+    if getattr(args, "runs_per_worker", 1) > 1:
+        # heavy (numpy): only --runs-per-worker reads the runs' thread count here
+        from coherent_itr.runs import THREADS_ENV, default_threads
+
+        if default_threads() != 1:
+            raise UsageError(
+                f"--runs-per-worker {args.runs_per_worker}: runs side by side in one process need 1 intra-op "
+                f"thread a run; ${THREADS_ENV}={default_threads()}"
+            )
     problem = paths.writable_problem(paths.cache_dir(create=False))
     if problem:
         raise UsageError(

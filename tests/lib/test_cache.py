@@ -442,6 +442,16 @@ def test_runs_side_by_side_need_one_thread_a_run_and_the_local_executor(tmp_path
     assert parse_args(["--runs-per-worker", "4"]).runs_per_worker == 4
 
 
+def test_the_driver_refuses_runs_side_by_side_with_more_than_one_thread_a_run(monkeypatch, capsys):
+    from reproduce.driver import cli
+
+    monkeypatch.setenv("COHERENT_ITR_THREADS", "2")
+    assert cli.main(["--runs-per-worker", "2", "--data", "synthetic", "--skip-notebooks"]) == 2
+    err = capsys.readouterr().err
+    assert "--runs-per-worker 2: runs side by side in one process need 1 intra-op thread a run" in err
+    assert "$COHERENT_ITR_THREADS=2" in err
+
+
 def test_workers_take_the_longest_runs_first():
     """The pool's order (``executors.longest_first``): expected seconds descending (a ladder run before a
     Triplet-HN one, more epochs before fewer), ties in the given order; 2 workers above use it."""
