@@ -241,6 +241,7 @@ class KendallSWHSLoss(ITRLoss):
     """Kendall ranking loss with Sliding-Window sampling and Hard-Sample mining, BCLS Eqs. 18–20."""
 
     requires_relevance = True
+    capturable = True  # while a CUDA graph is captured: no host reads (the host checks rel before the copy)
 
     def __init__(
         self, alpha: float = 0.2, beta: float = 0.1, margin: float = 0.0, reduction: str = "sum", edge_tol: float = 1e-6
@@ -262,8 +263,6 @@ class KendallSWHSLoss(ITRLoss):
         self.edge_tol = float(edge_tol)
         self.lower, self.upper = lower, upper
         self.n_windows = len(lower)
-
-    capturable = True  # while a CUDA graph is captured: no host reads (the host checks rel before the copy)
 
     def check_relevance(self, rel: torch.Tensor) -> None:
         """The relevance check of :meth:`forward`, made on the host for a batch a captured step copies in."""
