@@ -565,11 +565,14 @@ def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_pa
 
 
 _PACK_SCRIPT = """
-import sys, time
+import sys, threading, time
 from reproduce.driver import executors
 
+said = threading.Lock()  # one whole line per thread: print writes the text and its newline apart
+
 def run(config_dict, *args):  # a run that lasts: the Ctrl-C lands inside it
-    print("started", flush=True)
+    with said:
+        print("started", flush=True)
     time.sleep(600)
 
 executors._run_one = run
