@@ -48,7 +48,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -64,6 +63,7 @@ from coherent_itr import data as data_mod  # noqa: E402
 from coherent_itr import losses, metrics  # noqa: E402
 from coherent_itr import train as T  # noqa: E402
 from coherent_itr.determinism import use_deterministic_kernels  # noqa: E402
+from reproduce.driver.executors import side_by_side  # noqa: E402
 from reproduce.spec import experiments, profiles  # noqa: E402
 
 TOL = 1e-5
@@ -327,32 +327,28 @@ def graph_runs(dev: str) -> list[dict]:
 
 
 # --- 4. parallel runs ---------------------------------------------------------------------------------
-def child(model: str, dev: str, epochs: int, pack: int = 1) -> None:
+def child(model: str, dev: str, epochs: int, pack: int = 1) -> int:
     """One process of the parallel parts: ``pack`` whole train() runs of VSE++ (seeds 0..pack-1) side by side, one
-    thread each on its own stream, from splits loaded once (as a driver's worker does); one JSON line a run."""
-    from reproduce.driver.executors import _own_stream
-
+    thread each on its own stream, from splits loaded once (as a driver's worker does); one JSON line a finished
+    run, each failure on stderr and exit status 1 if there was one."""
     cfgs = [
         vsepp_config(model, dev, epochs=epochs, warmup_epochs=0, early_stop_patience=epochs + 1, seed=i)
         for i in range(pack)
     ]
     splits = data_mod.load_splits(cfgs[0].data, scale=cfgs[0].data_scale, seed=cfgs[0].data_seed) if pack > 1 else None
-    rows: list = [None] * pack
 
-    def one(i: int) -> None:
-        with _own_stream():
-            t0 = time.perf_counter()
-            res = T.train(cfgs[i], splits=splits, progress=False)
-            rows[i] = {"train_s": time.perf_counter() - t0, "epochs": len(res.history)}
+    def timed(i: int) -> dict:
+        t0 = time.perf_counter()
+        res = T.train(cfgs[i], splits=splits, progress=False)
+        return {"train_s": time.perf_counter() - t0, "epochs": len(res.history)}
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(pack)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    rows = side_by_side(timed, pack)
     for r in rows:
-        if r is not None:
+        if isinstance(r, BaseException):
+            print(f"run failed: {type(r).__name__}: {r}", file=sys.stderr, flush=True)
+        else:
             print(json.dumps(r), flush=True)
+    return 1 if any(isinstance(r, BaseException) for r in rows) else 0
 
 
 def parallel(dev: str, plan: list[tuple], epochs: int) -> list[dict]:
@@ -393,28 +389,13 @@ def parallel(dev: str, plan: list[tuple], epochs: int) -> list[dict]:
 def packed_identity(dev: str) -> list[dict]:
     """A smoke run of VSE++ alone, then the same run in a pack of three (seeds s, s + 1, s + 2, one thread and
     stream each): the same validation history and test embeddings?"""
-    from reproduce.driver.executors import _own_stream
-
     _, base = next(smoke_configs(dev))
     cfgs = [base.replace(seed=base.seed + i) for i in range(3)]
     splits = data_mod.load_splits(base.data, scale=base.data_scale, seed=base.data_seed)
     alone = T.train(cfgs[0], splits=splits, progress=False)
-    packed: list = [None] * 3
-    errors: list = []
-
-    def one(i: int) -> None:
-        try:
-            with _own_stream():
-                packed[i] = T.train(cfgs[i], splits=splits, progress=False)
-        except Exception as exc:  # noqa: BLE001 — reported in the row
-            errors.append(f"{type(exc).__name__}: {exc}")
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    p = packed[0]
+    packed = side_by_side(lambda i: T.train(cfgs[i], splits=splits, progress=False), 3)
+    errors = [f"{type(r).__name__}: {r}" for r in packed if isinstance(r, BaseException)]
+    p = None if isinstance(packed[0], BaseException) else packed[0]
     return [
         {
             "loss": base.loss,
@@ -600,8 +581,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     use_deterministic_kernels()
     if a.child:
-        child(a.child, a.device, a.epochs, a.pack)
-        return 0
+        return child(a.child, a.device, a.epochs, a.pack)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if dev == "cpu" and not a.allow_cpu:
         print("bench_cuda: no CUDA device here (torch.cuda.is_available() is False); nothing measured", file=sys.stderr)

@@ -187,6 +187,29 @@ def _own_stream():
         yield
 
 
+def side_by_side(work, n: int) -> list:
+    """``work(i)`` for every ``i < n`` at once, each in a daemon thread whose work goes to a CUDA stream of its own
+    (:func:`_own_stream`); returns, in order, what each returned or the exception it raised (a ``RuntimeError``
+    where its thread ended without either). Daemon threads: a Ctrl-C in the calling process ends it at once instead
+    of waiting for the work (what a run had not stored is lost, as when a worker process stops; the cache writes
+    atomically)."""
+    results: list = [RuntimeError("the run's thread ended without a result") for _ in range(n)]
+
+    def one(i: int) -> None:
+        try:
+            with _own_stream():
+                results[i] = work(i)
+        except Exception as exc:  # noqa: BLE001 — handed back in its place
+            results[i] = exc
+
+    workers = [threading.Thread(target=one, args=(i,), name=f"run-{i}", daemon=True) for i in range(n)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return results
+
+
 def _run_pack(config_dicts: list[dict], cache_root: str, threads: int, evaluate: bool = True) -> list:
     """Train several configs side by side in this process, one thread each (on CUDA each on its own stream), and
     return what :func:`_run_one` returns for each, in order. The numbers are those of the runs one after another:
@@ -197,24 +220,12 @@ def _run_pack(config_dicts: list[dict], cache_root: str, threads: int, evaluate:
         return [_run_one(config_dicts[0], cache_root, threads, evaluate)]
     if threads != 1:
         raise ValueError(f"runs side by side in one process need 1 intra-op thread a run; the cache has {threads}")
-    results: list = [RunFailure(cd, "RuntimeError: the run's thread ended without a result", "") for cd in config_dicts]
-
-    def one(i: int, cd: dict) -> None:
-        with _own_stream():
-            results[i] = _run_one(cd, cache_root, threads, evaluate)
-
     with pinned_threads(threads):
-        # daemon threads: a Ctrl-C in the driver's own process (one worker) ends it at once, as it ends a worker
-        # process; what a run had not stored is lost, as there (the cache writes atomically)
-        workers = [
-            threading.Thread(target=one, args=(i, cd), name=f"run-{i}", daemon=True)
-            for i, cd in enumerate(config_dicts)
-        ]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-    return results
+        results = side_by_side(lambda i: _run_one(config_dicts[i], cache_root, threads, evaluate), len(config_dicts))
+    return [  # _run_one hands back its failures; a thread that ended without one is a failure too
+        RunFailure(cd, f"{type(r).__name__}: {r}", "") if isinstance(r, BaseException) else r
+        for cd, r in zip(config_dicts, results)
+    ]
 
 
 def packs(todo: list, workers: int, per_worker: int) -> list[list]:
