@@ -22,6 +22,7 @@ from coherent_itr.data.synthetic import SCALES
 
 from reproduce.protocol.prepare import train_rows
 from reproduce.spec.profiles import COSTS, COSTS_MODEL, expected_epochs, run_seconds
+from reproduce.spec.tables import md_cell
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
 # what ``COSTS`` were measured with: the default profile's model on the default synthetic world and Flickr8k
@@ -168,10 +169,9 @@ def measured_table(rows: list[dict]) -> str:
     head = "| data | loss | device | engine | runs | epochs (mean) | train s / epoch | validation s / epoch | run s |"
     lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(
-            f"| {r['data']} | {r['loss']} | {r['device']} | {r['engine']} | {r['runs']} | {r['epochs_mean']:.1f} | "
-            f"{r['train_s_per_epoch']:.2f} | {r['val_s_per_epoch']:.2f} | {r['run_s']:.1f} |"
-        )
+        cells = [r["data"], r["loss"], r["device"], r["engine"], r["runs"], f"{r['epochs_mean']:.1f}"]
+        cells += [f"{r['train_s_per_epoch']:.2f}", f"{r['val_s_per_epoch']:.2f}", f"{r['run_s']:.1f}"]
+        lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
