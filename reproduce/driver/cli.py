@@ -57,7 +57,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
     """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
     requested (or configured) but unusable. ``--data-bundle DIR`` sets ``$FLICKR8K_DIR`` to DIR (for the workers and
     kernels too), which must then be a bundle."""
-    if getattr(args, "data_bundle", None):
+    if args.data_bundle:
         os.environ[paths.FLICKR8K_ENV] = str(Path(args.data_bundle).expanduser().resolve())
     env = os.environ.get(paths.FLICKR8K_ENV)
     wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
@@ -74,7 +74,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
                 root = folder
                 bundle.verify_bundle(root)
                 missing, source = [], "the bundle"
-            elif getattr(args, "data_bundle", None):
+            elif args.data_bundle:
                 raise UsageError(
                     f"--data-bundle {args.data_bundle}: not a bundle: it has no {bundle.MANIFEST} "
                     "(python -m reproduce.bundle --data flickr8k --out DIR builds one)"
@@ -100,7 +100,7 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
 def validate(args) -> list[str]:
     """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
     sets, why = resolve_data_sets(args)
-    if getattr(args, "runs_per_worker", 1) > 1:
+    if args.runs_per_worker > 1:
         # heavy (numpy): only --runs-per-worker reads the runs' thread count here
         from coherent_itr.runs import THREADS_ENV, default_threads
 

@@ -263,6 +263,7 @@ class KendallSWHSLoss(ITRLoss):
         self.edge_tol = float(edge_tol)
         self.lower, self.upper = lower, upper
         self.n_windows = len(lower)
+        self._edge_cache: dict = {}  # device -> the edges as float64 tensors there (_edges)
 
     def check_relevance(self, rel: torch.Tensor) -> None:
         """The relevance check of :meth:`forward`, made on the host for a batch a captured step copies in."""
@@ -272,15 +273,12 @@ class KendallSWHSLoss(ITRLoss):
         """The windows' lower and upper edges as float64 tensors on ``device`` (made once per device: a captured
         step copies nothing from the host)."""
         key = str(device)
-        cached = getattr(self, "_edge_cache", None)
-        if cached is None:
-            cached = self._edge_cache = {}
-        if key not in cached:
-            cached[key] = (
+        if key not in self._edge_cache:
+            self._edge_cache[key] = (
                 torch.tensor(self.lower, dtype=torch.float64, device=device),
                 torch.tensor(self.upper, dtype=torch.float64, device=device),
             )
-        return cached[key]
+        return self._edge_cache[key]
 
     def forward(self, sim: torch.Tensor, rel: torch.Tensor | None = None) -> torch.Tensor:
         self.check_inputs(sim, rel)
