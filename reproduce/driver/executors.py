@@ -161,13 +161,39 @@ def _load_splits(config, cache_root: str, threads: int):
     return _SPLITS[key]
 
 
-def _run_one(config_dict: dict, cache_root: str, threads: int, evaluate: bool = True) -> RunFailure | None:
+class KeyMismatch(RuntimeError):
+    """A worker would store a run under another key than the driver planned it under."""
+
+
+def check_key(cache: RunCache, config: Config, expected: str | None) -> None:
+    """Raise :class:`KeyMismatch` unless ``config``'s training key in this process is ``expected`` (the key the
+    driver computed; ``None``: nothing to compare, e.g. a Ray task on another machine, whose device may differ).
+
+    A worker process imports the library when it starts; a library file edited after the driver started (and not
+    declared neutral, :mod:`reproduce.driver.code_identity`) then gives the worker's runs keys that the driver never
+    asks for: they would train, be stored where no later driver looks, and train again."""
+    if expected is None:
+        return
+    got = cache.train_key(config)
+    if got != expected:
+        raise KeyMismatch(
+            f"this worker's training key {got} is not the driver's {expected}: the code or environment changed after "
+            "the driver started (a library file edited? `python -m reproduce.driver.code_identity` names undeclared "
+            "edits); nothing trained — restart the driver"
+        )
+
+
+def _run_one(
+    config_dict: dict, cache_root: str, threads: int, evaluate: bool = True, expected_key: str | None = None
+) -> RunFailure | None:
     """Train one config into the cache with ``threads`` intra-op threads (the driver's cache's count: it is part
     of the run key, and :meth:`RunCache.get_or_train` pins torch and BLAS to it); return a RunFailure instead of
-    raising. The data splits are loaded once per worker (:func:`_splits_for`)."""
+    raising. The data splits are loaded once per worker (:func:`_splits_for`). ``expected_key``: the training key
+    the driver computed for it (:func:`check_key`)."""
     try:
         config = Config.from_dict(config_dict)
         cache = RunCache(cache_root, threads=threads)
+        check_key(cache, config, expected_key)
         needed = not (cache.has(config) if evaluate else cache.has_training(config))
         splits = _splits_for(config, cache_root, threads) if needed else None
         cache.get_or_train(config, progress=False, evaluate=evaluate, splits=splits)
@@ -210,18 +236,23 @@ def side_by_side(work, n: int) -> list:
     return results
 
 
-def _run_pack(config_dicts: list[dict], cache_root: str, threads: int, evaluate: bool = True) -> list:
+def _run_pack(
+    config_dicts: list[dict], cache_root: str, threads: int, evaluate: bool = True, keys: list | None = None
+) -> list:
     """Train several configs side by side in this process, one thread each (on CUDA each on its own stream), and
     return what :func:`_run_one` returns for each, in order. The numbers are those of the runs one after another:
     they share only the loaded data, which training reads and never writes; ``train`` seeds and builds each
     model under one lock; and the process's thread counts are set once for the pack (``threads`` must be 1, so
-    that no run's pinning changes another's)."""
+    that no run's pinning changes another's). ``keys``: the driver's training key of each (:func:`check_key`)."""
+    keys = list(keys) if keys is not None else [None] * len(config_dicts)
     if len(config_dicts) == 1:
-        return [_run_one(config_dicts[0], cache_root, threads, evaluate)]
+        return [_run_one(config_dicts[0], cache_root, threads, evaluate, keys[0])]
     if threads != 1:
         raise ValueError(f"runs side by side in one process need 1 intra-op thread a run; the cache has {threads}")
     with pinned_threads(threads):
-        results = side_by_side(lambda i: _run_one(config_dicts[i], cache_root, threads, evaluate), len(config_dicts))
+        results = side_by_side(
+            lambda i: _run_one(config_dicts[i], cache_root, threads, evaluate, keys[i]), len(config_dicts)
+        )
     return [  # _run_one hands back its failures; a thread that ended without one is a failure too
         RunFailure(cd, f"{type(r).__name__}: {r}", "") if isinstance(r, BaseException) else r
         for cd, r in zip(config_dicts, results)
@@ -289,6 +320,8 @@ class LocalExecutor:
         serial = self.workers == 1 and self.runs_per_worker == 1
         todo = [c.to_dict() for c in (configs if serial else longest_first(configs))]
         groups = packs(todo, self.workers, self.runs_per_worker)
+        # the driver's key of each run: a worker whose code differs refuses it (check_key)
+        keys = [[cache.train_key(Config.from_dict(cd)) for cd in pack] for pack in groups]
         failures: list[RunFailure] = []
         own_bar = bar is None
         if own_bar:
@@ -301,15 +334,18 @@ class LocalExecutor:
                 _advance(bar, cd)
 
         if self.workers == 1:
-            for pack in groups:
-                finished(pack, _run_pack(pack, root, cache.threads, evaluate))
+            for pack, pack_keys in zip(groups, keys):
+                finished(pack, _run_pack(pack, root, cache.threads, evaluate, pack_keys))
         else:
             pool = ProcessPoolExecutor(
                 self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
             )
             try:
                 with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
-                    futs = {pool.submit(_run_pack, pack, root, cache.threads, evaluate): pack for pack in groups}
+                    futs = {
+                        pool.submit(_run_pack, pack, root, cache.threads, evaluate, pack_keys): pack
+                        for pack, pack_keys in zip(groups, keys)
+                    }
                 for fut in as_completed(futs):
                     finished(futs[fut], fut.result())
             except BaseException:

@@ -103,6 +103,25 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     )
 
 
+def test_a_worker_whose_key_differs_from_the_drivers_trains_nothing(tmp_path, monkeypatch):
+    """A library file edited after the driver started gives a worker's runs other keys than the driver planned;
+    the worker refuses them, so none is trained and stored where no driver looks."""
+    cache = RunCache(tmp_path)
+    cfgs = tiny_configs(2)
+    trained = []
+    real_train = train_mod.train
+    monkeypatch.setattr(
+        train_mod, "train", lambda config, **kw: (trained.append(config.seed), real_train(config, **kw))[1]
+    )
+    monkeypatch.setattr(cache, "train_key", lambda config: "0" * 20)  # the driver's keys, from "other code"
+    failures = LocalExecutor(progress=False).run(cfgs, cache)
+    assert len(failures) == 2 and trained == []
+    assert all("KeyMismatch" in f.error and "0" * 20 in f.error and "restart the driver" in f.error for f in failures)
+    assert not any(RunCache(tmp_path).has_training(c) for c in cfgs)
+    # the same runs under the driver's true keys train
+    assert LocalExecutor(progress=False).run(cfgs, RunCache(tmp_path)) == [] and trained == [0, 1]
+
+
 def test_ray_executor_runs_a_small_plan(tmp_path):
     pytest.importorskip("ray")
     cache = RunCache(tmp_path)
