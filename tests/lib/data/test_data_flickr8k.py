@@ -111,7 +111,7 @@ def test_judgements_aligned_and_bad_lines_skipped_with_one_warning(release):
 def test_load_flickr8k_features_precomp_layout_and_cache(release, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     with pytest.warns(f8.Flickr8kWarning):
-        s = f8.load_flickr8k(release, cache_dir=cache, progress=False, batch_size=4)
+        s = f8.load_flickr8k(release, cache_dir=cache, progress=False)
     assert (s.train.n_images, s.dev.n_images, s.test.n_images) == (2, 1, 2)
     assert s.test.image_ids == SPLITS["test"] and s.test.features.shape == (2, 1280)
     assert s.test.captions[5] == "A caption 0 of 31_e.jpg ."
@@ -139,8 +139,8 @@ def test_feature_cache_is_keyed_by_content(release, tmp_path, monkeypatch):
     imgs = release / "images"
     a = ft.extract_features([imgs / "10_a.jpg", imgs / "11_b.jpg"], cache_dir=cache, progress=False)
     calls = []
-    real = ft.encode_images
-    monkeypatch.setattr(ft, "encode_images", lambda b, p="float32": calls.append(len(b)) or real(b, p))
+    real = ft.encode_padded
+    monkeypatch.setattr(ft, "encode_padded", lambda b, n, p="float32": calls.append(len(b)) or real(b, n, p))
     # the same bytes under another name: served from the cache
     (imgs / "copy.jpg").write_bytes((imgs / "10_a.jpg").read_bytes())
     b = ft.extract_features([imgs / "copy.jpg", imgs / "11_b.jpg"], cache_dir=cache, progress=False)
@@ -157,11 +157,45 @@ def test_feature_cache_is_keyed_by_content(release, tmp_path, monkeypatch):
 
 
 def _counting_encoder(monkeypatch) -> list[int]:
-    """Patch the encoder to record how many images each call encodes; returns the record."""
+    """Patch the encoder to record how many images each forward pass encodes (not counting its padding); returns
+    the record."""
     calls: list[int] = []
-    real = ft.encode_images
-    monkeypatch.setattr(ft, "encode_images", lambda b, p="float32": calls.append(len(b)) or real(b, p))
+    real = ft.encode_padded
+    monkeypatch.setattr(ft, "encode_padded", lambda b, n, p="float32": calls.append(len(b)) or real(b, n, p))
     return calls
+
+
+def test_an_images_feature_has_the_same_bits_whatever_shares_its_forward_pass(release, tmp_path):
+    """Every forward pass is padded to the feature batch size: an image encoded alone, with others, on 1 or 2
+    threads, or by hand inside a full batch of 32 other images gets the same bits (oneDNN's kernels depend on the
+    batch shape and thread count, so unpadded passes gave features that differed by up to 3e-6)."""
+    imgs = release / "images"
+    paths = [imgs / n for n in ("10_a.jpg", "11_b.jpg", "20_c.jpg")]
+    got = {}
+    for threads in (1, 2):
+        got["alone", threads] = ft.extract_features(paths[:1], cache_dir=False, progress=False, num_threads=threads)
+        got["three", threads] = ft.extract_features(paths, cache_dir=False, progress=False, num_threads=threads)
+    rng = np.random.default_rng(0)
+    batch = rng.normal(size=(ft.FEATURE_BATCH, 3, ft.IMAGE_SIZE, ft.IMAGE_SIZE)).astype(np.float32)
+    batch[5] = ft.load_image(paths[0])  # among 31 noise images, not first
+    prev = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        by_hand = ft.encode_images(batch)[5]
+    finally:
+        torch.set_num_threads(prev)
+    for (how, threads), feats in got.items():
+        assert np.array_equal(feats[0], by_hand), (how, threads)
+    assert np.array_equal(got["three", 1], got["three", 2])
+    with pytest.raises(ValueError, match=r"33 images for a forward pass of 32"):
+        ft.encode_padded(np.zeros((33, 3, 2, 2), np.float32), ft.FEATURE_BATCH)
+
+
+def test_the_feature_cache_key_names_the_batch_size(tmp_path):
+    assert ft.encoder_key().endswith(f"-pad{ft.FEATURE_BATCH}") and ft.encoder_key(batch_size=4).endswith("-pad4")
+    store = ft.FeatureStore(tmp_path, batch_size=4)
+    with pytest.raises(ValueError, match="a feature store of batch size 4 for features of batch size 32"):
+        ft.extract_features([], store=store, progress=False)
 
 
 def test_a_training_subset_then_the_rest_gives_the_features_of_featurising_everything(release, tmp_path, monkeypatch):
@@ -224,10 +258,10 @@ def test_a_damaged_feature_part_is_skipped_and_recomputed(release, tmp_path, mon
     parts[1].write_bytes(parts[1].read_bytes()[:100])  # truncated
     calls = _counting_encoder(monkeypatch)
     with pytest.warns(ft.FeatureCacheWarning, match=r"part-.*non-finite") as rec:
-        b = ft.extract_features(paths, cache_dir=tmp_path, progress=False)
+        b = ft.extract_features(paths, cache_dir=tmp_path, progress=False, batch_size=1)
     assert any("unreadable" in str(w.message) for w in rec)
-    assert calls == [2]
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(a, b)
 
 
 def test_prepare_draws_the_training_subset_that_train_draws():
