@@ -497,11 +497,24 @@ def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, t
             np.testing.assert_array_equal(a.arrays[k], b.arrays[k])
 
 
+def test_the_cpu_identity_names_the_kernels_torch_runs():
+    """The instruction set in a CPU run's key is the one torch's kernels use: ``$ATEN_CPU_CAPABILITY=default`` (the
+    plain kernels, which gave a synthetic run other numbers than AVX2's) gives another identity, and so other keys."""
+    import torch
+
+    here = runs.cpu_identity()
+    assert here.endswith("/" + torch.backends.cpu.get_cpu_capability()) and not here.startswith("/")
+    code = "from coherent_itr import runs; print(runs.cpu_identity())"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == here.split("/")[0] + "/DEFAULT"
+
+
 def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypatch):
-    """A CPU run's key is the hash of config, code, threads and torch version alone (as before the device entered
-    the key: the committed CPU runs keep theirs); on a CUDA machine the device type, compute capability and
-    TF32 switches enter it, so one cache holds a CPU run and a CUDA run of one config and never serves one for
-    the other. The CUDA machine is planted (no GPU here)."""
+    """On the reference CPU a run's key is the hash of config, code, threads and torch version alone (as before the
+    device entered the key: the archived CPU runs keep theirs); on another CPU its vendor and instruction set enter
+    it; on a CUDA machine the device type, compute capability and TF32 switches, so one cache holds runs of several
+    devices and never serves one's for another's. The other CPU and the CUDA machine are planted."""
     import hashlib
     import json
 
@@ -512,9 +525,15 @@ def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypat
     from tiny_run import TINY
 
     config = Config(**TINY, seed=0)
+    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
     blob = {"config": config.key(), "code": training_code_hash(config), "threads": 1, "torch": torch.__version__}
     cpu = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
     assert run_key(config) == cpu
+    monkeypatch.setattr(runs, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    other = hashlib.sha256(json.dumps({**blob, "cpu": "GenuineIntel/AVX512"}, sort_keys=True).encode()).hexdigest()
+    assert run_key(config) == other[:20] != cpu
+    assert runs.machine_id(runs.local_numerics(config)).startswith("cpu-GenuineIntel-AVX512-torch")
+    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     cuda = run_key(config)
