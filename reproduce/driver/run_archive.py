@@ -288,7 +288,9 @@ def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
 def import_runs(path: str | Path, cache_root=None) -> dict:
     """Merge the archive at ``path`` into the run cache at ``cache_root`` (default: the configured cache); returns
     ``runs``, ``evaluations``, ``kept`` (entries already present and valid), ``machine`` (the id to read them
-    with) and ``local`` (whether this machine's own keys are the archive's: no ``--runs-from`` needed)."""
+    with), ``local`` (whether this machine's own keys are the archive's: no ``--runs-from`` needed) and ``differs``
+    (what of the archive's machine is not this one's: field → (there, here), e.g. ``{"cpu": ("AuthenticAMD/AVX2",
+    "GenuineIntel/AVX512")}``)."""
     manifest, members = read_archive(path)
     root = runs.paths.cache_dir(cache_root) / "runs"
     slim = manifest.get("slim", {})
@@ -325,7 +327,23 @@ def import_runs(path: str | Path, cache_root=None) -> dict:
     machine = manifest["machine"]
     name = runs.save_machine(root.parent, machine)
     here = runs.local_numerics(Config())
-    return {"runs": written, "evaluations": evals, "kept": kept, "machine": name, "local": machine == here}
+    return {
+        "runs": written,
+        "evaluations": evals,
+        "kept": kept,
+        "machine": name,
+        "local": machine == here,
+        "differs": machine_differences(machine, here),
+    }
+
+
+def machine_differences(there: dict, here: dict) -> dict:
+    """The fields of two machines' numerics that differ: field → (there, here); a CPU field that one of them lacks
+    is the reference CPU's (:data:`coherent_itr.runs.REFERENCE_CPU`), a device field the CPU's."""
+    defaults = {"cpu": runs.REFERENCE_CPU, "device": "cpu"}
+    fields = sorted(set(there) | set(here))
+    pairs = {k: (there.get(k, defaults.get(k, "none")), here.get(k, defaults.get(k, "none"))) for k in fields}
+    return {k: v for k, v in pairs.items() if v[0] != v[1]}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -386,10 +404,13 @@ def import_command(args) -> int:
     except ArchiveError as exc:
         print(f"python -m reproduce: --import-runs: {exc}", file=sys.stderr)
         return 2
+    differs = "; ".join(f"{k}: {there} there, {here} here" for k, (there, here) in s.get("differs", {}).items())
     use = (
         "they are this machine's own keys: `make reproduce` reads them"
         if s["local"]
-        else f"read them with `python -m reproduce --runs-from {s['machine']}` (or {runs.RUNS_FROM_ENV}={s['machine']})"
+        else f"they were trained on another machine ({differs or 'other numerics'}), so this machine's runs have other "
+        f"keys and `make reproduce` trains its own; read these with `python -m reproduce --runs-from {s['machine']}` "
+        f"(or {runs.RUNS_FROM_ENV}={s['machine']})"
     )
     print(
         f"reproduce: imported {s['runs']} runs and {s['evaluations']} evaluations from machine {s['machine']} into "

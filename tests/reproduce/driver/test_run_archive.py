@@ -8,6 +8,7 @@ machine (no Jupyter, papermill, Ray, Sentence-BERT), is the last test."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -87,6 +88,24 @@ def test_a_run_without_embeddings_is_never_re_evaluated(source, tmp_path, monkey
         there.load(B)
 
 
+def test_an_archive_imported_on_another_cpu_says_so(source, tmp_path, monkeypatch, capsys):
+    """An archive exported on one CPU and imported on another (planted): its runs keep the exporting CPU's keys,
+    this CPU's keys are others, and the import names the two CPUs and what to do."""
+    summary = ra.export_runs(tmp_path / "here.tar.xz", runs.RunCache(source), keep_embeddings=set())
+    here = runs.cpu_identity()
+    manifest, _ = ra.read_archive(summary["files"][0])
+    assert manifest["machine"].get("cpu", runs.REFERENCE_CPU) == here  # the reference CPU's archive names none
+    other = "GenuineIntel/AVX512" if here != "GenuineIntel/AVX512" else "AuthenticAMD/AVX2"
+    monkeypatch.setattr(runs, "cpu_identity", lambda: other)
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "other"))
+    assert ra.import_command(argparse.Namespace(import_runs=summary["files"][0])) == 0
+    out = capsys.readouterr().out
+    assert f"cpu: {here} there, {other} here" in out and "trains its own" in out
+    assert not runs.RunCache(tmp_path / "other").has(A)  # this CPU's key is another
+    monkeypatch.setenv(runs.RUNS_FROM_ENV, out.split("--runs-from ")[1].split("`")[0])
+    assert runs.RunCache(tmp_path / "other").has(A)
+
+
 def test_another_machines_runs_are_read_under_its_name_and_never_trained_here(source, tmp_path, monkeypatch):
     foreign = tmp_path / "gpu-cache"
     name = runs.save_machine(foreign, FOREIGN)
@@ -101,6 +120,7 @@ def test_another_machines_runs_are_read_under_its_name_and_never_trained_here(so
     target = tmp_path / "target"
     got = ra.import_runs(summary["files"][0], target)
     assert got["machine"] == name and not got["local"]
+    assert got["differs"]["device"] == (FOREIGN["device"], "cpu") and got["differs"]["torch"][0] == FOREIGN["torch"]
     assert not runs.RunCache(target).has(A)  # this machine's key: not the imported run
     monkeypatch.setenv(runs.RUNS_FROM_ENV, name)
     reader = runs.RunCache(target)
