@@ -47,14 +47,29 @@ def train_images_needed(configs: Iterable[Config], train_names: list[str]) -> se
     return {train_names[i] for i in rows}
 
 
-def load_for(data: str, configs: list[Config], data_dir=None, scale: str = "default", seed: int = 0, cache_dir=None):
+def load_for(
+    data: str,
+    configs: list[Config],
+    data_dir=None,
+    scale: str = "default",
+    seed: int = 0,
+    cache_dir=None,
+    progress: bool = True,
+):
     """The splits of ``data`` with features of every image ``configs`` train on (Flickr8k: only those
-    training images, plus any the feature cache holds, plus dev and test)."""
+    training images, plus any the feature cache holds, plus dev and test; ``progress``: a bar while they are
+    computed)."""
     train_images = None
     if data == "flickr8k" and not is_bundle(paths.flickr8k_dir(data_dir)):  # a bundle holds every image's features
         train_images = train_images_needed(configs, flickr8k_index(data_dir)["train"][0])
     return data_mod.load_splits(
-        data, data_dir=data_dir, scale=scale, seed=seed, cache_dir=cache_dir, train_images=train_images
+        data,
+        data_dir=data_dir,
+        scale=scale,
+        seed=seed,
+        cache_dir=cache_dir,
+        train_images=train_images,
+        progress=progress,
     )
 
 
@@ -85,7 +100,7 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
         label = f"{data}" + (f" ({scale})" if data == "synthetic" else "")
         print(f"prepare [{label}]: loading the splits", flush=True)
         more = extra.get((data, scale, seed, data_dir), [])
-        splits = load_for(data, [*group, *more], data_dir=data_dir, scale=scale, seed=seed)
+        splits = load_for(data, [*group, *more], data_dir=data_dir, scale=scale, seed=seed, progress=progress)
         for c in group:
             c.check_train_size(splits.train.n_images, splits.train.captions_per_image)
         if all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):

@@ -179,8 +179,11 @@ def _setup(config: Config, splits, cache_dir, graph_backend=None) -> _Run:
     if config.max_eval_captions and dev.n_captions > config.max_eval_captions:
         dev = dev.subset_images(np.arange(config.max_eval_captions // dev.captions_per_image))
     vocab = Vocabulary.build(tr.captions, config.vocab_min_count)
+    # relevance of the training captions as the data set's every caption gives it (Sentence-BERT: their rows in
+    # the embedding of all of them, the set the driver's preparation embeds), whatever the cache held before
+    within = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
     provider = (
-        data_mod.relevance_provider(config.relevance, tr, cache_dir=cache_dir, **config.relevance_params)
+        data_mod.relevance_provider(config.relevance, tr, cache_dir=cache_dir, within=within, **config.relevance_params)
         if config.relevance
         else None
     )

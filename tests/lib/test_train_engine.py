@@ -210,6 +210,27 @@ def test_same_seed_identical_embeddings_and_contract_record(toy):
     }
 
 
+def test_a_runs_relevance_is_built_within_its_data_sets_every_caption(toy, monkeypatch):
+    """The relevance provider of a run gets the data set's every caption (train, dev, test) as ``within``: its
+    Sentence-BERT rows are then those the driver's preparation embeds, whatever the cache held
+    (``tests/lib/data/test_data_sbert.py``); a run on a training subset gets the same set."""
+    from coherent_itr import data as data_mod
+
+    asked = []
+    real = data_mod.relevance_provider
+    monkeypatch.setattr(
+        data_mod,
+        "relevance_provider",
+        lambda name, split, **kw: asked.append((split, kw["within"])) or real("true", split),
+    )
+    every = [c for s in (toy.train, toy.dev, toy.test) for c in s.captions]
+    for fraction in (1.0, 0.5):
+        cfg = Config(**{**TINY, "epochs": 1}, relevance="sbert", loss="ladder", train_fraction=fraction)
+        train(cfg, splits=toy, progress=False)
+    assert [w for _, w in asked] == [every, every]
+    assert len(asked[1][0].captions) < len(toy.train.captions)  # the subset is the split the provider scores
+
+
 def test_bf16_option_trains_close_to_float32():
     # Tolerance: the seed-to-seed spread of float32 on this tiny run. Measured (toy 120/30/30, 4 epochs, 3
     # seeds, busy machine): float32 best val RSUM 353 / 313 / 335 (spread 40); bf16 − float32 per seed

@@ -41,6 +41,7 @@ def load_splits(
     seed: int = 0,
     cache_dir: str | None = None,
     train_images=None,
+    progress: bool = True,
 ) -> DataSplits:
     """Load the train/dev/test splits of ``source``.
 
@@ -54,6 +55,7 @@ def load_splits(
         train_images: Flickr8k only, whose training images are featurised on demand: ``None`` (all),
             ``"cached"`` (what the feature cache holds) or a list of image names
             (:func:`~coherent_itr.data.flickr8k.load_flickr8k`; other sources have every feature).
+        progress: Flickr8k only: a progress bar while image features are computed.
 
     Returns:
         :class:`DataSplits` with ``train``, ``dev`` and ``test`` :class:`CaptionedImages`.
@@ -79,7 +81,7 @@ def load_splits(
 
         if is_bundle(flickr8k_dir(data_dir)):
             return load_bundle(flickr8k_dir(data_dir))
-        return load_flickr8k(data_dir, cache_dir=cache_dir, train_images=train_images)
+        return load_flickr8k(data_dir, cache_dir=cache_dir, train_images=train_images, progress=progress)
     if source == "precomp":
         from .precomp import NAMES, load_precomp
 
@@ -96,7 +98,7 @@ def load_splits(
 
 
 def relevance_provider(
-    name: str, split: CaptionedImages, *, cache_dir: str | None = None, **params
+    name: str, split: CaptionedImages, *, cache_dir: str | None = None, within=None, **params
 ) -> RelevanceProvider:
     """Build a relevance (pseudo-label) provider over ``split``.
 
@@ -104,6 +106,9 @@ def relevance_provider(
         name: one of :data:`PROVIDERS`.
         split: the captioned images the provider scores.
         cache_dir: where the provider caches its matrices.
+        within: the whole data set's captions, ``split``'s among them: Sentence-BERT embeds them together and takes
+            ``split``'s rows, so its relevance does not depend on which captions a cache embedded when
+            (:func:`~coherent_itr.data.sbert.embed_captions`); the other providers do not read it.
         **params: the provider's parameters (module docstring), e.g. ``mode="paired"`` for ``sbert``.
 
     Returns:
@@ -123,7 +128,7 @@ def relevance_provider(
     if name == "sbert":
         from .sbert import SBERTRelevance
 
-        return SBERTRelevance(split, cache_dir=cache_dir, **params)
+        return SBERTRelevance(split, cache_dir=cache_dir, within=within, **params)
     if name == "cider":
         from .cider import CiderRelevance
 

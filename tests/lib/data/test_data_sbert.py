@@ -134,3 +134,40 @@ def test_real_model_offline_and_semantic(tmp_path_factory):
     other = np.mean([S[i, j] for i in range(15) for j in range(15) if i // 5 != j // 5])
     assert same > other + 0.25
     assert S[0, 1] > S[0, 5] and S[10, 11] > S[10, 0]
+
+
+@pytest.fixture
+def padding_encoder(monkeypatch):
+    """A stand-in whose rows depend on the batch they are encoded in (as the model's do through its padding): a
+    caption's base row plus 1e-3 × the longest caption of the call."""
+
+    def enc(texts, batch_size, progress):
+        longest = max(len(t) for t in texts)
+        e = np.stack(
+            [np.random.default_rng(sum(ord(ch) * (i + 1) for i, ch in enumerate(t))).normal(size=384) for t in texts]
+        ).astype(np.float32)
+        e = e + np.float32(1e-3 * longest)
+        return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+    monkeypatch.setattr(sb, "_encode", enc)
+    sb._MEMO.clear()
+    yield
+    sb._MEMO.clear()
+
+
+def test_captions_embedded_within_their_data_set_do_not_depend_on_what_the_cache_held(padding_encoder, tmp_path):
+    """``within``: the rows of the whole set's embedding, whether or not the cache already held the asked-for
+    captions embedded alone (which differ: the set a caption is embedded in changes its bits)."""
+    whole, part = CAPS, CAPS[10:]  # the last three images' captions: shorter than the longest of the whole
+    alone = sb.embed_captions(part, cache_dir=tmp_path)  # now cached exactly, as embedded alone
+    sb._MEMO.clear()
+    rows = sb.embed_captions(whole, cache_dir=tmp_path)[10:]
+    assert not np.array_equal(alone, rows)  # the premise: the set changes the bits
+    for cache in (tmp_path, tmp_path / "empty"):
+        sb._MEMO.clear()
+        assert np.array_equal(sb.embed_captions(part, cache_dir=cache, within=whole), rows)
+    sb._MEMO.clear()
+    provider = relevance_provider("sbert", _split(part), cache_dir=tmp_path, within=whole)
+    assert np.array_equal(provider.emb, rows)
+    with pytest.raises(ValueError, match=r"1 caption\(s\) are not among the 14 of `within`, e.g. 'A cat \.'"):
+        sb.embed_captions([*part, "A cat ."], cache_dir=tmp_path, within=whole)

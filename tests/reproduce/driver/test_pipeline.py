@@ -187,6 +187,25 @@ def test_preparation_loads_sentence_bert_without_a_weight_loading_bar(tmp_path, 
     sbert._MEMO.clear()
 
 
+def test_preparation_computes_image_features_without_a_bar_under_no_progress(monkeypatch):
+    """``--no-progress`` reaches the Flickr8k loader, whose feature bar filled the driver's log (a line per 32
+    images); the loader is planted and records what it was asked."""
+    from coherent_itr.data import flickr8k as f8
+    from reproduce.protocol import prepare as prep
+
+    asked = []
+    monkeypatch.setattr(prep, "train_images_needed", lambda configs, names: None)
+    monkeypatch.setattr(prep, "flickr8k_index", lambda data_dir: {"train": ([], [])})
+    monkeypatch.setattr(prep, "is_bundle", lambda folder: False)
+    monkeypatch.setattr(f8, "load_flickr8k", lambda *a, **k: asked.append(k) or "splits")
+    monkeypatch.setattr(prep.paths, "flickr8k_dir", lambda data_dir=None, **k: data_dir)
+    monkeypatch.setattr("coherent_itr.paths.flickr8k_dir", lambda data_dir=None, **k: data_dir)
+    monkeypatch.setattr("coherent_itr.data.bundle.is_bundle", lambda folder: False)
+    for progress in (False, True):
+        assert prep.load_for("flickr8k", [], data_dir="somewhere", progress=progress) == "splits"
+    assert [k["progress"] for k in asked] == [False, True]
+
+
 def test_ledger_collects_its_own_profile_only(tmp_path):
     """results/smoke/ lives inside results/: the default ledger must not pick up smoke rows."""
     from reproduce.driver import ledger_files
