@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from coherent_itr.io import atomic_write_json, atomic_write_text
-from coherent_itr.runs import source_hash
+from coherent_itr.runs import cpu_identity, source_hash
 
 from reproduce.protocol.ledger import (
     RULE,
@@ -135,6 +135,7 @@ def write_manifest(
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
             "platform": platform.platform(),
+            "cpu": cpu_identity(),  # vendor and kernel instruction set: a CPU run's numbers depend on them
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,

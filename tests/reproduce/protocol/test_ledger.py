@@ -465,6 +465,9 @@ def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_pa
     write_manifest(tmp_path, "default", ["synthetic"], 1800.0, {"synthetic_train_s": 1700.0}, 2, runs_trained=150)
     first = json.loads((tmp_path / "manifest.json").read_text())
     assert first["last_training_invocation"]["runtime_s"] == 1800.0
+    from coherent_itr.runs import cpu_identity
+
+    assert first["machine"]["cpu"] == cpu_identity()  # the CPU the numbers came from (its key names it)
     write_manifest(tmp_path, "default", ["synthetic"], 3.0, {"synthetic_train_s": 0.0}, 2, runs_trained=0)
     second = json.loads((tmp_path / "manifest.json").read_text())
     assert second["runtime_s"] == 3.0 and second["runs_trained"] == 0
