@@ -1,0 +1,46 @@
+"""``benchmarks/bench_retrain_committed.py``: a cached rung is matched to its row of the committed tuning table, equal
+and different numbers are counted as such, and an arm's survivors are compared (planted trials; no training)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_retrain", ROOT / "benchmarks" / "bench_retrain_committed.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("shift", [0.0, 2.5])
+def test_a_cached_rung_is_compared_with_its_committed_row(bench, monkeypatch, tmp_path, shift):
+    from reproduce.protocol import tuning
+
+    committed = bench.committed_table("flickr8k", "overview")
+    row = committed.iloc[0]
+
+    def rung_trials(arm, profile, cache, *a, **k):
+        if arm.name != row.arm:
+            return [], ["not cached"]
+        trial = {"status": "ok", "collapsed": False, "lr": float(row.lr), "warmup_epochs": int(row.warmup_epochs)}
+        return [{**trial, "val_rsum": float(row.rung_val_rsum) + shift}], []
+
+    monkeypatch.setattr(tuning, "rung_trials", rung_trials)
+    monkeypatch.setattr(tuning, "_load_record", lambda cache, config: None)
+    df, s = bench.compare("flickr8k", cache_root=tmp_path)
+    assert len(df) == 1 and df.arm[0] == row.arm and df.rung_committed[0] == row.rung_val_rsum
+    assert s["rungs"] == 1 and s["rungs_equal"] == (shift == 0) and s["max_abs"] == pytest.approx(shift)
+    assert s["arms_complete"] == 1 and s["full_runs"] == 0
+    assert bench.readable(df).rung_diff[0] == pytest.approx(shift)
+
+
+def test_an_empty_cache_gives_an_empty_comparison(bench, tmp_path):
+    df, s = bench.compare("flickr8k", cache_root=tmp_path)
+    assert df.empty and s["rungs"] == 0 and s["arms_complete"] == 0
