@@ -230,7 +230,28 @@ def plan_lines(plan: Plan) -> list[str]:
             "cost table is not measured yet): the ETA corrects itself from the runs that finish; "
             "`python -m reproduce.protocol.cost CACHE` says what they cost"
         )
+    else:
+        lines.append(cpu_line(plan.profile_name))
     return lines
+
+
+def cpu_line(profile_name: str) -> str:
+    """Which CPU the runs train on, and what that means for their keys (a CPU run's key names its CPU:
+    :func:`coherent_itr.runs.cpu_identity`)."""
+    from coherent_itr import runs
+
+    here = runs.cpu_identity()
+    if here == runs.REFERENCE_CPU:
+        return (
+            f"plan [{profile_name}]: runs train on this CPU, {here}: the CPU of the committed run archive "
+            "(results/runs/, `make runs`), whose runs serve here"
+        )
+    return (
+        f"plan [{profile_name}]: runs train on this CPU, {here}, not the run archive's ({runs.REFERENCE_CPU}): their "
+        "numbers differ, so they have keys of their own and the archive's runs serve only with --runs-from; the data "
+        "caches (image features, caption embeddings) are not keyed by CPU: a cache shared with another CPU gives "
+        "this CPU's runs that CPU's data, so give this one a COHERENT_ITR_CACHE of its own"
+    )
 
 
 # --- the paper profile on this device -----------------------------------------------------------------

@@ -91,7 +91,9 @@ def test_plan_lines_give_tuning_and_final_counts_and_an_estimate():
     lines = plan.plan_lines(plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, tune, None, est)], workers=2))
     m = re.search(r"(\d+) tuning run\(s\) \+ ≤ (\d+) final run\(s\)", lines[0])
     assert m and int(m[1]) == len(tune) and int(m[2]) == len(plan.final_run_bounds(prof, None, cache)[0])
-    assert f"≤ {len(tune) + int(m[2])} run(s) in all" in lines[-1] and "estimated wall time" in lines[-1]
+    total = next(x for x in lines if "in all" in x)  # then the device's line
+    assert f"≤ {len(tune) + int(m[2])} run(s) in all" in total and "estimated wall time" in total
+    assert "runs train on this CPU" in lines[-1]
 
 
 def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
@@ -105,8 +107,22 @@ def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
     p = plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, tune, None, est)], workers=2)
     assert not any("CUDA" in x for x in plan.plan_lines(p))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert not any("this CPU" in x for x in plan.plan_lines(p))
     lines = plan.plan_lines(p)
     assert "runs on CUDA, which those CPU costs do not price" in lines[-1] and "reproduce.protocol.cost" in lines[-1]
+
+
+def test_on_a_cpu_the_plan_names_it_and_says_when_it_is_not_the_archives(monkeypatch):
+    """A CPU run's key names its CPU: the plan says which CPU trains, and on another than the run archive's that
+    the archive's runs do not serve and the data caches should not be shared (the other CPU is planted)."""
+    from coherent_itr import runs
+
+    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
+    assert "the CPU of the committed run archive" in plan.cpu_line("default")
+    monkeypatch.setattr(runs, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    line = plan.cpu_line("default")
+    assert f"GenuineIntel/AVX512, not the run archive's ({runs.REFERENCE_CPU})" in line
+    assert "--runs-from" in line and "COHERENT_ITR_CACHE of its own" in line
 
 
 def test_the_paper_profile_says_its_cost_on_this_device_is_an_estimate():
@@ -169,7 +185,8 @@ def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatc
     assert [c.key() for c in est.final_plan] == [c.key() for c in tuning.tuned_plan(prof, None, cache)]
     lines = plan.plan_lines(plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, [], None, est)], workers=2))
     assert "≤" not in lines[0] and "0 final run(s)" in lines[0]
-    assert "≤" not in lines[-1] and "0 run(s) in all" in lines[-1]
+    total = next(x for x in lines if "in all" in x)
+    assert "≤" not in total and "0 run(s) in all" in total
     lost = tuning.tuned_plan(prof, None, cache)[-1]  # one final run lost from the cache
     cache.evaluated.discard(lost.key())
     est = plan.estimate_data_set(prof, "synthetic", None, tune, [], cache)
