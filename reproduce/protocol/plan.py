@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from coherent_itr import runs
 from reproduce.protocol import tuning
 from reproduce.protocol.cost import (
     REFERENCE_MODEL,
@@ -238,8 +239,6 @@ def plan_lines(plan: Plan) -> list[str]:
 def cpu_line(profile_name: str) -> str:
     """Which CPU the runs train on, and what that means for their keys (a CPU run's key names its CPU:
     :func:`coherent_itr.runs.cpu_identity`)."""
-    from coherent_itr import runs
-
     here = runs.cpu_identity()
     if here == runs.REFERENCE_CPU:
         return (
