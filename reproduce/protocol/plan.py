@@ -196,8 +196,8 @@ def make_plan(profile_name: str, data_sets: list[str], papers, cache, workers: i
 
 def estimated_s(estimates: dict, workers: int, notebooks_s: float) -> float:
     """Estimated wall seconds: the runs' worker-seconds over the workers, the data preparation, the notebooks."""
-    runs = sum(sum(e.run_s().values()) for e in estimates.values())
-    return runs / max(1, workers) + sum(e.prepare_s for e in estimates.values()) + notebooks_s
+    worker_s = sum(sum(e.run_s().values()) for e in estimates.values())
+    return worker_s / max(1, workers) + sum(e.prepare_s for e in estimates.values()) + notebooks_s
 
 
 def plan_lines(plan: Plan) -> list[str]:
