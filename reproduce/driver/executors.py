@@ -37,6 +37,7 @@ from reproduce.protocol.prepare import train_rows
 from reproduce.spec.profiles import COSTS, run_seconds
 
 PARENT_POLL_S = 1.0  # how often a worker checks that the driver is still alive (fallback to prctl)
+JOIN_POLL_S = 0.2  # how often a pack's waiting thread wakes to run a pending signal's handler (Ctrl-C)
 
 
 @dataclass
@@ -232,7 +233,8 @@ def side_by_side(work, n: int) -> list:
     for w in workers:
         w.start()
     for w in workers:
-        w.join()
+        while w.is_alive():  # in short waits: a Ctrl-C the kernel hands to another thread still reaches this one
+            w.join(JOIN_POLL_S)
     return results
 
 
