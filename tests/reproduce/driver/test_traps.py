@@ -565,8 +565,10 @@ def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_pa
 
 
 _PACK_SCRIPT = """
-import sys, threading, time
+import signal, sys, threading, time
 from reproduce.driver import executors
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as the driver does: a SIGINT ignored by a parent shell
 
 said = threading.Lock()  # one whole line per thread: print writes the text and its newline apart
 
