@@ -5,6 +5,7 @@ Importable from every test as ``helpers`` (``tests/`` is on the path: the root `
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,15 @@ from coherent_itr.data import flickr8k as f8
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 TESTS = ROOT / "tests"
 DATA = TESTS / "data"  # generated pinned numbers
+
+
+def load_benchmark(name: str):
+    """The script ``benchmarks/<name>.py`` as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 # a fake release: 2 train, 1 dev, 2 test images (tiny JPEGs), judgements, and the bogus image
 SPLITS = {"train": ["10_a.jpg", "11_b.jpg"], "dev": ["20_c.jpg"], "test": ["30_d.jpg", "31_e.jpg"]}

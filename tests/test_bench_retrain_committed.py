@@ -3,20 +3,15 @@ and different numbers are counted as such, and an arm's survivors are compared (
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_retrain", ROOT / "benchmarks" / "bench_retrain_committed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("bench_retrain_committed")
 
 
 @pytest.mark.parametrize("shift", [0.0, 2.5])
