@@ -349,7 +349,8 @@ def device_numerics(config: Config) -> dict:
 def data_form(config: Config) -> dict:
     """``{}`` for a run that reads its data set as released (and for the generated worlds); for a Flickr8k run
     from a bundle (:mod:`coherent_itr.data.bundle`: float16 features and caption embeddings) ``{"flickr8k_form":
-    "bundle:<sha256 of its MANIFEST.json>"}`` — its numbers differ from the release folder's, so its key does."""
+    "bundle:<content hash>"}`` — its numbers differ from the release folder's, so its key does. The content hash
+    is :func:`bundle_content_hash`: the same files and models give the same key, whoever built the bundle when."""
     if config.data != "flickr8k":
         return {}
     try:
@@ -359,7 +360,22 @@ def data_form(config: Config) -> dict:
     manifest = Path(folder) / "MANIFEST.json" if folder is not None else None
     if manifest is None or not manifest.is_file():
         return {}
-    return {"flickr8k_form": f"bundle:{sha256_file(manifest)[:16]}"}
+    return {"flickr8k_form": f"bundle:{bundle_content_hash(manifest)}"}
+
+
+def bundle_content_hash(manifest: Path) -> str:
+    """sha256 (16 hex digits) of a bundle's ``MANIFEST.json`` without its ``info`` entry (who built it, with
+    which library version: nothing a run reads), as sorted JSON. The rest names every file by its sha256 and the
+    models that made the features and embeddings. A manifest that is not a JSON object is hashed as its bytes:
+    the loader refuses it by name."""
+    try:
+        content = json.loads(manifest.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return sha256_file(manifest)[:16]
+    if not isinstance(content, dict):
+        return sha256_file(manifest)[:16]
+    content.pop("info", None)
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def local_numerics(config: Config) -> dict:

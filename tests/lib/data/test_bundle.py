@@ -270,12 +270,43 @@ def test_a_run_from_a_bundle_has_its_own_key_and_a_release_runs_key_is_unchanged
     assert from_release == _h.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
     monkeypatch.setenv("FLICKR8K_DIR", str(out))
     form = runs.local_numerics(cfg)["flickr8k_form"]
-    assert form == "bundle:" + hashlib.sha256((out / bd.MANIFEST).read_bytes()).hexdigest()[:16]
+    content = json.loads((out / bd.MANIFEST).read_text())
+    del content["info"]
+    assert form == "bundle:" + hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
     assert runs.run_key(cfg) != from_release
     synthetic = Config(data="synthetic", data_scale="smoke")
     assert "flickr8k_form" not in runs.local_numerics(synthetic)
     machine = runs.local_numerics(cfg)  # an imported machine's record names its bundle for its Flickr8k runs only
     assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)
+
+
+def test_a_bundle_runs_key_names_its_files_and_models_not_who_built_it(built, monkeypatch):
+    """Rebuilding a bundle from the same data with another library version (its manifest's ``info``) keeps its
+    runs' keys; another file's content, or another feature encoder, moves them."""
+    from coherent_itr import runs
+
+    _, out = built
+    cfg = Config(data="flickr8k", **TINY)
+    monkeypatch.setenv("FLICKR8K_DIR", str(out))
+    manifest = out / bd.MANIFEST
+    original = manifest.read_text()
+    key = runs.run_key(cfg)
+    content = json.loads(original)
+    try:
+        content["info"] = {"built_by": "someone else", "library_source": "0" * 16}
+        manifest.write_text(json.dumps(content, indent=3))
+        assert runs.run_key(cfg) == key
+        content["files"]["train_ims.npy"]["sha256"] = "0" * 64
+        manifest.write_text(json.dumps(content))
+        assert runs.run_key(cfg) != key
+        content = json.loads(original)
+        content["features"]["encoder"] += "-other"
+        manifest.write_text(json.dumps(content))
+        assert runs.run_key(cfg) != key
+        manifest.write_text("not json")
+        assert runs.local_numerics(cfg)["flickr8k_form"] == "bundle:" + hashlib.sha256(b"not json").hexdigest()[:16]
+    finally:
+        manifest.write_text(original)
 
 
 def test_data_bundle_points_the_driver_at_a_bundle_and_refuses_a_folder_that_is_not_one(built, tmp_path, monkeypatch):
