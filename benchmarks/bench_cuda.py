@@ -22,14 +22,17 @@
    epoch. On a CPU the replay stand-in runs (a check of the script).
 6. **graph_runs** — a smoke run of VSE++ and of the listwise loss captured and eager on the device: how far
    the captured run's validation history and test embeddings are from the eager one's, and whether two
-   captured runs of one config are identical.
+   captured runs of one config are identical. **graph_losses** — the same for every overview arm's loss (2
+   epochs; a relevance-based loss on the world's true relevance): which losses the GPU captures.
 7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
-   :func:`reproduce.driver.executors._run_pack`): P processes × K runs each, every run a whole ``train()`` of
-   VSE++ for 2 epochs on the synthetic default world from splits the process loaded once — epochs an hour for
-   each (P, K), the measurement that chooses the driver's default. **packed_identity** — one smoke run alone
-   and the same run in a pack of three: identical validation history and test embeddings?
+   :func:`reproduce.driver.executors._run_pack`): P processes × K runs each (P × K = 16), every run a whole
+   ``train()`` of VSE++ for 6 epochs on the synthetic default world from splits the process loaded once —
+   epochs an hour for each (P, K), the measurement that chooses the driver's default. **packed_identity** — one
+   smoke run alone and the same run in a pack of three: identical validation history and test embeddings?
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
+
+``--best-packing JSON`` prints the fastest packed row of an earlier report (what `scripts/gpu_study.sh` trains with).
 
 Writes ``cuda.md`` and ``cuda.json`` into ``--out`` (default ``results/benchmarks/``) after every part, so
 a run cut off by its time limit still leaves what it measured. Without CUDA it says so and exits 2
@@ -300,30 +303,69 @@ def graph_epochs(dev: str, epochs: int) -> list[dict]:
 
 
 # --- 6. captured runs against eager runs ---------------------------------------------------------------
+def graph_row(loss: str, cfg, dev: str) -> dict:
+    """``cfg`` trained twice captured and once eager on ``dev``: how far apart, and the two captured runs equal?"""
+    g1, g2 = (T.train(cfg, progress=False, graph_backend=graph_backend(dev)) for _ in range(2))
+    with graphs_switched(False):
+        eager = T.train(cfg, progress=False)
+
+    def emb_diff(a, b):
+        return float(np.abs(np.asarray(a.arrays["test_cap"]) - np.asarray(b.arrays["test_cap"])).max())
+
+    return {
+        "loss": loss,
+        "engine": g1.record.get("engine", {}).get("step"),
+        "captured_steps": g1.record.get("engine", {}).get("captured_steps"),
+        "val_rsum_graph": " ".join(f"{h['val_rsum']:.2f}" for h in g1.history),
+        "val_rsum_eager": " ".join(f"{h['val_rsum']:.2f}" for h in eager.history),
+        "graph_vs_eager_embedding_max_diff": emb_diff(g1, eager),
+        "graph_twice_identical": [h["val_rsum"] for h in g1.history] == [h["val_rsum"] for h in g2.history]
+        and emb_diff(g1, g2) == 0.0,
+        "fallback": g1.record.get("engine", {}).get("reason") or "",
+    }
+
+
 def graph_runs(dev: str) -> list[dict]:
-    out = []
-    for loss, cfg in smoke_configs(dev):
-        g1, g2 = (T.train(cfg, progress=False, graph_backend=graph_backend(dev)) for _ in range(2))
-        with graphs_switched(False):
-            eager = T.train(cfg, progress=False)
+    return [graph_row(loss, cfg, dev) for loss, cfg in smoke_configs(dev)]
 
-        def emb_diff(a, b):
-            return float(np.abs(np.asarray(a.arrays["test_cap"]) - np.asarray(b.arrays["test_cap"])).max())
 
-        out.append(
-            {
-                "loss": loss,
-                "engine": g1.record.get("engine", {}).get("step"),
-                "captured_steps": g1.record.get("engine", {}).get("captured_steps"),
-                "val_rsum_graph": " ".join(f"{h['val_rsum']:.2f}" for h in g1.history),
-                "val_rsum_eager": " ".join(f"{h['val_rsum']:.2f}" for h in eager.history),
-                "graph_vs_eager_embedding_max_diff": emb_diff(g1, eager),
-                "graph_twice_identical": [h["val_rsum"] for h in g1.history] == [h["val_rsum"] for h in g2.history]
-                and emb_diff(g1, g2) == 0.0,
-                "fallback": g1.record.get("engine", {}).get("reason") or "",
-            }
+def arm_smoke_configs(dev: str, epochs: int):
+    """(arm's loss and parameters, config) of every overview arm with its own loss or loss parameters, on the
+    smoke world for ``epochs`` epochs; a relevance-based loss reads the world's true relevance (no sentence model
+    needed on the GPU machine)."""
+    prof = profiles.profile_for("default", "synthetic")
+    seen = set()
+    for arm in experiments.overview_arms(prof):
+        cfg = arm.configs(prof)[0]
+        name = f"{cfg.loss} {json.dumps(cfg.loss_params, sort_keys=True)}" if cfg.loss_params else cfg.loss
+        if name in seen:
+            continue
+        seen.add(name)
+        extra = {"relevance": "true", "relevance_params": {}} if cfg.relevance else {}
+        yield (
+            name,
+            dataclasses.replace(
+                cfg,
+                device=dev,
+                data_scale="smoke",
+                epochs=epochs,
+                warmup_epochs=0,
+                early_stop_patience=epochs + 1,
+                **extra,
+            ),
         )
-    return out
+
+
+def graph_losses(dev: str, epochs: int) -> list[dict]:
+    """Every overview arm's loss captured (twice) and eager on the smoke world: which are captured, do two
+    captured runs agree, how far is the eager run."""
+    rows = []
+    for name, cfg in arm_smoke_configs(dev, epochs):
+        try:
+            rows.append(graph_row(name, cfg, dev))
+        except Exception as exc:  # noqa: BLE001 — one loss failing is a finding; the others still run
+            rows.append({"loss": name, "fallback": f"failed: {type(exc).__name__}: {exc}"[:300]})
+    return rows
 
 
 # --- 4. parallel runs ---------------------------------------------------------------------------------
@@ -412,6 +454,16 @@ def packed_identity(dev: str) -> list[dict]:
             "errors": errors,
         }
     ]
+
+
+def best_packing(report: dict) -> tuple[int, int, float] | None:
+    """(processes, runs per process, epochs an hour) of the ``packed`` part's fastest row among those whose every
+    run finished; None without such a row."""
+    rows = [r for r in report.get("packed", []) if r["finished"] == r["processes"] * r["runs_per_process"]]
+    if not rows:
+        return None
+    b = max(rows, key=lambda r: r["epochs_per_hour"])
+    return b["processes"], b["runs_per_process"], b["epochs_per_hour"]
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -560,6 +612,21 @@ def write(out: Path, report: dict) -> None:
                 "fallback",
             ],
         )
+    if "graph_losses" in report:
+        lines += ["", "## 6b. Every overview arm's loss captured twice and eager (smoke world, true relevance)", ""]
+        lines += _table(
+            report["graph_losses"],
+            [
+                "loss",
+                "engine",
+                "captured_steps",
+                "val_rsum_graph",
+                "val_rsum_eager",
+                "graph_vs_eager_embedding_max_diff",
+                "graph_twice_identical",
+                "fallback",
+            ],
+        )
     for part, err in report.get("errors", {}).items():
         lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
     for name, text in (("cuda.md", "\n".join(lines) + "\n"), ("cuda.json", json.dumps(report, indent=1, default=str))):
@@ -578,7 +645,18 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
     ap.add_argument("--pack", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--best-packing",
+        metavar="JSON",
+        help="print 'processes runs_per_process epochs_per_hour' of an earlier report's fastest packed row (nothing "
+        "without one) and exit",
+    )
     a = ap.parse_args(argv)
+    if a.best_packing:
+        best = best_packing(json.loads(Path(a.best_packing).read_text()))
+        if best:
+            print(f"{best[0]} {best[1]} {best[2]:.0f}")
+        return 0
     use_deterministic_kernels()
     if a.child:
         return child(a.child, a.device, a.epochs, a.pack)
@@ -610,20 +688,18 @@ def main(argv=None) -> int:
         "graphs": lambda: graph_steps(dev, n_steps=5 if a.quick else 40, warm=2 if a.quick else 10),
         "graph_epochs": lambda: graph_epochs(dev, epochs=1 if a.quick else 2),
         "graph_runs": lambda: graph_runs(dev),
+        "graph_losses": lambda: graph_losses(dev, epochs=1 if a.quick else 2),
         "packed": lambda: parallel(
             dev,
             [("default", 1, "graph", 1), ("default", 1, "graph", 2)]
             if a.quick
             else [
-                ("default", 1, "graph", 1),
-                ("default", 1, "graph", 4),
-                ("default", 1, "graph", 16),
-                ("default", 4, "graph", 4),
                 ("default", 16, "graph", 1),
-                ("default", 16, "graph", 4),
-                ("default", 4, "eager", 4),
+                ("default", 4, "graph", 4),
+                ("default", 2, "graph", 8),
+                ("default", 1, "graph", 16),
             ],
-            epochs=1 if a.quick else 2,
+            epochs=1 if a.quick else 6,
         ),
         "packed_identity": lambda: packed_identity(dev),
     }

@@ -16,11 +16,13 @@
 # network); the code runs from the checkout (PYTHONPATH), nothing is installed.
 #
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
-# PAPERS (all), WORKERS (16 on CUDA), RUNS_PER_WORKER (1; K: each worker trains K runs side by side, a CUDA
-# stream each), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness
-# parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead of the correctness parts, e.g. add ",packed":
-# epochs an hour for processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this
-# script, e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
+# PAPERS (all), BENCH_LIMIT_S (none: the benchmark parts' time limit; the parts finished by then are reported),
+# WORKERS (16 on CUDA), RUNS_PER_WORKER (1; K: each worker trains K runs side by side, a CUDA stream each; with
+# both unset and the packed part run, that part's fastest row), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder
+# under /tmp), GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead
+# of the correctness parts, e.g. add ",packed": epochs an hour for processes × runs side by side),
+# GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g. PROFILE=smoke;
+# tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -40,9 +42,11 @@ phase() { echo "| $1 | $(( $(date +%s) - t0 )) s |" >>"$OUT/phases.md"; echo "gp
 # 1. the device
 if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     DEVICE=cuda
+    WORKERS_SET=${WORKERS:-}
     WORKERS=${WORKERS:-16}
 elif [ "${GPU_STUDY_ALLOW_CPU:-0}" = 1 ]; then
     DEVICE=cpu
+    WORKERS_SET=${WORKERS:-}
     WORKERS=${WORKERS:-2}
 else
     echo "gpu_study: no CUDA device (torch.cuda.is_available() is False); GPU_STUDY_ALLOW_CPU=1 checks the script on the CPU" >&2
@@ -76,18 +80,35 @@ fi
 if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
     bench=(--out "$OUT/bench" --parts "${GPU_STUDY_PARTS:-losses,losses_float64,determinism,graph_runs,packed_identity}")
     if [ "$DEVICE" = cpu ]; then bench+=(--allow-cpu --quick); fi
-    "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 || echo "gpu_study: bench_cuda.py failed (see bench.log)"
+    limit=()
+    if [ -n "${BENCH_LIMIT_S:-}" ]; then limit=(timeout --signal=INT --kill-after=20 "$BENCH_LIMIT_S"); fi
+    "${limit[@]}" "$PY" benchmarks/bench_cuda.py "${bench[@]}" >"$OUT/bench.log" 2>&1 ||
+        echo "gpu_study: bench_cuda.py failed or reached BENCH_LIMIT_S (see bench.log; the parts before are in bench/)"
     phase "bench_cuda correctness parts"
 fi
 
-# 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run)
+# 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run). Without WORKERS and
+# RUNS_PER_WORKER set, a packed part that ran above chooses them: its row of most epochs an hour.
+if [ -z "${WORKERS_SET:-}" ] && [ -z "${RUNS_PER_WORKER:-}" ] && [ -f "$OUT/bench/cuda.json" ]; then
+    best=$("$PY" benchmarks/bench_cuda.py --best-packing "$OUT/bench/cuda.json") || best=""
+    if [ -n "$best" ]; then
+        read -r WORKERS RUNS_PER_WORKER eph <<<"$best"
+        echo "gpu_study: $WORKERS workers × $RUNS_PER_WORKER runs side by side, the packed part's best ($eph epochs an hour)"
+    fi
+fi
 papers=()
 if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
+smi=""
+if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then  # the GPU's use while the plan trains
+    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 >"$OUT/gpu_use.csv" 2>/dev/null &
+    smi=$!
+fi
 set +e
 timeout --foreground --preserve-status --signal=INT --kill-after=60 "$LIMIT_S" "$PY" -m reproduce --profile "$PROFILE" --data "$DATA" "${papers[@]}" \
     --skip-notebooks --no-progress --workers "$WORKERS" --runs-per-worker "${RUNS_PER_WORKER:-1}" >"$OUT/train.log" 2>&1
 train_rc=$?
 set -e
+if [ -n "$smi" ]; then kill "$smi" 2>/dev/null || true; fi
 tail -5 "$OUT/train.log"
 phase "training (exit $train_rc: 0 done, 130 stopped at the time limit, else failures in train.log)"
 
@@ -103,6 +124,10 @@ fi
     "$PY" -c "import torch, platform; d = torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'; print(f'- device: {d}; torch {torch.__version__}; python {platform.python_version()}')"
     echo "- commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); profile $PROFILE; data $DATA; workers $WORKERS × ${RUNS_PER_WORKER:-1} runs side by side; limit ${LIMIT_S} s"
     echo "- training exit status: $train_rc"
+    if [ -s "$OUT/gpu_use.csv" ]; then
+        awk -F', *' '{u += $1; if ($2 > m) m = $2; n++} END {printf "- GPU while training: %.0f %% busy on average over %d samples 5 s apart, at most %d MiB used\n", u / n, n, m}' "$OUT/gpu_use.csv"
+    fi
+    echo "- CUDA MPS control daemon: $(command -v nvidia-cuda-mps-control || echo 'not installed')"
     echo
     echo "| phase | ends at |"
     echo "|---|---|"
