@@ -301,7 +301,8 @@ CAPTURED_FORWARDS = [
 def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params, symmetric, monkeypatch):
     """What a capture forbids, checked on the CPU: with ``capturing()`` planted True and every host read of a
     tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``), every value-dependent shape
-    (``nonzero``, ``masked_select``, ``unique``, indexing by a boolean mask) and host draw (``randint``) raising,
+    (``nonzero``, ``masked_select``, ``unique``, indexing by a boolean mask), host draw (``randint``) and tensor
+    made from host data (``torch.tensor`` or ``torch.as_tensor`` of a list: a copy to the device) raising,
     the forward and backward of each capturable loss run, give the eager loss and gradient, and keep each numeric
     diagnostic as a 0-d tensor equal to the eager float (an eager-only diagnostic is a list or histogram). Random
     negatives are drawn before the step, as :class:`cuda_graphs.GraphedSteps` draws them."""
@@ -324,8 +325,12 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
         value.backward()
         return value.detach().clone(), sim.grad.clone(), dict(crit.diagnostics)
 
-    want_value, want_grad, want_diag = run(losses.build(loss, **params))
-    crit = losses.build(loss, **params)
+    def warmed(crit):  # the engine's first steps run eagerly: what a loss makes once per device exists by then
+        crit(sim.detach(), rel)
+        return crit
+
+    want_value, want_grad, want_diag = run(warmed(losses.build(loss, **params)))
+    crit = warmed(losses.build(loss, **params))
     assert crit.capturable
     for m in crit.modules():  # random negatives: drawn on the host before the step, as GraphedSteps does
         if hasattr(m, "draw_step_inputs"):
@@ -344,6 +349,17 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
         monkeypatch.setattr(torch.Tensor, name, host_read)
     for name in ("randint", "nonzero", "masked_select", "unique"):  # host draws; shapes that depend on values
         monkeypatch.setattr(torch, name, host_read)
+
+    def no_host_data(make):  # torch.tensor([...]) on CUDA copies host memory to the device: a capture refuses it
+        def checked(data, *rest, **kw):
+            if isinstance(data, (list, tuple, np.ndarray)):
+                host_read()
+            return make(data, *rest, **kw)
+
+        return checked
+
+    for name in ("tensor", "as_tensor"):
+        monkeypatch.setattr(torch, name, no_host_data(getattr(torch, name)))
 
     def no_mask(method):  # x[mask] and x[mask] = y: on CUDA the mask's count is read on the host first
         def checked(self, index, *rest):

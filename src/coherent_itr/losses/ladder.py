@@ -87,9 +87,12 @@ def resolve_alpha_beta(
 
 def levels_from_thresholds(rel: torch.Tensor, thresholds: Sequence[float]) -> torch.Tensor:
     """Level matrix from fixed thresholds θ_1 > … > θ_{L-1}: 0 on the diagonal, else
-    ``1 + #{l : rel[q, j] < θ_l}`` (``rel ≥ θ_1`` → level 1, the most relevant)."""
-    th = torch.as_tensor(list(thresholds), dtype=rel.dtype, device=rel.device)
-    level = 1 + (rel.unsqueeze(-1) < th).sum(dim=-1)
+    ``1 + #{l : rel[q, j] < θ_l}`` (``rel ≥ θ_1`` → level 1, the most relevant). Each θ_l is compared as a
+    Python number (rounded to ``rel``'s dtype, as a tensor of them would be): no host-to-device copy, which a
+    CUDA graph's capture refuses."""
+    level = torch.ones(rel.shape, dtype=torch.long, device=rel.device)
+    for t in thresholds:
+        level += rel < float(t)
     level.fill_diagonal_(0)
     return level
 

@@ -193,6 +193,27 @@ def dense_pairs_hinge_sum(sim, more, less, alpha):
     return hinge.sum(dim=(1, 2)), int((hinge > 0).sum())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_levels_from_thresholds_at_and_beside_each_threshold(dtype):
+    """Level 1 + #{l : rel < θ_l} (θ rounded to rel's dtype, as the relevance itself is) entry by entry, with
+    values exactly at each threshold and at its neighbours in that dtype: a value equal to θ_l is not below it."""
+    thresholds = (0.7, 0.4, 0.1 + 0.2)
+    g = torch.Generator().manual_seed(0)
+    rel = torch.rand(12, 12, generator=g, dtype=torch.float64).to(dtype)
+    flat = rel.view(-1)
+    for k, t in enumerate(thresholds):
+        at = torch.tensor(t, dtype=dtype)
+        flat[13 * k + 1] = at
+        flat[13 * k + 2] = torch.nextafter(at, torch.tensor(1.0, dtype=dtype))
+        flat[13 * k + 3] = torch.nextafter(at, torch.tensor(0.0, dtype=dtype))
+    level = ladder_mod.levels_from_thresholds(rel, thresholds)
+    assert level.dtype == torch.int64
+    for q in range(12):
+        for j in range(12):
+            want = 0 if q == j else 1 + sum(rel[q, j].item() < np.asarray(t, dtype=str(dtype)[6:]) for t in thresholds)
+            assert level[q, j].item() == want, (q, j, rel[q, j].item())
+
+
 @pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-10), (torch.float32, 2e-4)])
 @pytest.mark.parametrize("ties", [False, True])
 def test_all_pairs_hinge_sum_equals_the_dense_sum(dtype, tol, ties):
