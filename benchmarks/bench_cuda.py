@@ -27,7 +27,8 @@
 7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
    :func:`reproduce.driver.executors._run_pack`): P processes × K runs each (P × K = 16), every run a whole
    ``train()`` of VSE++ for 6 epochs on the synthetic default world from splits the process loaded once —
-   epochs an hour for each (P, K), the measurement that chooses the driver's default. **packed_identity** — one
+   epochs an hour for each (P, K), the measurement that chooses the driver's default (**processes16**: its
+   16 × 1 row alone, e.g. with and without CUDA MPS). **packed_identity** — one
    smoke run alone and the same run in a pack of three: identical validation history and test embeddings?
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
@@ -547,7 +548,7 @@ def write(out: Path, report: dict) -> None:
     if "steps" in report:
         lines += ["", "## 3. One training step (VSE++, batch 128, synthetic default world; median ms)", ""]
         lines += _table(report["steps"], ["model", "sizes", "mode", "step_ms", "steps_timed", "steps_per_epoch"])
-    for part in ("parallel", "parallel_graphs", "packed"):
+    for part in ("parallel", "parallel_graphs", "packed", "processes16"):
         if part not in report:
             continue
         lines += ["", "## 4. Runs in parallel on the one GPU (whole train() of VSE++, validation each epoch)", ""]
@@ -701,6 +702,9 @@ def main(argv=None) -> int:
             ],
             epochs=1 if a.quick else 6,
         ),
+        "processes16": lambda: parallel(
+            dev, [("default", 2 if a.quick else 16, "graph", 1)], epochs=1 if a.quick else 6
+        ),  # packed's first row alone: e.g. once with CUDA MPS and once without
         "packed_identity": lambda: packed_identity(dev),
     }
     for name in a.parts.split(","):

@@ -16,13 +16,13 @@
 # network); the code runs from the checkout (PYTHONPATH), nothing is installed.
 #
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
-# PAPERS (all), BENCH_LIMIT_S (none: the benchmark parts' time limit; the parts finished by then are reported),
-# WORKERS (16 on CUDA), RUNS_PER_WORKER (1; K: each worker trains K runs side by side, a CUDA stream each; with
-# both unset and the packed part run, that part's fastest row), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder
-# under /tmp), GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead
-# of the correctness parts, e.g. add ",packed": epochs an hour for processes × runs side by side),
-# GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g. PROFILE=smoke;
-# tests/reproduce/driver/test_gpu_study.py).
+# PAPERS (all), GPU_STUDY_MPS=1 (the CUDA MPS daemon runs while the script does), BENCH_LIMIT_S (none: the
+# benchmark parts' time limit; the parts finished by then are reported), WORKERS (16 on CUDA), RUNS_PER_WORKER
+# (1; K: each worker trains K runs side by side, a CUDA stream each; with both unset and the packed part run,
+# that part's fastest row), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no
+# correctness parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead of the correctness parts, e.g. add
+# ",packed": epochs an hour for processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a
+# check of this script, e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -53,6 +53,26 @@ else
     exit 2
 fi
 phase "device $DEVICE checked"
+
+# 1b. CUDA MPS (GPU_STUDY_MPS=1): the workers' kernels then run at once instead of by turns on the one GPU
+MPS=off
+if [ "${GPU_STUDY_MPS:-0}" = 1 ] && [ "$DEVICE" = cuda ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/coherent_itr-mps/pipe}
+    export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/coherent_itr-mps/log}
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+        trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+        if "$PY" -c "import torch; torch.zeros(1, device='cuda').sum().item()"; then
+            MPS=on
+        else
+            echo quit | nvidia-cuda-mps-control || true
+            echo "gpu_study: a CUDA client failed under MPS; the daemon is stopped, training goes on without it"
+        fi
+    else
+        echo "gpu_study: GPU_STUDY_MPS=1 but nvidia-cuda-mps-control -d failed; training goes on without MPS"
+    fi
+    phase "CUDA MPS $MPS"
+fi
 
 # 2. data: the synthetic world's caption embeddings; Flickr8k from its bundle
 mkdir -p "$COHERENT_ITR_CACHE"
@@ -127,7 +147,7 @@ fi
     if [ -s "$OUT/gpu_use.csv" ]; then
         awk -F', *' '{u += $1; if ($2 > m) m = $2; n++} END {printf "- GPU while training: %.0f %% busy on average over %d samples 5 s apart, at most %d MiB used\n", u / n, n, m}' "$OUT/gpu_use.csv"
     fi
-    echo "- CUDA MPS control daemon: $(command -v nvidia-cuda-mps-control || echo 'not installed')"
+    echo "- CUDA MPS: $MPS (GPU_STUDY_MPS=1 turns it on; control daemon: $(command -v nvidia-cuda-mps-control || echo 'not installed'))"
     echo
     echo "| phase | ends at |"
     echo "|---|---|"
