@@ -106,9 +106,24 @@ def loss_value_grad(name: str, params: dict, sim: torch.Tensor, rel: torch.Tenso
 
 def check_losses(dev: str, dtype=torch.float32, tol: float = TOL) -> list[dict]:
     """Every study loss on CUDA against CPU at ``dtype``; float64 separates an implementation difference
-    from float32 rounding amplified by a loss's conditioning (a temperature τ scales it by 1/τ)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    from float32 rounding amplified by a loss's conditioning (a temperature τ scales it by 1/τ). TF32 is off inside
+    and restored after: the parts after train with the process's own switches (a run's key names them)."""
+    with tf32_off():
+        return _check_losses(dev, dtype, tol)
+
+
+@contextlib.contextmanager
+def tf32_off():
+    """TF32 off for matmul and cuDNN inside; the switches as they were after."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _check_losses(dev: str, dtype, tol: float) -> list[dict]:
     sim, rel = planted()
     rows = []
     for name, params in experiments.study_losses():
@@ -200,6 +215,11 @@ def determinism(dev: str) -> list[dict]:
 
 # --- 3. step time -------------------------------------------------------------------------------------
 def step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
+    with tf32_off():  # each mode sets its own switches; the process's come back after
+        return _step_times(dev, n_steps, warm)
+
+
+def _step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
     rows = []
     for model in ("default", "paper"):
         for mode in ("float32", "tf32", "bf16"):
@@ -231,7 +251,6 @@ def step_times(dev: str, n_steps: int, warm: int) -> list[dict]:
                     "steps_per_epoch": len(batches) and run.tr.n_captions // cfg.batch_size,
                 }
             )
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return rows
 
 

@@ -45,3 +45,19 @@ def test_the_fastest_packing_whose_runs_all_finished_is_chosen(bench, tmp_path):
     assert bench.best_packing({"losses": []}) is None
     (tmp_path / "cuda.json").write_text(json.dumps({"packed": rows}))
     assert bench.main(["--best-packing", str(tmp_path / "cuda.json")]) == 0
+
+
+def test_the_loss_check_turns_tf32_off_inside_and_leaves_the_switches_as_it_found_them(bench, monkeypatch):
+    """The parts after it train runs: with TF32 left off they trained with other cuDNN numerics than the
+    process's own (in one GPU visit, the captured VSE++ smoke run validated at 109.2 after the check, 99.6 without)."""
+    seen = []
+    monkeypatch.setattr(bench, "_check_losses", lambda *a: seen.append(torch.backends.cudnn.allow_tf32) or [])
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        for matmul, cudnn in ((False, True), (True, False)):
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+            assert bench.check_losses("cpu") == []
+            assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (matmul, cudnn)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    assert seen == [False, False]

@@ -302,7 +302,7 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
     """What a capture forbids, checked on the CPU: with ``capturing()`` planted True and every host read of a
     tensor (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``numpy``), every value-dependent shape
     (``nonzero``, ``masked_select``, ``unique``, indexing by a boolean mask), host draw (``randint``) and tensor
-    made from host data (``torch.tensor`` or ``torch.as_tensor`` of a list: a copy to the device) raising,
+    made from host data (``torch.tensor`` or ``torch.as_tensor`` of a number or list: a copy to the device) raising,
     the forward and backward of each capturable loss run, give the eager loss and gradient, and keep each numeric
     diagnostic as a 0-d tensor equal to the eager float (an eager-only diagnostic is a list or histogram). Random
     negatives are drawn before the step, as :class:`cuda_graphs.GraphedSteps` draws them."""
@@ -350,9 +350,9 @@ def test_a_capturable_loss_reads_nothing_on_the_host_while_captured(loss, params
     for name in ("randint", "nonzero", "masked_select", "unique"):  # host draws; shapes that depend on values
         monkeypatch.setattr(torch, name, host_read)
 
-    def no_host_data(make):  # torch.tensor([...]) on CUDA copies host memory to the device: a capture refuses it
+    def no_host_data(make):  # torch.tensor(x) on CUDA copies host memory to the device (x a number too): refused
         def checked(data, *rest, **kw):
-            if isinstance(data, (list, tuple, np.ndarray)):
+            if not torch.is_tensor(data):
                 host_read()
             return make(data, *rest, **kw)
 

@@ -49,6 +49,7 @@ sorted rows (:func:`all_pairs_hinge_sum`), not over a B³ tensor.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -123,9 +124,9 @@ def all_pairs_hinge_sum(
     between the three terms costs no precision.
     """
     s = sim.detach()
-    inf = torch.tensor(float("inf"), dtype=s.dtype, device=s.device)
-    less_sorted = torch.where(less, s, -inf).sort(dim=1).values  # non-members at −∞: never counted
-    more_sorted = torch.where(more, s, inf).sort(dim=1).values  # non-members at +∞: never counted
+    # ±∞ as Python numbers: a tensor of one would be copied from the host, which a CUDA graph's capture refuses
+    less_sorted = torch.where(less, s, -math.inf).sort(dim=1).values  # non-members at −∞: never counted
+    more_sorted = torch.where(more, s, math.inf).sort(dim=1).values  # non-members at +∞: never counted
     b = s.shape[1]
     n_i = b - torch.searchsorted(less_sorted, (s - alpha).contiguous(), right=True)  # #{j: s_j > s_i − α}
     m_j = torch.searchsorted(more_sorted, (s + alpha).contiguous(), right=False)  # #{i: s_i < s_j + α}
