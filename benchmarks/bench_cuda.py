@@ -23,7 +23,8 @@
 6. **graph_runs** — a smoke run of VSE++ and of the listwise loss captured and eager on the device: how far
    the captured run's validation history and test embeddings are from the eager one's, and whether two
    captured runs of one config are identical. **graph_losses** — the same for every overview arm's loss (2
-   epochs; a relevance-based loss on the world's true relevance): which losses the GPU captures.
+   epochs, the first a warm-up; a relevance-based loss on the world's true relevance): which losses the GPU
+   captures.
 7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
    :func:`reproduce.driver.executors._run_pack`): P processes × K runs each (P × K = 16), every run a whole
    ``train()`` of VSE++ for 6 epochs on the synthetic default world from splits the process loaded once —
@@ -32,8 +33,6 @@
    smoke run alone and the same run in a pack of three: identical validation history and test embeddings?
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
-
-``--best-packing JSON`` prints the fastest packed row of an earlier report (what `scripts/gpu_study.sh` trains with).
 
 Writes ``cuda.md`` and ``cuda.json`` into ``--out`` (default ``results/benchmarks/``) after every part, so
 a run cut off by its time limit still leaves what it measured. Without CUDA it says so and exits 2
@@ -351,8 +350,9 @@ def graph_runs(dev: str) -> list[dict]:
 
 def arm_smoke_configs(dev: str, epochs: int):
     """(arm's loss and parameters, config) of every overview arm with its own loss or loss parameters, on the
-    smoke world for ``epochs`` epochs; a relevance-based loss reads the world's true relevance (no sentence model
-    needed on the GPU machine)."""
+    smoke world for ``epochs`` epochs, the first a warm-up epoch when there are two or more (the study tunes the
+    warm-up, and a loss that honours it is captured apart then); a relevance-based loss reads the world's true
+    relevance (no sentence model needed on the GPU machine)."""
     prof = profiles.profile_for("default", "synthetic")
     seen = set()
     for arm in experiments.overview_arms(prof):
@@ -369,7 +369,7 @@ def arm_smoke_configs(dev: str, epochs: int):
                 device=dev,
                 data_scale="smoke",
                 epochs=epochs,
-                warmup_epochs=0,
+                warmup_epochs=min(1, epochs - 1),  # a warm-up epoch first (tuned in the study): captured apart
                 early_stop_patience=epochs + 1,
                 **extra,
             ),
@@ -474,16 +474,6 @@ def packed_identity(dev: str) -> list[dict]:
             "errors": errors,
         }
     ]
-
-
-def best_packing(report: dict) -> tuple[int, int, float] | None:
-    """(processes, runs per process, epochs an hour) of the ``packed`` part's fastest row among those whose every
-    run finished; None without such a row."""
-    rows = [r for r in report.get("packed", []) if r["finished"] == r["processes"] * r["runs_per_process"]]
-    if not rows:
-        return None
-    b = max(rows, key=lambda r: r["epochs_per_hour"])
-    return b["processes"], b["runs_per_process"], b["epochs_per_hour"]
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -665,18 +655,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
     ap.add_argument("--pack", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument(
-        "--best-packing",
-        metavar="JSON",
-        help="print 'processes runs_per_process epochs_per_hour' of an earlier report's fastest packed row (nothing "
-        "without one) and exit",
-    )
     a = ap.parse_args(argv)
-    if a.best_packing:
-        best = best_packing(json.loads(Path(a.best_packing).read_text()))
-        if best:
-            print(f"{best[0]} {best[1]} {best[2]:.0f}")
-        return 0
     use_deterministic_kernels()
     if a.child:
         return child(a.child, a.device, a.epochs, a.pack)

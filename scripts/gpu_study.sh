@@ -18,11 +18,11 @@
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
 # PAPERS (all), GPU_STUDY_MPS=1 (the CUDA MPS daemon runs while the script does), BENCH_LIMIT_S (none: the
 # benchmark parts' time limit; the parts finished by then are reported), WORKERS (16 on CUDA), RUNS_PER_WORKER
-# (1; K: each worker trains K runs side by side, a CUDA stream each; with both unset and the packed part run,
-# that part's fastest row), LIMIT_S (420), GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no
-# correctness parts), GPU_STUDY_PARTS (bench_cuda.py's parts to run instead of the correctness parts, e.g. add
-# ",packed": epochs an hour for processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a
-# check of this script, e.g. PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
+# (1; K > 1, runs side by side in each worker, is for the CPU: on CUDA the driver refuses it), LIMIT_S (420),
+# GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_PARTS
+# (bench_cuda.py's parts to run instead of the correctness parts, e.g. add ",packed": epochs an hour for
+# processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g.
+# PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -42,11 +42,9 @@ phase() { echo "| $1 | $(( $(date +%s) - t0 )) s |" >>"$OUT/phases.md"; echo "gp
 # 1. the device
 if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     DEVICE=cuda
-    WORKERS_SET=${WORKERS:-}
     WORKERS=${WORKERS:-16}
 elif [ "${GPU_STUDY_ALLOW_CPU:-0}" = 1 ]; then
     DEVICE=cpu
-    WORKERS_SET=${WORKERS:-}
     WORKERS=${WORKERS:-2}
 else
     echo "gpu_study: no CUDA device (torch.cuda.is_available() is False); GPU_STUDY_ALLOW_CPU=1 checks the script on the CPU" >&2
@@ -107,17 +105,7 @@ if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
     phase "bench_cuda correctness parts"
 fi
 
-# 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run). Without WORKERS and
-# RUNS_PER_WORKER set, a packed part that ran above chooses them: its row of most epochs an hour.
-if [ -z "${WORKERS_SET:-}" ] && [ -z "${RUNS_PER_WORKER:-}" ] && [ -f "$OUT/bench/cuda.json" ]; then
-    best=$("$PY" benchmarks/bench_cuda.py --best-packing "$OUT/bench/cuda.json") || best=""
-    if [ -n "$best" ]; then
-        read -r WORKERS RUNS_PER_WORKER eph <<<"$best"
-        echo "gpu_study: $WORKERS workers × $RUNS_PER_WORKER runs side by side, the packed part's best ($eph epochs an hour)"
-    fi
-fi
-papers=()
-if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
+# 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run)
 smi=""
 if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then  # the GPU's use while the plan trains
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 >"$OUT/gpu_use.csv" 2>/dev/null &

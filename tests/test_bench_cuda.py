@@ -35,18 +35,6 @@ def test_the_report_lists_the_losses_that_failed(bench, tmp_path):
     assert json.loads((tmp_path / "cuda.json").read_text())["losses"][1]["passed"] is False
 
 
-def test_the_fastest_packing_whose_runs_all_finished_is_chosen(bench, tmp_path):
-    def row(p, k, finished, eph):
-        return {"processes": p, "runs_per_process": k, "finished": finished, "epochs_per_hour": eph}
-
-    rows = [row(16, 1, 16, 900.0), row(4, 4, 16, 1500.0), row(1, 16, 15, 3000.0)]  # the last lost a run
-    assert bench.best_packing({"packed": rows}) == (4, 4, 1500.0)
-    assert bench.best_packing({"packed": [row(1, 16, 15, 3000.0)]}) is None
-    assert bench.best_packing({"losses": []}) is None
-    (tmp_path / "cuda.json").write_text(json.dumps({"packed": rows}))
-    assert bench.main(["--best-packing", str(tmp_path / "cuda.json")]) == 0
-
-
 def test_the_loss_check_turns_tf32_off_inside_and_leaves_the_switches_as_it_found_them(bench, monkeypatch):
     """The parts after it train runs: with TF32 left off they trained with other cuDNN numerics than the
     process's own (in one GPU visit, the captured VSE++ smoke run validated at 109.2 after the check, 99.6 without)."""

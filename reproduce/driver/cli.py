@@ -109,6 +109,16 @@ def validate(args) -> list[str]:
                 f"--runs-per-worker {args.runs_per_worker}: runs side by side in one process need 1 intra-op "
                 f"thread a run; ${THREADS_ENV}={default_threads()}"
             )
+        # heavy (torch): only --runs-per-worker asks for the device here
+        import torch
+
+        if torch.cuda.is_available():
+            raise UsageError(
+                f"--runs-per-worker {args.runs_per_worker}: on CUDA, runs side by side in one process fail with "
+                "cuDNN errors (CUDNN_STATUS_INTERNAL_ERROR in 5 of 16 runs at 4 × 4 on an H200) and train fewer "
+                "epochs an hour than one run a process (results/benchmarks/gpu/README.md); use --workers N, and "
+                "CUDA MPS to let their kernels overlap (docs/compute.md)"
+            )
     problem = paths.writable_problem(paths.cache_dir(create=False))
     if problem:
         raise UsageError(

@@ -142,6 +142,23 @@ def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
     assert sets == ["synthetic"]
 
 
+def test_runs_side_by_side_are_refused_on_cuda_where_they_fail(monkeypatch):
+    """``--runs-per-worker K`` on a CUDA machine is refused before any work, naming the measurement and what to use
+    instead; on the CPU (one thread a run) it is accepted."""
+    import torch
+
+    from reproduce.driver import cli as cli
+
+    monkeypatch.setenv("COHERENT_ITR_THREADS", "1")
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    args = cli.parse_args(["--runs-per-worker", "4", "--data", "synthetic"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(cli.UsageError, match=r"--runs-per-worker 4: on CUDA.*cuDNN.*--workers N"):
+        cli.validate(args)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.validate(args) == ["synthetic"]
+
+
 def _free_port() -> int:
     import socket
 
