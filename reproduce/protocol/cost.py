@@ -21,7 +21,7 @@ from pathlib import Path
 from coherent_itr.data.synthetic import SCALES
 
 from reproduce.protocol.prepare import train_rows
-from reproduce.spec.profiles import COSTS, COSTS_MODEL, expected_epochs, run_seconds
+from reproduce.spec.profiles import COSTS, COSTS_MODEL, GPU_COSTS, expected_epochs, run_seconds
 from reproduce.spec.tables import md_cell
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
@@ -79,6 +79,18 @@ def run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = Fa
     epoch_s = val * flop * n_dev / r_dev + train * flop * n_tr / r_tr
     eval_s = c["eval_s"] * (n_te / r_te) ** 2 if evaluated else 0.0
     return c["fixed_s"] + eval_s + (0.0 if trained else epochs * epoch_s)
+
+
+def gpu_run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = False) -> float:
+    """Expected seconds of one run on one worker of a GPU shared as :data:`reproduce.spec.profiles.GPU_COSTS` was
+    measured: its fixed part, its test evaluation when ``evaluated`` (the CPU's price), and unless ``trained``
+    :func:`~reproduce.spec.profiles.expected_epochs` epochs of the loss's measured training (the slowest loss's
+    for one not measured) scaled by the data set's steps, plus validation."""
+    g = GPU_COSTS
+    steps = COSTS[data]["steps"] / g["steps"]
+    train = g["epoch_s"].get(config.loss, max(g["epoch_s"].values())) * steps * config.train_fraction
+    eval_s = COSTS[data]["eval_s"] if evaluated else 0.0
+    return g["fixed_s"] + eval_s + (0.0 if trained else expected_epochs(config, data) * (train + g["val_s"]))
 
 
 def prepare_estimate_s(data: str, configs: list) -> float:

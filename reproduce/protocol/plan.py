@@ -33,6 +33,7 @@ from reproduce.protocol import tuning
 from reproduce.protocol.cost import (
     REFERENCE_MODEL,
     TOKENS_PER_CAPTION,
+    gpu_run_estimate_s,
     minutes,
     prepare_estimate_s,
     run_estimate_s,
@@ -40,7 +41,15 @@ from reproduce.protocol.cost import (
 )
 from reproduce.spec import experiments
 from reproduce.spec.paths import ROOT
-from reproduce.spec.profiles import ASSUMED_STEP_SPEEDUP, COSTS, PROFILES, Profile, profile_for, run_seconds
+from reproduce.spec.profiles import (
+    ASSUMED_STEP_SPEEDUP,
+    COSTS,
+    GPU_COSTS,
+    PROFILES,
+    Profile,
+    profile_for,
+    run_seconds,
+)
 
 
 # --- the runs ----------------------------------------------------------------------------------------
@@ -97,6 +106,15 @@ class DataSetEstimate:
         out.update({("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_more})
         out.update({("final", c.key()): self.final_s(c) for c in self.final_todo})
         return out
+
+    def gpu_run_s(self) -> float:
+        """Estimated worker-seconds of every run to do on a GPU shared as ``GPU_COSTS`` was measured."""
+        if self.data not in COSTS:
+            return 0.0
+        tune = sum(gpu_run_estimate_s(c, self.data, evaluated=False) for c in [*self.tuning_todo, *self.tuning_more])
+        return tune + sum(
+            gpu_run_estimate_s(c, self.data, trained=c.key() in self.tuning_keys) for c in self.final_todo
+        )
 
 
 def estimate_data_set(profile, data: str, papers, configs: list, todo: list, cache) -> DataSetEstimate:
@@ -226,10 +244,12 @@ def plan_lines(plan: Plan) -> list[str]:
         "every run at its expected epochs (reproduce.spec.profiles.EXPECTED_EPOCHS: early stopping measured)"
     )
     if torch.cuda.is_available():
+        gpu_s = sum(e.gpu_run_s() for e in plan.estimates.values()) / max(1, plan.workers)
         lines.append(
-            f"plan [{plan.profile_name}]: training here runs on CUDA, which those CPU costs do not price (a GPU "
-            "cost table is not measured yet): the ETA corrects itself from the runs that finish; "
-            "`python -m reproduce.protocol.cost CACHE` says what they cost"
+            f"plan [{plan.profile_name}]: training here runs on CUDA, which those CPU costs do not price; priced "
+            f"from {GPU_COSTS['device']} (reproduce.spec.profiles.GPU_COSTS), the runs take ≈ {minutes(gpu_s)} on "
+            f"{plan.workers} worker(s), data preparation and notebooks apart; the ETA corrects itself from the runs "
+            "that finish, and `python -m reproduce.protocol.cost CACHE` says what they cost"
         )
     else:
         lines.append(cpu_line(plan.profile_name))

@@ -322,6 +322,34 @@ LOSS_EXTRA_S = {
     "kendall_sw_hs": 0.75,
     "sam": 0.7,  # the Flickr8k runs (bench_run_costs): 11.4 s / epoch (the learning curve's 20.3 s shared its cores)
 }
+# What a run costs on one GPU (results/benchmarks/gpu/README.md, second visit): one NVIDIA H200 shared by 16 worker
+# processes under CUDA MPS (7.4 of them training at a time on average: the tuning's phases left the others idle),
+# every step captured, the default model; with all 16 busy a run may cost more, so the plan's GPU price is
+# optimistic. ``epoch_s``: training seconds of a Flickr8k epoch (235 steps) per loss, the mean of that visit's runs
+# (the adaptive ladder's from the visit's first call, without MPS); ``val_s`` and ``fixed_s`` (a run's setup):
+# medians of its 57 runs. Not measured there: the synthetic world (priced by its steps: a captured step is
+# launch-bound), other model sizes, the test evaluation (priced as on the CPU, ``COSTS[data]["eval_s"]``: an upper
+# bound).
+GPU_COSTS = dict(
+    device="one H200, 16 worker processes under CUDA MPS",
+    steps=235,
+    fixed_s=1.1,
+    val_s=0.20,
+    epoch_s=dict(
+        triplet=0.55,
+        triplet_sn=0.65,
+        vlc=0.58,
+        unified=0.61,
+        kendall_sw_hs=0.94,
+        bcls=1.06,
+        listwise=0.80,
+        sndcg=0.71,
+        ladder=0.88,
+        sam=2.77,
+        sam_authors=2.77,
+        adaptive_ladder=8.3,
+    ),
+)
 # Epochs a full-data run trains before early stopping (patience 3 after the warm-up) ends it, at a good lr: the
 # learning curves with early stopping replayed on them (fast arms: best epoch + 3; the slow arms from the
 # 40-epoch curves), checked against the Flickr8k VSE++ tuning runs (lr 2e-3: 9 and 12 epochs;

@@ -98,7 +98,7 @@ def test_plan_lines_give_tuning_and_final_counts_and_an_estimate():
 
 def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
     """The CPU's costs overprice a GPU (results/benchmarks/gpu/): on CUDA the plan says so instead of passing
-    them off as the device's (CUDA planted)."""
+    them off as the device's, and prices the runs from the GPU's measurements (CUDA planted)."""
     import torch
 
     prof = get_profile("smoke")
@@ -110,6 +110,26 @@ def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
     assert not any("this CPU" in x for x in plan.plan_lines(p))
     lines = plan.plan_lines(p)
     assert "runs on CUDA, which those CPU costs do not price" in lines[-1] and "reproduce.protocol.cost" in lines[-1]
+    final = [cost.gpu_run_estimate_s(c, "synthetic", trained=c.key() in est.tuning_keys) for c in est.final_todo]
+    want = (sum(cost.gpu_run_estimate_s(c, "synthetic", evaluated=False) for c in tune) + sum(final)) / 2
+    assert f"the runs take ≈ {cost.minutes(want)} on 2 worker(s)" in lines[-1] and "H200" in lines[-1]
+
+
+def test_a_gpu_run_is_priced_from_the_gpu_measurements():
+    """fixed part + evaluation + expected epochs × (the loss's training seconds scaled by the data set's steps +
+    validation), written out from ``GPU_COSTS``; a trained run pays its fixed part and evaluation only."""
+    from reproduce.spec import profiles
+
+    g = profiles.GPU_COSTS
+    prof = get_profile("default")
+    cfg = tuning.tuning_configs(prof)[0].replace(loss="sam", loss_params={}, relevance="cider", relevance_params={})
+    for data in ("flickr8k", "synthetic"):
+        e = profiles.expected_epochs(cfg, data)
+        steps = profiles.COSTS[data]["steps"]
+        want = g["fixed_s"] + profiles.COSTS[data]["eval_s"] + e * (2.77 * steps / 235 + 0.20)
+        assert cost.gpu_run_estimate_s(cfg, data) == pytest.approx(want)
+        assert cost.gpu_run_estimate_s(cfg, data, trained=True) == g["fixed_s"] + profiles.COSTS[data]["eval_s"]
+    assert g["epoch_s"]["sam"] == 2.77 and g["steps"] == 235
 
 
 def test_on_a_cpu_the_plan_names_it_and_says_when_it_is_not_the_archives(monkeypatch):
