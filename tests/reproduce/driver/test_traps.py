@@ -609,3 +609,35 @@ def test_a_ctrl_c_stops_runs_side_by_side_in_the_drivers_own_process_at_once(tmp
             proc.kill()
             proc.wait(5)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
+
+
+def test_after_a_ctrl_c_the_driver_exits_with_its_status_while_a_packs_runs_are_still_inside_torch(tmp_path):
+    """Finalising the interpreter under a pack's daemon threads aborted in torch's C++ (exit status 134,
+    "terminate called without an active exception"): ``python -m reproduce`` ends at once with the driver's status
+    when such a thread is still alive, and returns normally when none is."""
+    script = tmp_path / "left.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "import torch\n"
+        "from reproduce.__main__ import exit_now_if_runs_are_left\n"
+        "exit_now_if_runs_are_left(3)  # no run left: returns\n"
+        "x = torch.randn(256, 256)\n"
+        "def work():\n"
+        "    while True:\n"
+        "        x @ x\n"
+        "threading.Thread(target=work, name='run-0', daemon=True).start()\n"
+        "time.sleep(0.5)\n"
+        "print('left', flush=True)\n"
+        "exit_now_if_runs_are_left(130)\n"
+        "sys.exit(5)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=_env(drop=("FLICKR8K_DIR",)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 130 and r.stdout == "left\n", (r.returncode, r.stdout, r.stderr[-500:])
+    assert "terminate called" not in r.stderr
