@@ -28,8 +28,8 @@
 7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
    :func:`reproduce.driver.executors._run_pack`): P processes × K runs each (P × K = 16), every run a whole
    ``train()`` of VSE++ for 6 epochs on the synthetic default world from splits the process loaded once —
-   epochs an hour for each (P, K), the measurement that chooses the driver's default (**processes16**: its
-   16 × 1 row alone, e.g. with and without CUDA MPS). **packed_identity** — one
+   epochs an hour for each (P, K): on an H200, 16 × 1 was fastest and packs failed, so the driver trains one run
+   a process on CUDA (**processes16**: that row alone, e.g. with and without CUDA MPS). **packed_identity** — one
    smoke run alone and the same run in a pack of three: identical validation history and test embeddings?
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]

@@ -117,7 +117,7 @@ def validate(args) -> list[str]:
                 f"--runs-per-worker {args.runs_per_worker}: on CUDA, runs side by side in one process fail with "
                 "cuDNN errors (CUDNN_STATUS_INTERNAL_ERROR in 5 of 16 runs at 4 × 4 on an H200) and train fewer "
                 "epochs an hour than one run a process (results/benchmarks/gpu/README.md); use --workers N, and "
-                "CUDA MPS to let their kernels overlap (docs/compute.md)"
+                "CUDA MPS to let their kernels overlap (docs/cluster.md)"
             )
     problem = paths.writable_problem(paths.cache_dir(create=False))
     if problem:
