@@ -106,6 +106,8 @@ if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
 fi
 
 # 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run)
+papers=()
+if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
 smi=""
 if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then  # the GPU's use while the plan trains
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 >"$OUT/gpu_use.csv" 2>/dev/null &
