@@ -322,9 +322,9 @@ LOSS_EXTRA_S = {
     "kendall_sw_hs": 0.75,
     "sam": 0.7,  # the Flickr8k runs (bench_run_costs): 11.4 s / epoch (the learning curve's 20.3 s shared its cores)
 }
-# What a run costs on one GPU (results/benchmarks/gpu/README.md, second visit): one NVIDIA H200 shared by 16 worker
-# processes under CUDA MPS (7.4 of them training at a time on average: the tuning's phases left the others idle),
-# every step captured, the default model; with all 16 busy a run may cost more, so the plan's GPU price is
+# What a run costs on one GPU (results/benchmarks/gpu/README.md, the second GPU session): one NVIDIA H200 shared by
+# 16 worker processes under CUDA MPS (7.4 of them training at a time on average: the tuning's phases left the others
+# idle), every step captured, the default model; with all 16 busy a run may cost more, so the plan's GPU price is
 # optimistic. ``epoch_s``: training seconds of a Flickr8k epoch (235 steps) per loss, the mean of that visit's runs
 # (the adaptive ladder's from the visit's first call, without MPS); ``val_s`` and ``fixed_s`` (a run's setup):
 # medians of its 57 runs. Not measured there: the synthetic world (priced by its steps: a captured step is
