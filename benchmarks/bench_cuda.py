@@ -322,6 +322,18 @@ def graph_epochs(dev: str, epochs: int) -> list[dict]:
 
 
 # --- 6. captured runs against eager runs ---------------------------------------------------------------
+GRAPH_ROW_COLUMNS = [  # what graph_row measures, in the report's order
+    "loss",
+    "engine",
+    "captured_steps",
+    "val_rsum_graph",
+    "val_rsum_eager",
+    "graph_vs_eager_embedding_max_diff",
+    "graph_twice_identical",
+    "fallback",
+]
+
+
 def graph_row(loss: str, cfg, dev: str) -> dict:
     """``cfg`` trained twice captured and once eager on ``dev``: how far apart, and the two captured runs equal?"""
     g1, g2 = (T.train(cfg, progress=False, graph_backend=graph_backend(dev)) for _ in range(2))
@@ -609,34 +621,10 @@ def write(out: Path, report: dict) -> None:
         )
     if "graph_runs" in report:
         lines += ["", "## 6. Captured runs against eager runs (smoke synthetic world, 3 epochs, seed 0)", ""]
-        lines += _table(
-            report["graph_runs"],
-            [
-                "loss",
-                "engine",
-                "captured_steps",
-                "val_rsum_graph",
-                "val_rsum_eager",
-                "graph_vs_eager_embedding_max_diff",
-                "graph_twice_identical",
-                "fallback",
-            ],
-        )
+        lines += _table(report["graph_runs"], GRAPH_ROW_COLUMNS)
     if "graph_losses" in report:
         lines += ["", "## 6b. Every overview arm's loss captured twice and eager (smoke world, true relevance)", ""]
-        lines += _table(
-            report["graph_losses"],
-            [
-                "loss",
-                "engine",
-                "captured_steps",
-                "val_rsum_graph",
-                "val_rsum_eager",
-                "graph_vs_eager_embedding_max_diff",
-                "graph_twice_identical",
-                "fallback",
-            ],
-        )
+        lines += _table(report["graph_losses"], GRAPH_ROW_COLUMNS)
     for part, err in report.get("errors", {}).items():
         lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
     for name, text in (("cuda.md", "\n".join(lines) + "\n"), ("cuda.json", json.dumps(report, indent=1, default=str))):
