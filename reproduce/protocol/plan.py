@@ -95,26 +95,20 @@ class DataSetEstimate:
     def runs(self) -> int:
         return len(self.tuning_todo) + len(self.tuning_more) + len(self.final_todo)
 
-    def final_s(self, c) -> float:
+    def final_s(self, c, price=None) -> float:
         if self.data not in COSTS:
             return 0.0
-        return run_estimate_s(c, self.data, trained=c.key() in self.tuning_keys)
+        return (price or run_estimate_s)(c, self.data, trained=c.key() in self.tuning_keys)
 
-    def run_s(self) -> dict[tuple, float]:
-        """Estimated worker-seconds of every run to do, by (phase, config key); tuning runs are not evaluated."""
-        out = {("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_todo}
-        out.update({("tune", c.key()): run_estimate_s(c, self.data, evaluated=False) for c in self.tuning_more})
-        out.update({("final", c.key()): self.final_s(c) for c in self.final_todo})
+    def run_s(self, price=None) -> dict[tuple, float]:
+        """Estimated worker-seconds of every run to do, by (phase, config key); tuning runs are not evaluated.
+        ``price``: one run's seconds (default :func:`run_estimate_s`, the CPU's; :func:`gpu_run_estimate_s` on a
+        GPU)."""
+        price = price or run_estimate_s
+        out = {("tune", c.key()): price(c, self.data, evaluated=False) for c in self.tuning_todo}
+        out.update({("tune", c.key()): price(c, self.data, evaluated=False) for c in self.tuning_more})
+        out.update({("final", c.key()): self.final_s(c, price) for c in self.final_todo})
         return out
-
-    def gpu_run_s(self) -> float:
-        """Estimated worker-seconds of every run to do on a GPU shared as ``GPU_COSTS`` was measured."""
-        if self.data not in COSTS:
-            return 0.0
-        tune = sum(gpu_run_estimate_s(c, self.data, evaluated=False) for c in [*self.tuning_todo, *self.tuning_more])
-        return tune + sum(
-            gpu_run_estimate_s(c, self.data, trained=c.key() in self.tuning_keys) for c in self.final_todo
-        )
 
 
 def estimate_data_set(profile, data: str, papers, configs: list, todo: list, cache) -> DataSetEstimate:
@@ -244,7 +238,7 @@ def plan_lines(plan: Plan) -> list[str]:
         "every run at its expected epochs (reproduce.spec.profiles.EXPECTED_EPOCHS: early stopping measured)"
     )
     if torch.cuda.is_available():
-        gpu_s = sum(e.gpu_run_s() for e in plan.estimates.values()) / max(1, plan.workers)
+        gpu_s = sum(sum(e.run_s(gpu_run_estimate_s).values()) for e in plan.estimates.values()) / max(1, plan.workers)
         lines.append(
             f"plan [{plan.profile_name}]: training here runs on CUDA, which those CPU costs do not price; priced "
             f"from {GPU_COSTS['device']} (reproduce.spec.profiles.GPU_COSTS), the runs take ≈ {minutes(gpu_s)} on "
