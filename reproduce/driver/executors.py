@@ -214,6 +214,14 @@ def _own_stream():
         yield
 
 
+RUN_THREAD = "run-"  # the name of side_by_side's threads, before their index
+
+
+def runs_left() -> bool:
+    """Whether a thread of :func:`side_by_side` is still alive in this process (a Ctrl-C left its run mid-step)."""
+    return any(t.is_alive() and t.name.startswith(RUN_THREAD) for t in threading.enumerate())
+
+
 def side_by_side(work, n: int) -> list:
     """``work(i)`` for every ``i < n`` at once, each in a daemon thread whose work goes to a CUDA stream of its own
     (:func:`_own_stream`); returns, in order, what each returned or the exception it raised (a ``RuntimeError``
@@ -229,7 +237,7 @@ def side_by_side(work, n: int) -> list:
         except Exception as exc:  # noqa: BLE001 — handed back in its place
             results[i] = exc
 
-    workers = [threading.Thread(target=one, args=(i,), name=f"run-{i}", daemon=True) for i in range(n)]
+    workers = [threading.Thread(target=one, args=(i,), name=f"{RUN_THREAD}{i}", daemon=True) for i in range(n)]
     for w in workers:
         w.start()
     for w in workers:
