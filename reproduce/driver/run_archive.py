@@ -23,6 +23,10 @@ when ``$COHERENT_ITR_RUNS_FROM`` (or ``--runs-from``) names that machine, and th
 run under them (:class:`coherent_itr.runs.ImportedRunMissing` says which run is missing and why). Members are
 read by name, never extracted: a name outside ``manifest.json``, ``train/<key>/…`` and ``eval/<key>/…`` is refused.
 
+A CUDA run whose graph capture failed partway (:func:`coherent_itr.runs.capture_failure`; stored only by older code)
+is left out of an export, an import and a merge, with its evaluations, and counted. ``python -m
+reproduce.driver.run_archive --merge OUT IN [IN …]`` writes one archive of several archives of one machine.
+
 An archive larger than ``part_bytes`` (16 MiB: what one file back from a GPU machine may weigh) is written as
 ``FILE.part1``, ``FILE.part2``, …; import takes ``FILE`` or any of its parts and reads them all.
 """
@@ -79,15 +83,20 @@ def _npz_bytes(arrays: dict) -> bytes:
 # ----------------------------------------------------------------------------------------------------------------
 # Export
 # ----------------------------------------------------------------------------------------------------------------
-def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]], int]:
-    """``([(key, config, training entry folder)], n_stale)``: the verified training entries of ``cache`` whose key
-    is the one the current code gives their config on this cache's machine, and how many others were skipped."""
+def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]], int, int]:
+    """``([(key, config, training entry folder)], n_stale, n_fell_back)``: the verified training entries of
+    ``cache`` whose key is the one the current code gives their config on this cache's machine; how many others
+    were skipped; and how many of them were skipped as CUDA runs whose capture failed partway
+    (:func:`coherent_itr.runs.capture_failure`: stored by older code)."""
     d = cache.root / "train"
-    out, stale = [], 0
+    out, stale, fell_back = [], 0, 0
     for entry in sorted(d.iterdir()) if d.is_dir() else []:
         if entry.name.startswith(".") or runs.verify_entry(entry, runs.TRAIN_FILES) is not None:
             continue
         record = json.loads((entry / "record.json").read_text())
+        if runs.capture_failure(record) is not None:
+            fell_back += 1
+            continue
         try:
             config = Config.from_dict(record["config"])
             key = runs.run_key(config, int(record.get("threads", cache.threads)), cache.machine)
@@ -97,7 +106,7 @@ def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]
             stale += 1
             continue
         out.append((key, config, entry))
-    return out, stale
+    return out, stale, fell_back
 
 
 def _test_split_of(config: Config, memo: dict):
@@ -127,12 +136,17 @@ def export_runs(
 
     ``keep_embeddings``: the training keys whose test embeddings travel (``None``: every run's); a run whose test
     split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. Returns a summary: ``runs``, ``evaluations``,
-    ``with_embeddings``, ``stale`` (entries of older code, left out), ``bytes``, ``files`` (the archive, or its
-    parts), ``machine``, ``unloadable`` (data set → why its test split is not here)."""
+    ``with_embeddings``, ``stale`` (entries of older code, left out), ``fell_back`` (CUDA runs whose capture failed
+    partway, left out), ``bytes``, ``files`` (the archive, or its parts), ``machine``, ``unloadable`` (data set →
+    why its test split is not here)."""
     cache = cache or runs.RunCache()
-    entries, stale = current_entries(cache)
+    entries, stale, fell_back = current_entries(cache)
     if not entries:
-        raise ArchiveError(f"run cache {cache.root}: no run of the current code to export ({stale} older entries)")
+        raise ArchiveError(
+            f"run cache {cache.root}: no run of the current code to export ({stale} older entries"
+            + (f", {fell_back} CUDA runs whose graph capture failed partway" if fell_back else "")
+            + ")"
+        )
     machine: dict = {}
     for _, c, _ in entries:  # one record for all: a Flickr8k run adds its data form, the others have none
         for k, v in (cache.machine or runs.local_numerics(c)).items():
@@ -181,6 +195,7 @@ def export_runs(
         "evaluations": evals,
         "with_embeddings": len(entries) - len(slim),
         "stale": stale,
+        "fell_back": fell_back,
         "bytes": sum(f.stat().st_size for f in files),
         "files": [str(f) for f in files],
         "machine": manifest["machine_id"],
@@ -287,11 +302,13 @@ def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
 
 def import_runs(path: str | Path, cache_root=None) -> dict:
     """Merge the archive at ``path`` into the run cache at ``cache_root`` (default: the configured cache); returns
-    ``runs``, ``evaluations``, ``kept`` (entries already present and valid), ``machine`` (the id to read them
-    with), ``local`` (whether this machine's own keys are the archive's: no ``--runs-from`` needed) and ``differs``
-    (what of the archive's machine is not this one's: field → (there, here), e.g. ``{"cpu": ("AuthenticAMD/AVX2",
-    "GenuineIntel/AVX512")}``)."""
+    ``runs``, ``evaluations``, ``kept`` (entries already present and valid), ``fell_back`` (CUDA runs whose capture
+    failed partway, left out with their evaluations: :func:`coherent_itr.runs.capture_failure`), ``machine`` (the
+    id to read them with), ``local`` (whether this machine's own keys are the archive's: no ``--runs-from``
+    needed) and ``differs`` (what of the archive's machine is not this one's: field → (there, here), e.g.
+    ``{"cpu": ("AuthenticAMD/AVX2", "GenuineIntel/AVX512")}``)."""
     manifest, members = read_archive(path)
+    members, fell_back = without_fallen_back(members)
     root = runs.paths.cache_dir(cache_root) / "runs"
     slim = manifest.get("slim", {})
     written = kept = evals = 0
@@ -331,10 +348,109 @@ def import_runs(path: str | Path, cache_root=None) -> dict:
         "runs": written,
         "evaluations": evals,
         "kept": kept,
+        "fell_back": len(fell_back),
         "machine": name,
         "local": machine == here,
         "differs": machine_differences(machine, here),
     }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Merge
+# ----------------------------------------------------------------------------------------------------------------
+def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) -> dict:
+    """Write one archive ``out`` of the runs in the archives ``inputs``, which must hold one machine's runs (e.g.
+    those of two GPU sessions, or of two machines of one kind), every member verified as on import.
+
+    A run found in several archives travels from the first that holds it, with those of its evaluations that were
+    computed from its stored test embeddings (a run trained twice differs at least in its record's timings); CUDA
+    runs whose capture failed partway are left out. Returns ``runs``, ``evaluations``, ``duplicates`` (runs found
+    again in a later archive), ``fell_back``, ``bytes``, ``files`` and ``machine``."""
+    if not inputs:
+        raise ArchiveError("merge: no archive to merge")
+    first: dict | None = None
+    members: dict[str, bytes] = {}
+    slim: dict[str, str] = {}
+    sources, duplicates, fell_back = [], 0, 0
+    for path in inputs:
+        manifest, got = read_archive(path)
+        got, fell = without_fallen_back(got)
+        fell_back += len(fell)
+        first = first or manifest
+        machine = first["machine"]
+        if manifest["machine"] != machine:
+            differs = "; ".join(
+                f"{k}: {a} there, {b} here" for k, (a, b) in machine_differences(machine, manifest["machine"]).items()
+            )
+            raise ArchiveError(
+                f"{path}: runs of machine {manifest.get('machine_id')}, not of {inputs[0]}'s machine "
+                f"{runs.machine_id(machine)} ({differs}): an archive holds one machine's runs; nothing written"
+            )
+        keys = sorted(n.split("/")[1] for n in got if n.startswith("train/") and n.endswith("/record.json"))
+        for key in keys:
+            if f"train/{key}/record.json" in members:
+                duplicates += 1
+                continue
+            for fname in ("record.json", "arrays.npz"):
+                members[f"train/{key}/{fname}"] = got[f"train/{key}/{fname}"]
+            if key in manifest.get("slim", {}):
+                slim[key] = manifest["slim"][key]
+        for name in sorted(n for n in got if n.startswith("eval/")):
+            ev = json.loads(got[name])
+            run = ev.get("run_key")
+            arrays = members.get(f"train/{run}/arrays.npz")
+            if name in members or arrays is None:
+                continue
+            if ev.get("embeddings_sha256") == slim.get(run, _sha(arrays)):
+                members[name] = got[name]
+        sources.append(
+            {
+                "file": Path(path).name,
+                "library_source": manifest.get("library_source"),
+                "created_unix": manifest.get("created_unix"),
+                "runs": len(keys),
+            }
+        )
+    manifest = {
+        "format": FORMAT,
+        "machine": machine,
+        "machine_id": runs.machine_id(machine),
+        "library_source": first.get("library_source"),
+        "evaluation_code": first.get("evaluation_code"),
+        "created_unix": int(time.time()),
+        "merged_from": sources,
+        "slim": slim,
+        "members": {name: _sha(data) for name, data in members.items()},
+    }
+    files = _write_parts(Path(out), manifest, members, part_bytes)
+    return {
+        "runs": sum(1 for n in members if n.endswith("/record.json")),
+        "evaluations": sum(1 for n in members if n.startswith("eval/")),
+        "duplicates": duplicates,
+        "fell_back": fell_back,
+        "bytes": sum(f.stat().st_size for f in files),
+        "files": [str(f) for f in files],
+        "machine": manifest["machine_id"],
+    }
+
+
+def without_fallen_back(members: dict[str, bytes]) -> tuple[dict[str, bytes], set[str]]:
+    """``(members, keys)``: an archive's members without the CUDA runs whose capture failed partway (their training
+    entries and every evaluation of them), and those runs' keys."""
+    fell = {
+        name.split("/")[1]
+        for name, data in members.items()
+        if name.endswith("/record.json") and runs.capture_failure(json.loads(data)) is not None
+    }
+    if not fell:
+        return members, fell
+    kept = {}
+    for name, data in members.items():
+        kind, key, _ = name.split("/")
+        if (kind == "train" and key in fell) or (kind == "eval" and json.loads(data).get("run_key") in fell):
+            continue
+        kept[name] = data
+    return kept, fell
 
 
 def machine_differences(there: dict, here: dict) -> dict:
@@ -389,7 +505,8 @@ def export_command(args, sets: list[str]) -> int:
         f"reproduce: exported {s['runs']} runs ({s['with_embeddings']} with test embeddings, the others with "
         f"per-query hits) and {s['evaluations']} evaluations of machine {s['machine']} into "
         f"{', '.join(s['files'])} ({s['bytes'] / 2**20:.1f} MiB)"
-        + (f"; {s['stale']} entries of older code left out" if s["stale"] else ""),
+        + (f"; {s['stale']} entries of older code left out" if s["stale"] else "")
+        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else ""),
         flush=True,
     )
     for data, why in s["unloadable"].items():
@@ -414,7 +531,26 @@ def import_command(args) -> int:
     )
     print(
         f"reproduce: imported {s['runs']} runs and {s['evaluations']} evaluations from machine {s['machine']} into "
-        f"{runs.paths.cache_dir()} ({s['kept']} already there); {use}",
+        f"{runs.paths.cache_dir()} ({s['kept']} already there"
+        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else "")
+        + f"); {use}",
+        flush=True,
+    )
+    return 0
+
+
+def merge_command(out: str, inputs: list[str]) -> int:
+    """``--merge OUT IN [IN …]``: 0 written, 2 an unreadable, altered or foreign archive (nothing written)."""
+    try:
+        s = merge_archives(out, inputs)
+    except ArchiveError as exc:
+        print(f"python -m reproduce.driver.run_archive: --merge: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"reproduce: merged {len(inputs)} archives of machine {s['machine']} into {', '.join(s['files'])}: "
+        f"{s['runs']} runs, {s['evaluations']} evaluations ({s['bytes'] / 2**20:.1f} MiB); "
+        f"{s['duplicates']} runs found again in a later archive kept from the first"
+        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else ""),
         flush=True,
     )
     return 0
@@ -422,14 +558,21 @@ def import_command(args) -> int:
 
 def main(argv=None) -> int:
     """``python -m reproduce.driver.run_archive --export FILE [--profile P] [--data D]``: export the cache's runs
-    without training (e.g. after a time-limited training on a GPU machine)."""
+    without training (e.g. after a time-limited training on a GPU machine); ``--merge OUT IN [IN …]``: one archive
+    of several archives of one machine (e.g. two GPU sessions')."""
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.run_archive", description=main.__doc__)
-    ap.add_argument("--export", dest="export_runs", required=True, metavar="FILE")
+    verb = ap.add_mutually_exclusive_group(required=True)
+    verb.add_argument("--export", dest="export_runs", metavar="FILE")
+    verb.add_argument("--merge", nargs="+", metavar=("OUT", "IN"), help="write OUT from the archives IN …")
     ap.add_argument("--profile", default="default")
     ap.add_argument("--data", default="synthetic,flickr8k", help="data sets whose view arms keep their embeddings")
     ap.add_argument("--export-embeddings", choices=EXPORT_EMBEDDINGS, default="views")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
+    if args.merge is not None:
+        if len(args.merge) < 2:
+            ap.error("--merge OUT IN [IN …]: name the archive to write and at least one to read")
+        return merge_command(args.merge[0], args.merge[1:])
     sets = [d for d in args.data.split(",") if d]
     if "flickr8k" in sets and not os.environ.get(runs.paths.FLICKR8K_ENV):
         sets.remove("flickr8k")  # no Flickr8k here: none of its runs can be in this cache's plan

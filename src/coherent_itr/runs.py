@@ -27,7 +27,8 @@ verifies the checksums; a missing, truncated or altered entry is reported with
 so a driver counts it as to-train) and redone. :func:`verify_cache` checks a whole cache without
 training; :func:`check_writable` fails early on an unwritable or full cache folder. A per-key
 file lock (``filelock``) makes two processes or drivers sharing one cache train each run once:
-the second waits for the first and then loads its result.
+the second waits for the first and then loads its result. A CUDA run whose graph capture failed partway (steps of
+two engines under a key that names one) is never stored (:class:`CaptureFellBack`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class CacheEntryError(RuntimeError):
 class ImportedRunMissing(CacheEntryError):
     """A cache reading another machine's imported runs lacks a run, or its test embeddings: it is never
     trained (or re-evaluated) here under that machine's key."""
+
+
+class CaptureFellBack(CacheEntryError):
+    """A CUDA run whose graph capture failed after its engine started: its later steps ran eagerly, so its numbers
+    are neither the captured engine's nor the eager one's, and its key (which names the captured engine) would
+    serve them for a captured run. Such a run is never stored, exported or imported (:func:`capture_failure`)."""
 
 
 class SlimArrays(dict):
@@ -416,6 +423,17 @@ def eval_key(train_key: str) -> str:
     return hashlib.sha256(f"{train_key}:{evaluation_code_hash()}".encode()).hexdigest()[:20]
 
 
+def capture_failure(record: dict) -> str | None:
+    """Why the CUDA-graph engine of the run whose record this is fell back to eager steps after it started
+    (:meth:`coherent_itr.cuda_graphs.GraphedSteps.describe`: a capture that failed), or ``None``: a CPU run, a
+    captured run, or a run whose loss is never captured (it trains eagerly, the same way every time, under the
+    same engine record)."""
+    engine = record.get("engine") or {}
+    if "graphs" in engine and engine.get("reason"):
+        return str(engine["reason"])
+    return None
+
+
 # ----------------------------------------------------------------------------- entries on disk
 def embeddings_sha256(train_entry: Path) -> str | None:
     """The recorded sha256 of a training entry's test embeddings (what an evaluation was computed from): its
@@ -656,10 +674,19 @@ class RunCache:
 
     # writing ------------------------------------------------------------------------------
     def store_training(self, config: Config, result) -> Path:
-        """Store ``result`` (of :func:`~coherent_itr.train.train`) as the training entry of ``config``."""
+        """Store ``result`` (of :func:`~coherent_itr.train.train`) as the training entry of ``config``;
+        :class:`CaptureFellBack` (nothing stored) for a CUDA run whose graph capture failed partway."""
         import numpy as np
 
         final = self.train_path(config)
+        why = capture_failure(result.record)
+        if why is not None:
+            raise CaptureFellBack(
+                f"run {final.name} ({config.loss}, seed {config.seed}, lr {config.lr:g}) is not stored: its CUDA-graph "
+                f"capture failed ({why}), so its later steps ran eagerly and its numbers are neither engine's. Fix "
+                "the capture (tests/lib/test_cuda_graphs.py finds host reads on the CPU), or train eagerly under "
+                "eager keys with COHERENT_ITR_CUDA_GRAPHS=0"
+            )
         record = {k: v for k, v in result.record.items() if k != "test"}
         record.update(run_key=final.name, training_code_hash=training_code_hash(config), threads=self.threads)
         arrays = {k: np.asarray(v) for k, v in result.arrays.items()}

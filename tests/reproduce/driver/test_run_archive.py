@@ -195,6 +195,114 @@ def test_entries_of_older_code_stay_behind(source, tmp_path, monkeypatch):
         _export(source, tmp_path)
 
 
+FELL_BACK = {
+    "step": "eager",
+    "reason": "capture of width 24 failed: RuntimeError: planted",
+    "graphs": [],
+    "captured_steps": 0,
+}
+
+
+def _with_engine(result, engine: dict):
+    return type(result)({**result.record, "engine": engine}, result.arrays)
+
+
+def _plant(cache: runs.RunCache, config: Config, result) -> None:
+    """Store ``result`` under ``config``'s key as older code did: without the check of ``store_training``."""
+    arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
+    record = {**{k: v for k, v in result.record.items() if k != "test"}, "run_key": cache.train_key(config)}
+    runs.write_entry(
+        cache.train_path(config),
+        {
+            "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays),
+            "record.json": lambda p: runs.atomic_write_json(p, record),
+        },
+    )
+
+
+def test_a_run_whose_capture_fell_back_is_never_stored_exported_or_imported(source, tmp_path):
+    """A CUDA run whose capture failed partway (planted record): ``store_training`` refuses it; one stored by older
+    code is left out of an export; an archive holding one imports without it and its evaluation. A run whose loss
+    is never captured (no engine started) is an ordinary run."""
+    here = runs.RunCache(source)
+    cache = runs.RunCache(tmp_path / "gpu")
+    fell = _with_engine(here.load(A), FELL_BACK)
+    with pytest.raises(runs.CaptureFellBack, match="capture failed \\(capture of width 24 failed.*COHERENT_ITR_CUDA"):
+        cache.store_training(A, fell)
+    assert not cache.train_path(A).exists()
+    never = {"step": "eager", "reason": "loss Kendall is not capturable (it reads device values on the host)"}
+    assert runs.capture_failure(never | {"reason": None}) is None and runs.capture_failure({}) is None
+    cache.store_training(B, _with_engine(here.load(B), never))
+    cache.load(B)
+    _plant(cache, A, fell)
+    cache.load(A)  # evaluated: an eval entry names it
+    summary = ra.export_runs(tmp_path / "gpu.tar.xz", cache, keep_embeddings=None)
+    assert (summary["runs"], summary["fell_back"], summary["evaluations"]) == (1, 1, 1)
+    assert ra.read_archive(summary["files"][0])[0]["members"].keys() == {
+        f"train/{cache.train_key(B)}/record.json",
+        f"train/{cache.train_key(B)}/arrays.npz",
+        f"eval/{cache.eval_key(B)}/metrics.json",
+    }
+    # an archive of older code that holds it
+    members = {
+        f"train/{cache.train_key(c)}/{f}": (cache.train_path(c) / f).read_bytes()
+        for c in (A, B)
+        for f in runs.TRAIN_FILES
+    }
+    members |= {
+        f"eval/{cache.eval_key(c)}/metrics.json": (cache.eval_path(c) / "metrics.json").read_bytes() for c in (A, B)
+    }
+    manifest, _ = ra.read_archive(summary["files"][0])
+    ra._write_parts(
+        tmp_path / "old.tar.xz",
+        {**manifest, "members": {n: ra._sha(d) for n, d in members.items()}},
+        members,
+        ra.PART_BYTES,
+    )
+    got = ra.import_runs(tmp_path / "old.tar.xz", tmp_path / "target")
+    assert (got["runs"], got["evaluations"], got["fell_back"]) == (1, 1, 1)
+    target = runs.RunCache(tmp_path / "target")
+    assert target.has(B) and not target.train_path(A).exists() and not target.eval_path(A).exists()
+
+
+def test_archives_of_one_machine_merge_into_one(source, tmp_path, capsys):
+    """Two archives with a run in common (the second one trained again: other timings) merge into one holding each
+    run once, from the first archive, with the evaluation of its own embeddings; the merged archive imports as the
+    runs were; an archive of another machine is refused and nothing is written."""
+    both = _export(source, tmp_path / "both", keep="all")["files"][0]
+    again = tmp_path / "again"
+    cache = runs.RunCache(again)
+    res = runs.RunCache(source).load(A)
+    cache.store_training(A, type(res)({**res.record, "timing": {"train_s": -1.0}}, res.arrays))
+    cache.load(A)
+    only_a = ra.export_runs(tmp_path / "a.tar.xz", cache, keep_embeddings=None)["files"][0]
+    out = tmp_path / "merged.tar.xz"
+    assert ra.main(["--merge", str(out), only_a, both]) == 0
+    said = capsys.readouterr().out
+    assert "2 runs, 2 evaluations" in said and "1 runs found again in a later archive kept from the first" in said
+    manifest, members = ra.read_archive(out)
+    assert [m["file"] for m in manifest["merged_from"]] == ["a.tar.xz", "runs.tar.xz"]
+    key_a = runs.RunCache(source).train_key(A)
+    assert json.loads(members[f"train/{key_a}/record.json"])["timing"] == {"train_s": -1.0}
+    assert sum(n.startswith("eval/") for n in members) == 2
+    got = ra.import_runs(out, tmp_path / "target")
+    assert (got["runs"], got["evaluations"]) == (2, 2)
+    target = runs.RunCache(tmp_path / "target")
+    for c in (A, B):
+        assert target.load(c).record["test"] == runs.RunCache(source).load(c).record["test"]
+    foreign = tmp_path / "foreign"
+    name = runs.save_machine(foreign, FOREIGN)
+    f_cache = runs.RunCache(foreign, machine=name)
+    f_cache.store_training(A, res)
+    f_archive = ra.export_runs(tmp_path / "f.tar.xz", f_cache, keep_embeddings=set())["files"][0]
+    assert ra.main(["--merge", str(tmp_path / "no.tar.xz"), both, f_archive]) == 2
+    err = capsys.readouterr().err
+    assert "one machine's runs" in err and "device: cpu there, cuda:sm90 here" in err
+    assert not (tmp_path / "no.tar.xz").exists()
+    with pytest.raises(SystemExit):
+        ra.main(["--merge", str(out)])
+
+
 def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     """reproduce/spec/views.py against what reads embeddings: the arms of every `pg.qualitative([...])` and
     `study_views(…, ARMS)` of the notebooks, SAM's ARMS_100 and listwise's Fig. 7 (b) arm."""
