@@ -400,6 +400,47 @@ def graph_losses(dev: str, epochs: int) -> list[dict]:
     return rows
 
 
+def dp_chunk(dev: str, n_rep: int) -> list[dict]:
+    """The adaptive ladder's k-means DP in the CPU's cache-sized chunks against all rows in one chunk (what a CUDA
+    device runs): are the levels and level counts bit-equal on ``dev``, and how long does each take (eager, mean
+    ms of ``n_rep`` calls, synchronised)? Both directions of planted B = 128 batches, as a captured step clusters."""
+    from coherent_itr.losses import adaptive_ladder as al
+
+    name = "DP_CHUNK_ELEMENTS_CUDA" if dev == "cuda" else "DP_CHUNK_ELEMENTS"
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    rows = []
+    for seed in range(3):
+        _, rel = planted(128, seed)
+        both = torch.cat([rel, rel.T]).to(dev)
+        vals = both[~torch.eye(128, dtype=torch.bool, device=dev).repeat(2, 1)].view(256, 127)
+        got = {}
+        for label, chunk in (("cpu_chunks", al.DP_CHUNK_ELEMENTS), ("one_chunk", al.DP_CHUNK_ELEMENTS_CUDA)):
+            old = getattr(al, name)
+            setattr(al, name, chunk)
+            try:
+                al.adaptive_levels_torch(vals, 2, 4)  # warm
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(n_rep):
+                    level, k = al.adaptive_levels_torch(vals, 2, 4)
+                sync()
+                got[label] = (level, k, (time.perf_counter() - t0) / n_rep * 1e3)
+            finally:
+                setattr(al, name, old)
+        (l1, k1, t1), (l2, k2, t2) = got["cpu_chunks"], got["one_chunk"]
+        rows.append(
+            {
+                "seed": seed,
+                "levels_equal": bool(torch.equal(l1, l2)),
+                "counts_equal": bool(torch.equal(k1, k2)),
+                "rows_differing": int((l1 != l2).any(dim=1).sum()),
+                "ms_cpu_chunks": round(t1, 3),
+                "ms_one_chunk": round(t2, 3),
+            }
+        )
+    return rows
+
+
 # --- 4. parallel runs ---------------------------------------------------------------------------------
 def child(model: str, dev: str, epochs: int, pack: int = 1) -> int:
     """One process of the parallel parts: ``pack`` whole train() runs of VSE++ (seeds 0..pack-1) side by side, one
@@ -625,6 +666,16 @@ def write(out: Path, report: dict) -> None:
     if "graph_losses" in report:
         lines += ["", "## 6b. Every overview arm's loss captured twice and eager (smoke world, true relevance)", ""]
         lines += _table(report["graph_losses"], GRAPH_ROW_COLUMNS)
+    if "dp_chunk" in report:
+        lines += [
+            "",
+            "## 7. The adaptive ladder's DP: the CPU's chunks against one chunk (B = 128, both directions)",
+            "",
+        ]
+        lines += _table(
+            report["dp_chunk"],
+            ["seed", "levels_equal", "counts_equal", "rows_differing", "ms_cpu_chunks", "ms_one_chunk"],
+        )
     for part, err in report.get("errors", {}).items():
         lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
     for name, text in (("cuda.md", "\n".join(lines) + "\n"), ("cuda.json", json.dumps(report, indent=1, default=str))):
@@ -676,6 +727,7 @@ def main(argv=None) -> int:
         "graph_epochs": lambda: graph_epochs(dev, epochs=1 if a.quick else 2),
         "graph_runs": lambda: graph_runs(dev),
         "graph_losses": lambda: graph_losses(dev, epochs=1 if a.quick else 2),
+        "dp_chunk": lambda: dp_chunk(dev, n_rep=3 if a.quick else 50),
         "packed": lambda: parallel(
             dev,
             [("default", 1, "graph", 1), ("default", 1, "graph", 2)]

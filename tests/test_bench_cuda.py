@@ -49,3 +49,13 @@ def test_the_loss_check_turns_tf32_off_inside_and_leaves_the_switches_as_it_foun
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
     assert seen == [False, False]
+
+
+def test_the_dp_chunk_part_compares_the_two_chunkings_and_reports_them(bench, tmp_path):
+    """On the CPU standing in, the two chunkings give the same levels (the premise the part checks on a GPU) and the
+    report has its table."""
+    rows = bench.dp_chunk("cpu", n_rep=1)
+    assert len(rows) == 3 and all(r["levels_equal"] and r["counts_equal"] and r["rows_differing"] == 0 for r in rows)
+    env = {"date": "d", "torch": "t", "cpus": 1, "load_average": (0.0, 0.0, 0.0), "device": "cpu", "commit": "c"}
+    bench.write(tmp_path, {"environment": env, "dp_chunk": rows, "errors": {}})
+    assert "## 7. The adaptive ladder's DP" in (tmp_path / "cuda.md").read_text()

@@ -1,7 +1,8 @@
 """``python -m reproduce.driver.code_identity [--freeze [FILE …]]``: the library's frozen code identity.
 
 Without arguments: which frozen library files changed since the freeze and whether each edit is declared
-(exit 1 when one is not). ``--declare FILE WHY``: record FILE's edit as keeping every number, with why.
+(exit 1 when one is not). ``--declare FILE WHY``: record FILE's edit as keeping every number, with why
+(``--devices cpu``: on the CPU only, e.g. an edit of a CUDA-only path: CUDA runs then hash the file as it is).
 ``--freeze``: freeze the code hash of every file set the study's runs execute (every
 profile, both data sets, tuning runs included), of the evaluation code and of the CUDA-graph engine
 (:data:`coherent_itr.cuda_graphs.ENGINE_FILES`); ``--freeze FILE …``: only the sets
@@ -42,16 +43,29 @@ def main(argv=None) -> int:
         metavar=("FILE", "WHY"),
         help="declare FILE's edit neutral: record its current sha256 and WHY every number of every run stays",
     )
+    ap.add_argument(
+        "--devices",
+        metavar="TYPE[,TYPE]",
+        help="with --declare: the device types (cpu, cuda) on which the edit keeps every number; default every one",
+    )
     args = ap.parse_args(argv)
+    if args.devices and not args.declare:
+        ap.error("--devices goes with --declare")
     if args.declare:
         rel, why = args.declare
         ident = code_identity.load()
         if rel not in ident.get("files", {}):
             print(f"{rel}: not a frozen file (frozen: {len(ident.get('files', {}))} files)", file=sys.stderr)
             return 2
-        ident.setdefault("neutral_edits", {})[rel] = {"sha256": code_identity.file_sha256(rel), "why": why}
+        entry = {"sha256": code_identity.file_sha256(rel), "why": why}
+        if args.devices:
+            devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+            if not devices or set(devices) - {"cpu", "cuda"}:
+                ap.error(f"--devices {args.devices!r}: name cpu and/or cuda")
+            entry["devices"] = devices
+        ident.setdefault("neutral_edits", {})[rel] = entry
         code_identity.IDENTITY_FILE.write_text(json.dumps(ident, indent=1) + "\n")
-        print(f"{rel}: edit declared neutral")
+        print(f"{rel}: edit declared neutral" + (f" on {', '.join(entry['devices'])} only" if args.devices else ""))
         return 0
     if args.freeze is None:
         changed = code_identity.changed_files()

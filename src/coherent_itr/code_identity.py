@@ -9,7 +9,10 @@ After an edit:
 
 * an edit that keeps every number of every run (a message, a comment, a branch the study's runs never enter)
   is **declared** in the file's ``neutral_edits`` entry — the sha256 of its new content and *why* the numbers
-  are unchanged — and the file set keeps its frozen hash, so the cached runs keep their keys;
+  are unchanged — and the file set keeps its frozen hash, so the cached runs keep their keys. A declaration
+  that holds on some device types only (``devices``, e.g. ``["cpu"]``: an edit of a CUDA-only path, whose GPU
+  numbers the CPU cannot check) keeps the frozen hash for those; the keys of other devices' runs hash the file
+  as it is, so those runs train again (an entry without ``devices`` holds on every device);
 * an edit that changes numbers is **frozen again** (``python -m reproduce.driver.code_identity --freeze FILE …``):
   every file set holding one of those files gets the live hash, and only its runs train again.
 
@@ -43,15 +46,25 @@ def load() -> dict:
         return {}
 
 
-def frozen_hash(rel_paths: tuple[str, ...]) -> str | None:
-    """The frozen code hash of the file set ``rel_paths`` (sorted package-relative paths), or ``None`` when the set
-    is not frozen or one of its files changed without a declaration (then the live hash applies: an undeclared
-    edit moves the keys, as every edit did before the freeze)."""
+def frozen_hash(rel_paths: tuple[str, ...], device: str = "cpu") -> str | None:
+    """The frozen code hash of the file set ``rel_paths`` (sorted package-relative paths) for the runs of a
+    ``device`` type (``"cpu"``, ``"cuda"``), or ``None`` when the set is not frozen or one of its files changed
+    without a declaration that holds on that device (then the live hash applies: an undeclared edit moves the
+    keys, as every edit did before the freeze)."""
     frozen = _frozen_sets().get(rel_paths)
     if frozen is None:
         return None
     changed = _changed_now()
-    return None if any(changed.get(rel) in ("undeclared", "missing") for rel in rel_paths) else frozen
+    return None if any(not holds(changed.get(rel), device) for rel in rel_paths) else frozen
+
+
+def holds(state: str | None, device: str) -> bool:
+    """Whether a file in ``state`` (:func:`changed_files`; ``None``: as frozen) keeps its frozen hash on ``device``."""
+    if state is None or state == "declared":
+        return True
+    if state.startswith("declared:"):
+        return device in state.split(":", 1)[1].split(",")
+    return False
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +79,8 @@ def _frozen_sets() -> dict[tuple[str, ...], str]:
 
 def changed_files(package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
     """``{file: state}`` for every frozen file whose content is not as frozen: ``"declared"`` (its sha256 is the one
-    its ``neutral_edits`` entry declares), ``"undeclared"``, or ``"missing"``."""
+    its ``neutral_edits`` entry declares), ``"declared:cpu"`` (declared for the runs of those device types only:
+    the entry's ``devices``), ``"undeclared"``, or ``"missing"``."""
     ident = load()
     out = {}
     for rel, sha in ident.get("files", {}).items():
@@ -76,7 +90,11 @@ def changed_files(package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
         now = file_sha256(rel, package_dir)
         if now != sha:
             declared = ident.get("neutral_edits", {}).get(rel, {})
-            out[rel] = "declared" if declared.get("sha256") == now else "undeclared"
+            if declared.get("sha256") != now:
+                out[rel] = "undeclared"
+            else:
+                devices = declared.get("devices")
+                out[rel] = f"declared:{','.join(devices)}" if devices else "declared"
     return out
 
 
@@ -104,5 +122,5 @@ def freeze(sets: list[tuple[str, ...]], live_hash, only: set[str] | None = None)
 ABOUT = (
     "Frozen code hashes of the run keys (coherent_itr/code_identity.py): 'sets' gives each file set a study run "
     "executes its frozen hash; 'files' the sha256 of each file at the freeze; 'neutral_edits' the edits since then "
-    "that keep every number ({file: {sha256, why}})."
+    "that keep every number ({file: {sha256, why, devices (if only those device types)}})."
 )

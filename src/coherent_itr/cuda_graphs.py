@@ -70,7 +70,9 @@ ENGINE_FILES = ("cuda_graphs.py",)  # a captured run's key names their code besi
 def engine_source_sha() -> str:
     """The code hash of this module that a captured run's key names: its frozen hash (an edit declared neutral
     keeps it: :mod:`coherent_itr.code_identity`), else the sha256 (16 hex) of its source."""
-    return code_identity.frozen_hash(ENGINE_FILES) or hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return (
+        code_identity.frozen_hash(ENGINE_FILES, "cuda") or hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    )
 
 
 def step_identity(config, device_type: str) -> str:

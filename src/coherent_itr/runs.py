@@ -221,10 +221,11 @@ def evaluation_files() -> list[str]:
 
 
 @lru_cache(maxsize=1024)
-def _files_hash(rel_paths: tuple[str, ...]) -> str:
-    """The code hash of a file set: its frozen hash (:mod:`coherent_itr.code_identity`) while its files are as
-    frozen or their edits are declared neutral, else the hash of the files as they are."""
-    frozen = code_identity.frozen_hash(rel_paths) if PACKAGE_DIR == code_identity.PACKAGE_DIR else None
+def _files_hash(rel_paths: tuple[str, ...], device: str = "cpu") -> str:
+    """The code hash of a file set for the runs of a ``device`` type: its frozen hash
+    (:mod:`coherent_itr.code_identity`) while its files are as frozen or their edits are declared neutral on that
+    device, else the hash of the files as they are."""
+    frozen = code_identity.frozen_hash(rel_paths, device) if PACKAGE_DIR == code_identity.PACKAGE_DIR else None
     return frozen or hash_files(PACKAGE_DIR, rel_paths)
 
 
@@ -254,10 +255,15 @@ def _with(code_hash: str, extra: str) -> str:
     return hashlib.sha256(f"{code_hash}:{extra}".encode()).hexdigest()[:16] if extra else code_hash
 
 
-def training_code_hash(config: Config) -> str:
-    """The hash of the code a run of ``config`` executes (its files; a loss from outside the package adds
-    its classes' source — so the keys of the package's runs do not depend on it)."""
-    return _with(_files_hash(tuple(training_files(config))), _outside_loss_source(config))
+def training_code_hash(config: Config, device: str = "cpu") -> str:
+    """The hash of the code a run of ``config`` on a ``device`` type executes (its files; a loss from outside the
+    package adds its classes' source — so the keys of the package's runs do not depend on it)."""
+    return _with(_files_hash(tuple(training_files(config)), device), _outside_loss_source(config))
+
+
+def device_type(numerics: dict) -> str:
+    """``"cuda"`` or ``"cpu"``: the device type of a machine's numerics (:func:`local_numerics`)."""
+    return str(numerics.get("device", "cpu")).split(":")[0]
 
 
 def evaluation_code_hash() -> str:
@@ -411,10 +417,8 @@ def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> st
     form = numerics.pop("flickr8k_form", None)  # a machine's record names it for its Flickr8k runs only
     if form and config.data == "flickr8k":
         numerics["data_form"] = form
-    blob = json.dumps(
-        {"config": config.key(), "code": training_code_hash(config), "threads": int(threads), **numerics},
-        sort_keys=True,
-    )
+    code = training_code_hash(config, device_type(numerics))
+    blob = json.dumps({"config": config.key(), "code": code, "threads": int(threads), **numerics}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -688,7 +692,8 @@ class RunCache:
                 "eager keys with COHERENT_ITR_CUDA_GRAPHS=0"
             )
         record = {k: v for k, v in result.record.items() if k != "test"}
-        record.update(run_key=final.name, training_code_hash=training_code_hash(config), threads=self.threads)
+        device = device_type(self.machine or local_numerics(config))
+        record.update(run_key=final.name, training_code_hash=training_code_hash(config, device), threads=self.threads)
         arrays = {k: np.asarray(v) for k, v in result.arrays.items()}
         return write_entry(
             final,

@@ -17,7 +17,7 @@ from coherent_itr.config import Config
 
 def test_every_frozen_file_is_as_frozen_or_its_edit_is_declared_with_a_reason():
     changed = code_identity.changed_files()
-    bad = {f: s for f, s in changed.items() if s != "declared"}
+    bad = {f: s for f, s in changed.items() if not s.startswith("declared")}
     assert not bad, (
         f"library files edited since the freeze without a declaration: {bad}. If every number of every run stays, "
         "add the file's new sha256 and why to 'neutral_edits' in src/coherent_itr/code_identity.json (the pins below "
@@ -57,6 +57,51 @@ def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatc
         assert key_when("declared") == "0" * 16 and key_when("undeclared") != "0" * 16
     finally:
         runs._files_hash.cache_clear()
+
+
+def test_an_edit_declared_for_the_cpu_keeps_cpu_keys_and_moves_cuda_keys(monkeypatch):
+    """A declaration with ``devices: ["cpu"]`` (an edit of a CUDA-only path) keeps the frozen hash of a CPU run and
+    gives a CUDA run the live hash, in the file set and in the run key (planted CUDA machine); one without
+    ``devices`` keeps both."""
+    cfg = Config(data="synthetic", data_scale="smoke", loss="adaptive_ladder", relevance="true")
+    files = tuple(runs.training_files(cfg))
+    assert "losses/adaptive_ladder.py" in files
+    cuda = {"torch": "2.11.0+cu130", "device": "cuda:sm90", "tf32_matmul": False, "tf32_cudnn": True, "step": "x"}
+    live = runs.hash_files(runs.PACKAGE_DIR, files)
+
+    def when(state):
+        monkeypatch.setattr(code_identity, "_changed_now", lambda: {"losses/adaptive_ladder.py": state})
+        runs._files_hash.cache_clear()
+        return (
+            runs._files_hash(files, "cpu"),
+            runs._files_hash(files, "cuda"),
+            runs.run_key(cfg),
+            runs.run_key(cfg, 1, cuda),
+        )
+
+    try:
+        monkeypatch.setattr(code_identity, "_frozen_sets", lambda: {files: "0" * 16})
+        everywhere, cpu_only = when("declared"), when("declared:cpu")
+        assert everywhere[:2] == ("0" * 16, "0" * 16) and cpu_only[:2] == ("0" * 16, live)
+        assert cpu_only[2] == everywhere[2] and cpu_only[3] != everywhere[3]
+        assert when("declared:cpu,cuda")[:2] == ("0" * 16, "0" * 16) and when("undeclared")[:2] == (live, live)
+    finally:
+        runs._files_hash.cache_clear()
+    assert code_identity.holds(None, "cuda") and code_identity.holds("declared", "cuda")
+    assert code_identity.holds("declared:cpu", "cpu") and not code_identity.holds("declared:cpu", "cuda")
+    assert not code_identity.holds("undeclared", "cpu") and not code_identity.holds("missing", "cpu")
+
+
+def test_a_declaration_names_its_devices_in_the_files_state(tmp_path, monkeypatch):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 1\n")
+    sha = code_identity.file_sha256("a.py", tmp_path)
+    ident = {
+        "files": {"a.py": "0" * 64, "b.py": "0" * 64},
+        "neutral_edits": {"a.py": {"sha256": sha, "why": "w", "devices": ["cpu"]}, "b.py": {"sha256": "1", "why": "w"}},
+    }
+    monkeypatch.setattr(code_identity, "load", lambda: ident)
+    assert code_identity.changed_files(tmp_path) == {"a.py": "declared:cpu", "b.py": "undeclared"}
 
 
 def test_freezing_again_one_file_moves_only_the_sets_that_hold_it(monkeypatch):

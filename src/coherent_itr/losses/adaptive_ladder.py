@@ -59,6 +59,9 @@ from .registry import register
 _NEG_INF = float("-inf")
 #: elements of the rows × (n+1) × (n+1) dynamic-programming table per chunk (cache-sized)
 DP_CHUNK_ELEMENTS = 1 << 19
+#: the same on a CUDA device, where one launch per operation for all rows of a batch (both directions at B = 128:
+#: 256 × 128 × 128, 16 MiB in float32) replaces nine chunks' launches (a captured step is launch-bound)
+DP_CHUNK_ELEMENTS_CUDA = 1 << 24
 #: dtype of the DP table (the silhouette is computed in float64)
 DP_DTYPE = torch.float32
 
@@ -182,11 +185,13 @@ def adaptive_levels_torch(values: torch.Tensor, l_min: int, l_max: int) -> tuple
 
     ``values``: rows × n relevance of the non-positive candidates. Returns ``(level, k)`` with
     ``level`` rows × n int64 in 1…k_row and ``k`` rows int64. The DP runs in ``DP_DTYPE`` on
-    cache-sized chunks of ≤ ``DP_CHUNK_ELEMENTS`` table entries; the silhouettes in float64.
+    cache-sized chunks of ≤ ``DP_CHUNK_ELEMENTS`` table entries (``DP_CHUNK_ELEMENTS_CUDA`` on a CUDA device); the
+    silhouettes in float64. Rows are independent: on the CPU the levels are the same for any chunk size (tested).
     """
     rows, n = values.shape
     xs, order = values.detach().to(torch.float64).sort(dim=1)
-    chunk = max(1, DP_CHUNK_ELEMENTS // ((n + 1) * (n + 1)))
+    per_chunk = DP_CHUNK_ELEMENTS_CUDA if xs.device.type == "cuda" else DP_CHUNK_ELEMENTS
+    chunk = max(1, per_chunk // ((n + 1) * (n + 1)))
     parts = [exact_kmeans_1d_sorted(xs[r0 : r0 + chunk], l_max, DP_DTYPE) for r0 in range(0, rows, chunk)]
     starts = [torch.cat([p[0][k] for p in parts]) for k in range(l_max)]
     ok = [torch.cat([p[1][k] for p in parts]) for k in range(l_max)]

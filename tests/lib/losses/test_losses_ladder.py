@@ -419,6 +419,28 @@ def test_torch_and_sklearn_backends_agree_on_realistic_batches():
     assert float((lt[same] == ls[same]).all(dim=1).double().mean()) > 0.8  # mostly the same partition
 
 
+def test_the_levels_do_not_depend_on_the_dp_chunk(monkeypatch):
+    """Rows are independent: the levels, the level counts and the loss are bit-equal whether the DP runs one row a
+    chunk, in the CPU's cache-sized chunks or all rows at once (``DP_CHUNK_ELEMENTS_CUDA``, a CUDA device's), on
+    realistic B = 128 batches (both directions, as a captured step clusters them) with ties planted."""
+    from coherent_itr.losses import adaptive_ladder as al
+
+    rel = realistic_rel(128, 2, True)
+    rel[:, :40] = rel[:, :40].round(decimals=2)  # ties
+    both = torch.cat([rel, rel.T])
+    vals = both[~torch.eye(128, dtype=torch.bool).repeat(2, 1)].view(256, 127)
+    sim = torch.randn(128, 128, dtype=DT, generator=torch.Generator().manual_seed(3))
+    got = {}
+    for chunk in (128 * 128, al.DP_CHUNK_ELEMENTS, al.DP_CHUNK_ELEMENTS_CUDA):
+        monkeypatch.setattr(al, "DP_CHUNK_ELEMENTS", chunk)
+        level, k = adaptive_levels_torch(vals, 2, 4)
+        got[chunk] = (level, k, losses.build("adaptive_ladder")(sim, rel))
+    (l0, k0, v0), *others = got.values()
+    assert len(set(k0.tolist())) >= 2
+    for level, k, v in others:
+        assert torch.equal(level, l0) and torch.equal(k, k0) and torch.equal(v, v0)
+
+
 def test_adaptive_minmax_one_is_triplet_and_fixed_k():
     sim, rel = random_batch(8, seed=10)
     v = losses.build("adaptive_ladder", l_min=1, l_max=1)(sim, rel)
