@@ -232,6 +232,8 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
         out.failed_runs += failures
 
     t = time.perf_counter()
+    if plan.tuned and hasattr(executor, "run_as_ready") and args.runs_per_worker == 1:
+        return train_pipelined(plan, cache, executor, out, prepare_once, progress)
     if plan.tuned:
 
         class _Phase:  # the tuning phase through the same bar and failure list
@@ -299,6 +301,77 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
     out.timings[f"{d}_train_s"] = time.perf_counter() - t1
     if plan.tuned:
         tuning_tables.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
+    return time.time()
+
+
+def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress: bool) -> float:
+    """The tuned protocol one tuning problem at a time (:mod:`reproduce.protocol.pipeline`): each worker takes the
+    longest run that nothing holds back, so a problem's final runs train while another's rungs do and no worker
+    waits for a phase's slowest run; it ends at the phases' final plan. Returns the time its training ended."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+    from reproduce.present import tuning_tables
+    from reproduce.protocol import pipeline
+
+    d, prof = plan.data, plan.profile.name
+    known = pipeline.KnownRuns(cache)
+    counted = {c.key() for c in plan.todo}  # counted in out.runs_to_do before tuning
+    before = {"to_train": 0, "cached": 0}
+    t0 = time.perf_counter()
+    chose = {"at": None}
+
+    def count(configs) -> None:
+        new = [c for c in configs if c.key() not in counted]
+        counted.update(c.key() for c in new)
+        out.runs_to_do += len(new)
+        plan.todo = [*plan.todo, *new]  # the notebooks re-execute when anything trained
+
+    def ready(failed_keys) -> list:
+        r = pipeline.ready_runs(plan.profile, plan.papers, known, failed_keys)
+        for c in [*r.tuning, *r.final]:
+            if c.key() not in seen:  # what the cache held when the driver first heard of the run
+                seen[c.key()] = c
+                n = cache.counts([c])
+                before["to_train"] += n["to_train"]
+                before["cached"] += n["cached"]
+        count([*r.tuning, *r.final])
+        if out.progress:
+            out.progress.ready(d, r.tuning, r.final)
+        if r.chosen_all and chose["at"] is None:
+            chose["at"] = time.perf_counter()
+            out.timings[f"{d}_tuning_s"] = chose["at"] - t0
+            if out.progress:
+                out.progress.survivors_known(d, [])
+                out.progress.final_known(d, r.final)
+            print(
+                f"reproduce [{prof}/{d}]: every tuning problem has chosen; {len(r.final)} final runs left to train or "
+                "evaluate",
+                flush=True,
+            )
+        return [(c, False) for c in r.tuning] + [(c, True) for c in r.final]
+
+    seen: dict = {}
+    first = pipeline.ready_runs(plan.profile, plan.papers, known)
+    prepare_once([*first.tuning, *first.final])
+    bar = (
+        out.progress.open(f"training runs (now {d})")
+        if out.progress
+        else tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", disable=not progress)
+    )
+    try:
+        failures = executor.run_as_ready(ready, cache, bar=bar)
+    finally:
+        bar.close()
+    after = cache.counts(list(seen.values()))
+    out.runs_done += len(seen)
+    per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
+    per["runs_trained"] += before["to_train"] - after["to_train"]
+    per["runs_evaluated"] += after["cached"] - before["cached"]
+    for f in failures:
+        print(f.line(), file=sys.stderr)
+    log_failures(f"{d}: runs", [str(f) for f in failures])
+    out.failed_runs += failures
+    out.timings[f"{d}_train_s"] = time.perf_counter() - t0
+    tuning_tables.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
     return time.time()
 
 

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -361,6 +361,87 @@ class LocalExecutor:
             except BaseException:
                 # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
                 # workers too, so no orphan keeps training; finished runs are already safe in the cache
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    proc.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+        if own_bar:
+            bar.close()
+        return failures
+
+    def run_as_ready(self, ready, cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
+        """Train runs as they become ready (:mod:`reproduce.protocol.pipeline`): ``ready(failed_keys)`` returns
+        ``[(config, evaluate)]``, every run that can train now (those in flight among them are left to finish), and
+        is asked again whenever a run finishes; each free worker takes the longest of the ready runs not in flight
+        (:func:`longest_first`). Ends when nothing is in flight and nothing new is ready. One pool of worker processes
+        serves every phase, so a worker keeps its loaded data. ``bar``: advanced by one per finished run."""
+        if self.runs_per_worker != 1:
+            raise ValueError("runs as they become ready train one run a worker (--runs-per-worker 1)")
+        root = str(cache.root.parent)
+        failures: list[RunFailure] = []
+        failed: set[str] = set()
+        finished: set[tuple[str, bool]] = set()
+        flying: dict = {}  # future (or, in this process, None) -> (config, evaluate)
+        own_bar = bar is None
+        if own_bar:
+            bar = tqdm(total=0, desc="training runs", unit="run", disable=not self.progress)
+
+        def next_runs(n: int) -> list[tuple[Config, bool]]:
+            if n <= 0:
+                return []
+            busy = {c.key() for c, _ in flying.values()}
+            todo = {}
+            for c, evaluate in ready(failed):
+                k = c.key()
+                if k in busy or k in failed or k in todo:
+                    continue
+                if (k, evaluate) in finished:  # it finished, yet the cache does not show it: never again
+                    failures.append(
+                        RunFailure(
+                            c.to_dict(),
+                            "RuntimeError: finished, yet the protocol asks for it again (the cache does not show it)",
+                            "",
+                        )
+                    )
+                    failed.add(k)
+                    continue
+                todo[k] = (c, evaluate)
+            order = longest_first([c for c, _ in todo.values()])
+            return [todo[c.key()] for c in order[:n]]
+
+        def done(c: Config, evaluate: bool, f: RunFailure | None) -> None:
+            finished.add((c.key(), evaluate))
+            if f:
+                failures.append(f)
+                failed.add(c.key())
+            if own_bar:
+                bar.total += 1
+            _advance(bar, c.to_dict())
+
+        if self.workers == 1:
+            while todo := next_runs(1):
+                c, evaluate = todo[0]
+                flying[None] = (c, evaluate)
+                f = _run_one(c.to_dict(), root, cache.threads, evaluate, cache.train_key(c))
+                del flying[None]
+                done(c, evaluate, f)
+        else:
+            pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
+            )
+            try:
+                while True:
+                    for c, evaluate in next_runs(self.workers - len(flying)):
+                        with _children_ignore_sigint():  # a worker may start here: Ctrl-C reaches the driver alone
+                            fut = pool.submit(_run_one, c.to_dict(), root, cache.threads, evaluate, cache.train_key(c))
+                        flying[fut] = (c, evaluate)
+                    if not flying:
+                        break
+                    for fut in wait(list(flying), return_when=FIRST_COMPLETED).done:
+                        c, evaluate = flying.pop(fut)
+                        done(c, evaluate, fut.result())
+            except BaseException:  # as in run(): stop the workers too; finished runs are safe in the cache
                 for proc in list(getattr(pool, "_processes", {}).values()):
                     proc.terminate()
                 pool.shutdown(wait=False, cancel_futures=True)

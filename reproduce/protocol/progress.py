@@ -20,6 +20,7 @@ from coherent_itr.config import Config
 
 from reproduce.protocol.cost import minutes, run_estimate_s
 from reproduce.protocol.plan import DataSetEstimate, Plan, estimated_s, paper_cost_lines, plan_lines
+from reproduce.spec.profiles import COSTS
 
 ETA_PRIOR_S = 60.0  # estimated worker-seconds of the plan's own rate (1 / workers) mixed into the measured one
 
@@ -109,6 +110,22 @@ class RunProgress:
         e = self.estimates[data]
         e.final_todo = [*e.final_todo, *todo]
         self._est.update({("final", c.key()): e.final_s(c) for c in todo})
+        self._refresh()
+
+    def ready(self, data: str, tuning: list, final: list) -> None:
+        """Runs the protocol found ready one tuning problem at a time (:mod:`reproduce.protocol.pipeline`) that the
+        bar does not count yet (the plan's bound may hold other stand-ins until every problem has chosen)."""
+        e = self.estimates.get(data)
+        if e is None:
+            e = self.estimates[data] = DataSetEstimate(data, [], [], 0, 0.0)
+        for phase, runs, price in (
+            ("tune", tuning, lambda c: run_estimate_s(c, data, evaluated=False) if data in COSTS else 0.0),
+            ("final", final, e.final_s),
+        ):
+            for c in runs:
+                k = c.key()
+                if ("tune", k) not in self._est and ("final", k) not in self._est:
+                    self._est[(phase, k)] = price(c)
         self._refresh()
 
     def eta_s(self) -> float:

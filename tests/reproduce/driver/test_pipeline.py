@@ -63,6 +63,39 @@ def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
     assert calls == [2] and all(cache.has(c) for c in cfgs)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_runs_train_as_they_become_ready_each_once(tmp_path, workers):
+    """``LocalExecutor.run_as_ready`` (the protocol one tuning problem at a time): seed 0 trains first (training
+    only); once it is trained, it is evaluated and seed 1 trains and is evaluated; a run that fails (its data set
+    is not there) is reported once and never asked for again; every run trains once and the pool ends when nothing
+    is ready."""
+    cache = RunCache(tmp_path)
+    a, b = tiny_configs(2)
+    broken = Config(**{**TINY, "data": "flickr8k"}, data_dir=str(tmp_path / "no-such-folder"))
+    asked = []
+
+    def ready(failed):
+        asked.append(set(failed))
+        out = [] if broken.key() in failed else [(broken, True)]
+        if not cache.has_training(a):
+            return [*out, (a, False)]
+        return [*out, *[(c, True) for c in (a, b) if not cache.has(c)]]
+
+    failures = LocalExecutor(workers=workers, progress=False).run_as_ready(ready, cache)
+    assert [f.config["seed"] for f in failures] == [broken.seed] and "no-such-folder" in failures[0].error
+    assert cache.has(a) and cache.has(b)
+    assert broken.key() in asked[-1] and len(asked) <= 6
+    with pytest.raises(ValueError, match="one run a worker"):
+        LocalExecutor(workers=2, runs_per_worker=2, progress=False).run_as_ready(ready, cache)
+
+
+def test_a_run_that_finishes_yet_stays_ready_is_a_failure_not_a_loop(tmp_path):
+    cache = RunCache(tmp_path)
+    (a,) = tiny_configs(1)
+    failures = LocalExecutor(progress=False).run_as_ready(lambda failed: [(a, False)] if not failed else [], cache)
+    assert len(failures) == 1 and "finished, yet the protocol asks for it again" in failures[0].error
+
+
 def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     cache = RunCache(tmp_path)
     cfgs = tiny_configs(3)
@@ -91,6 +124,15 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
         tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     )
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
+    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+
+    monkeypatch.setattr(
+        pipeline,
+        "ready_runs",
+        lambda profile, papers, cache, failed_keys=(), **k: pipeline.Ready(
+            [], [c for c in cfgs if c.key() not in failed_keys and not cache.has(c)], 0
+        ),
+    )
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)
@@ -375,6 +417,15 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
         )[1],
     )
     monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
+    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+
+    monkeypatch.setattr(
+        pipeline,
+        "ready_runs",
+        lambda profile, papers, cache, failed_keys=(), **k: pipeline.Ready(
+            [], [c for c in cfgs if not cache.has(c)], 0
+        ),
+    )
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
     monkeypatch.setattr(ledger_files, "collect", lambda d, **kw: None)

@@ -350,7 +350,7 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     from reproduce.driver import ledger_files
     from reproduce.present import tuning_tables
     from reproduce.present import tuning_tables
-    from reproduce.protocol import prepare, tuning
+    from reproduce.protocol import pipeline, prepare, tuning
     from tiny_run import TINY
 
     # a tiny plan through the driver's own path (the smoke profile tunes): {N_TINY_RUNS} one-epoch toy runs
@@ -358,6 +358,9 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     tuning.tuning_configs = lambda profile, papers=None: cfgs
     tuning.run_protocol = lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     tuning.tuned_plan = lambda profile, papers, cache, **k: cfgs
+    pipeline.ready_runs = lambda profile, papers, cache, failed_keys=(), **k: pipeline.Ready(
+        [], [c for c in cfgs if c.key() not in failed_keys and not cache.has(c)], 0
+    )
     tuning_tables.write_tuning_summary = lambda *a, **k: None
     prepare.prepare = lambda *a, **k: 0.0
     ledger_files.collect = lambda *a, **k: None
