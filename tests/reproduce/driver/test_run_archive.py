@@ -190,7 +190,7 @@ def test_a_large_archive_travels_in_parts_read_from_any_of_them(source, tmp_path
 
 
 def test_entries_of_older_code_stay_behind(source, tmp_path, monkeypatch):
-    monkeypatch.setattr(runs, "training_code_hash", lambda config: "other-code")
+    monkeypatch.setattr(runs, "training_code_hash", lambda config, device="cpu": "other-code")
     with pytest.raises(ra.ArchiveError, match="no run of the current code to export \\(2 older entries\\)"):
         _export(source, tmp_path)
 
