@@ -221,15 +221,7 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
             failures = executor.run(todo, cache, bar=bar, evaluate=evaluate)
         finally:
             bar.close()
-        after = cache.counts(todo)
-        out.runs_done += len(todo)
-        per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
-        per["runs_trained"] += before["to_train"] - after["to_train"]
-        per["runs_evaluated"] += after["cached"] - before["cached"]
-        for f in failures:
-            print(f.line(), file=sys.stderr)
-        log_failures(f"{d}: runs", [str(f) for f in failures])
-        out.failed_runs += failures
+        tally(out, d, len(todo), before, cache.counts(todo), failures)
 
     t = time.perf_counter()
     if plan.tuned and hasattr(executor, "run_as_ready") and args.runs_per_worker == 1:
@@ -304,6 +296,20 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
     return time.time()
 
 
+def tally(out: Outcome, data: str, n_done: int, before: dict, after: dict, failures: list) -> None:
+    """Count ``n_done`` finished runs of ``data`` into ``out``: trained and evaluated ones from the cache's counts
+    (:meth:`coherent_itr.runs.RunCache.counts`) before and after them; each failure on stderr, in the log and in
+    ``out``."""
+    out.runs_done += n_done
+    per = out.by_data.setdefault(data, {"runs_trained": 0, "runs_evaluated": 0})
+    per["runs_trained"] += before["to_train"] - after["to_train"]
+    per["runs_evaluated"] += after["cached"] - before["cached"]
+    for f in failures:
+        print(f.line(), file=sys.stderr)
+    log_failures(f"{data}: runs", [str(f) for f in failures])
+    out.failed_runs += failures
+
+
 def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress: bool) -> float:
     """The tuned protocol one tuning problem at a time (:mod:`reproduce.protocol.pipeline`): each worker takes the
     longest run that nothing holds back, so a problem's final runs train while another's rungs do and no worker
@@ -361,15 +367,7 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
         failures = executor.run_as_ready(ready, cache, bar=bar)
     finally:
         bar.close()
-    after = cache.counts(list(seen.values()))
-    out.runs_done += len(seen)
-    per = out.by_data.setdefault(d, {"runs_trained": 0, "runs_evaluated": 0})
-    per["runs_trained"] += before["to_train"] - after["to_train"]
-    per["runs_evaluated"] += after["cached"] - before["cached"]
-    for f in failures:
-        print(f.line(), file=sys.stderr)
-    log_failures(f"{d}: runs", [str(f) for f in failures])
-    out.failed_runs += failures
+    tally(out, d, len(seen), before, cache.counts(list(seen.values())), failures)
     out.timings[f"{d}_train_s"] = time.perf_counter() - t0
     tuning_tables.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
     return time.time()

@@ -309,6 +309,24 @@ def longest_first(configs: list[Config]) -> list[Config]:
     return sorted(configs, key=cost, reverse=True)
 
 
+@contextlib.contextmanager
+def worker_pool(workers: int):
+    """A pool of ``workers`` spawned worker processes (:func:`init_worker`), shut down on leaving. Interrupted
+    (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver), it stops the workers too, so no orphan keeps
+    training; finished runs are already safe in the cache."""
+    pool = ProcessPoolExecutor(
+        workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
+    )
+    try:
+        yield pool
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 class LocalExecutor:
     """Runs configs in this process (``workers=1``) or in a pool of worker processes; ``runs_per_worker`` > 1
     trains packs of that many runs side by side in each (:func:`packs`, :func:`_run_pack`: threads, each run on
@@ -347,10 +365,7 @@ class LocalExecutor:
             for pack, pack_keys in zip(groups, keys):
                 finished(pack, _run_pack(pack, root, cache.threads, evaluate, pack_keys))
         else:
-            pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
-            )
-            try:
+            with worker_pool(self.workers) as pool:
                 with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
                     futs = {
                         pool.submit(_run_pack, pack, root, cache.threads, evaluate, pack_keys): pack
@@ -358,14 +373,6 @@ class LocalExecutor:
                     }
                 for fut in as_completed(futs):
                     finished(futs[fut], fut.result())
-            except BaseException:
-                # interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt by the driver): stop the
-                # workers too, so no orphan keeps training; finished runs are already safe in the cache
-                for proc in list(getattr(pool, "_processes", {}).values()):
-                    proc.terminate()
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
         if own_bar:
             bar.close()
         return failures
@@ -427,10 +434,7 @@ class LocalExecutor:
                 del flying[None]
                 done(c, evaluate, f)
         else:
-            pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("spawn"), initializer=init_worker, initargs=(os.getpid(),)
-            )
-            try:
+            with worker_pool(self.workers) as pool:
                 while True:
                     for c, evaluate in next_runs(self.workers - len(flying)):
                         with _children_ignore_sigint():  # a worker may start here: Ctrl-C reaches the driver alone
@@ -441,12 +445,6 @@ class LocalExecutor:
                     for fut in wait(list(flying), return_when=FIRST_COMPLETED).done:
                         c, evaluate = flying.pop(fut)
                         done(c, evaluate, fut.result())
-            except BaseException:  # as in run(): stop the workers too; finished runs are safe in the cache
-                for proc in list(getattr(pool, "_processes", {}).values()):
-                    proc.terminate()
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
         if own_bar:
             bar.close()
         return failures

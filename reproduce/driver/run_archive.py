@@ -506,12 +506,17 @@ def export_command(args, sets: list[str]) -> int:
         f"per-query hits) and {s['evaluations']} evaluations of machine {s['machine']} into "
         f"{', '.join(s['files'])} ({s['bytes'] / 2**20:.1f} MiB)"
         + (f"; {s['stale']} entries of older code left out" if s["stale"] else "")
-        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else ""),
+        + _fell_back(s["fell_back"]),
         flush=True,
     )
     for data, why in s["unloadable"].items():
         print(f"reproduce: the {data} runs kept their test embeddings: their test split is not here ({why})")
     return 0
+
+
+def _fell_back(n: int) -> str:
+    """What the commands print of the runs left out as CUDA runs whose capture failed partway (nothing for none)."""
+    return f"; {n} CUDA runs whose graph capture failed partway left out" if n else ""
 
 
 def import_command(args) -> int:
@@ -531,9 +536,7 @@ def import_command(args) -> int:
     )
     print(
         f"reproduce: imported {s['runs']} runs and {s['evaluations']} evaluations from machine {s['machine']} into "
-        f"{runs.paths.cache_dir()} ({s['kept']} already there"
-        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else "")
-        + f"); {use}",
+        f"{runs.paths.cache_dir()} ({s['kept']} already there" + _fell_back(s["fell_back"]) + f"); {use}",
         flush=True,
     )
     return 0
@@ -549,8 +552,7 @@ def merge_command(out: str, inputs: list[str]) -> int:
     print(
         f"reproduce: merged {len(inputs)} archives of machine {s['machine']} into {', '.join(s['files'])}: "
         f"{s['runs']} runs, {s['evaluations']} evaluations ({s['bytes'] / 2**20:.1f} MiB); "
-        f"{s['duplicates']} runs found again in a later archive kept from the first"
-        + (f"; {s['fell_back']} CUDA runs whose graph capture failed partway left out" if s["fell_back"] else ""),
+        f"{s['duplicates']} runs found again in a later archive kept from the first" + _fell_back(s["fell_back"]),
         flush=True,
     )
     return 0
