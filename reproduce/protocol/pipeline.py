@@ -94,7 +94,7 @@ class KnownRuns:
     nothing else), not the test embeddings."""
 
     def __init__(self, cache) -> None:
-        self.cache = cache
+        self.cache = cache.with_fixed_code() if hasattr(cache, "with_fixed_code") else cache
         self._records: dict[str, SimpleNamespace] = {}  # config key -> the training entry's record
         self._trained: set[str] = set()
         self._evaluated: set[str] = set()

@@ -110,7 +110,7 @@ class Arm:
     def honours_warmup(self) -> bool:
         """Whether a warm-up changes the arm's loss (it selects hardest negatives): the library's
         ``ITRLoss.honours_warmup`` of the built loss — the one answer the training loop also uses."""
-        return bool(losses.build(self.overrides["loss"], **self.overrides.get("loss_params", {})).honours_warmup)
+        return losses.registry.traits(self.overrides["loss"], **self.overrides.get("loss_params", {})).honours_warmup
 
     @property
     def seed_group(self) -> str:

@@ -163,8 +163,8 @@ class Config:
         for name in ("loss_params", "relevance_params"):
             if not isinstance(getattr(self, name), dict):
                 bad(name, "a dict of keyword arguments")
-        crit = _losses.build(self.loss, **self.loss_params)  # raises ValueError naming bad params
-        if getattr(crit, "requires_relevance", False) and self.relevance is None:
+        # raises ValueError naming bad params (the loss is built once per class and parameters)
+        if _losses.registry.traits(self.loss, **self.loss_params).requires_relevance and self.relevance is None:
             raise ValueError(
                 f"Config.loss={self.loss!r} needs a relevance provider: set Config.relevance "
                 "(e.g. 'sbert', 'cider', 'true')"
@@ -203,7 +203,8 @@ class Config:
 
         Loss parameters equal to the loss's defaults are left out first, so ``{"margin": 0.2}`` and
         ``{}`` for the triplet loss name the same run (and two notebooks share it)."""
-        d = self.to_dict()
+        # the fields as to_dict() gives them, without its deep copy (the JSON is the same: no field holds a dataclass)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["loss_params"] = _without_defaults(self.loss, self.loss_params)
         blob = json.dumps(d, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import glob
 import hashlib
 import json
@@ -120,12 +121,18 @@ def hash_files(root: Path, rel_paths: tuple[str, ...]) -> str:
     return h.hexdigest()[:16]
 
 
-def _expand(patterns) -> set[str]:
+def _expand(patterns: tuple[str, ...]) -> set[str]:
+    return set(_expand_in(Path(PACKAGE_DIR), tuple(patterns)))
+
+
+@lru_cache(maxsize=64)
+def _expand_in(package: Path, patterns: tuple[str, ...]) -> frozenset[str]:
+    # the package's files are listed once a process, as _files_hash reads their contents once
     out: set[str] = set()
     for pat in patterns:
-        for f in glob.glob(str(PACKAGE_DIR / pat)):
-            out.add(str(Path(f).relative_to(PACKAGE_DIR)))
-    return out
+        for f in glob.glob(str(package / pat)):
+            out.add(str(Path(f).relative_to(package)))
+    return frozenset(out)
 
 
 # Code every training run executes. The validation R@K (metrics/retrieval.py + _blocks.py) picks
@@ -568,10 +575,24 @@ class RunCache:
             raise ValueError(f"RunCache threads must be ≥ 1, got {threads!r}")
         self.machine_name = machine if machine is not None else (os.environ.get(RUNS_FROM_ENV) or None)
         self.machine = load_machine(self.root.parent, self.machine_name) if self.machine_name else None
+        self._keys: dict[str, str] | None = None  # config key -> training key, in a cache with_fixed_code()
+
+    def with_fixed_code(self) -> "RunCache":
+        """This cache with each config's training key computed once: for a caller whose code does not change while
+        it asks (the driver between runs: ``reproduce.protocol.pipeline.KnownRuns`` asks for hundreds of keys after
+        every run). A notebook that registers or edits a loss keeps the plain cache, whose keys follow the code."""
+        other = copy.copy(self)
+        other._keys = {}
+        return other
 
     # keys and paths -----------------------------------------------------------------------
     def train_key(self, config: Config) -> str:
-        return run_key(config, self.threads, self.machine)
+        if self._keys is None:
+            return run_key(config, self.threads, self.machine)
+        k = config.key()
+        if k not in self._keys:
+            self._keys[k] = run_key(config, self.threads, self.machine)
+        return self._keys[k]
 
     def eval_key(self, config: Config) -> str:
         return eval_key(self.train_key(config))

@@ -547,3 +547,18 @@ def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypat
         torch.backends.cuda.matmul.allow_tf32 = tf32
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
     assert run_key(config.replace(device="cuda")) not in (cuda, cpu)
+
+
+def test_a_cache_with_fixed_code_computes_each_key_once_and_the_same(tmp_path, monkeypatch):
+    """``with_fixed_code`` (the driver between runs) gives the plain cache's keys, each computed once; the plain
+    cache it came from keeps following the code."""
+    plain = runs.RunCache(tmp_path)
+    fixed = plain.with_fixed_code()
+    configs = [BASE, BASE.replace(seed=1), BCLS]
+    assert [fixed.train_key(c) for c in configs] == [plain.train_key(c) for c in configs]
+    calls = []
+    real = runs.run_key
+    monkeypatch.setattr(runs, "run_key", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    assert fixed.train_key(BASE) == plain.train_key(BASE) and calls == [BASE]  # the plain cache asked, not the fixed
+    assert fixed.train_path(BASE) == plain.train_path(BASE) and fixed.root == plain.root
+    assert plain._keys is None  # the memo is the copy's alone

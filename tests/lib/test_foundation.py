@@ -216,3 +216,13 @@ def test_config_key_ignores_loss_params_equal_to_defaults():
     lad = dict(loss="ladder", relevance="true")
     assert Config(**lad).key() == Config(**lad, loss_params={"thresholds": [0.40]}).key()  # tuple default
     assert Config(**lad).key() != Config(**lad, loss_params={"thresholds": [0.35]}).key()
+
+
+def test_config_keys_are_pinned():
+    """Keys name committed runs: these are the keys the same configs had when the committed runs were trained
+    (a Config field's dict, tuple or numpy value included), so a faster ``key()`` may never move one."""
+    assert Config().key() == "b92d0c667c945b45"
+    assert Config(loss="ladder", relevance="true", loss_params={"thresholds": (0.35, 0.2)}).key() == "ab880855605c2456"
+    sam = Config(data="flickr8k", relevance="sbert", loss="sam", lr=6e-4, warmup_epochs=1, seed=3)
+    assert sam.key() == "8cfac562ea27f179"
+    assert Config(loss="triplet", loss_params={"margin": np.float32(0.1)}).key() == "304b53601c8307e1"

@@ -152,3 +152,33 @@ def test_arms_register_like_the_registry_type():
     assert experiments.ARMS.available() == [] and "toy_paper" not in experiments.PAPERS
     with pytest.raises(ValueError, match="was not registered"):
         experiments.unregister_arm(arm)
+
+
+class _NeedsRelevance(TripletLoss):
+    requires_relevance = True
+
+
+def test_traits_are_the_built_losses_and_follow_a_loss_registered_again():
+    """``traits`` answers what the built loss says (for every loss at its defaults and at the parameters a plan
+    uses); registered again under the same name, the new class is built; a bad parameter raises every time."""
+    for name in losses.available():
+        if name == "weighted_sum":
+            continue
+        crit = losses.build(name)
+        assert loss_registry.traits(name) == (crit.requires_relevance, crit.honours_warmup), name
+    for params in ({"max_violation": False}, {"max_violation": True}, {"margin": np.float32(0.1)}):
+        crit = losses.build("triplet", **params)
+        assert loss_registry.traits("triplet", **params) == (crit.requires_relevance, crit.honours_warmup)
+    with losses.registered("toy_traits", _ScaledTriplet):
+        assert loss_registry.traits("toy_traits").requires_relevance is False
+    with losses.registered("toy_traits", _NeedsRelevance):
+        assert loss_registry.traits("toy_traits").requires_relevance is True
+    for _ in range(2):
+        with pytest.raises(TypeError, match="parameter margin expects float"):
+            loss_registry.traits("triplet", margin="a")
+
+
+def test_parameters_are_a_new_dict_each_time():
+    got = losses.parameters("triplet")
+    got["margin"] = "changed"
+    assert losses.parameters("triplet")["margin"] == 0.2

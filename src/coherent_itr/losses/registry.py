@@ -22,6 +22,7 @@ The registry is a :class:`coherent_itr.registry.Registry`: ``register`` (a class
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import numbers
 import types
@@ -114,13 +115,18 @@ def parameters(name: str) -> dict[str, object]:
     Returns:
         ``{parameter: default}`` in signature order (``inspect.Parameter.empty`` for a required one).
     """
-    cls = _get(name)
+    return dict(_init_parameters(_get(name)))
+
+
+@functools.cache
+def _init_parameters(cls: type) -> tuple[tuple[str, object], ...]:
+    # read once per class: every Config builds its loss, and a plan builds thousands of Configs
     sig = inspect.signature(cls.__init__)
-    return {
-        p.name: p.default
+    return tuple(
+        (p.name, p.default)
         for p in list(sig.parameters.values())[1:]
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
+    )
 
 
 def _get(name: str) -> type[torch.nn.Module]:
@@ -170,10 +176,17 @@ def _type_name(hint) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-def _check_types(name: str, cls: type, params: dict) -> None:
+@functools.cache
+def _init_hints(cls: type) -> dict | None:
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        return typing.get_type_hints(cls.__init__)
     except Exception:  # noqa: BLE001 - an annotation this module cannot resolve: no type check
+        return None
+
+
+def _check_types(name: str, cls: type, params: dict) -> None:
+    hints = _init_hints(cls)
+    if hints is None:
         return
     for key, value in params.items():
         if key in hints and _matches(value, hints[key]) is False:
@@ -181,6 +194,31 @@ def _check_types(name: str, cls: type, params: dict) -> None:
                 f"loss {name!r}: parameter {key} expects {_type_name(hints[key])}, "
                 f"got {value!r} ({type(value).__name__})"
             )
+
+
+class LossTraits(typing.NamedTuple):
+    """What a built loss says of itself that a plan asks: whether it trains on relevance (``requires_relevance``)
+    and whether a warm-up changes it (``honours_warmup``: it selects hardest negatives)."""
+
+    requires_relevance: bool
+    honours_warmup: bool
+
+
+_TRAITS: dict[tuple, LossTraits] = {}  # (loss class, repr of the sorted parameters) -> its traits
+
+
+def traits(name: str, **params) -> LossTraits:
+    """The :class:`LossTraits` of ``build(name, **params)``, built once per loss class and parameters (a plan makes
+    thousands of Configs, each checked by building its loss); a loss registered again under ``name`` is built
+    again. Raises as :func:`build` does (a failed build is not remembered)."""
+    key = (_get(name), repr(sorted(params.items())))
+    got = _TRAITS.get(key)
+    if got is None:
+        crit = build(name, **params)
+        got = _TRAITS[key] = LossTraits(
+            bool(getattr(crit, "requires_relevance", False)), bool(getattr(crit, "honours_warmup", False))
+        )
+    return got
 
 
 def build(name: str, **params) -> torch.nn.Module:
