@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from coherent_itr.config import Config
 
 from reproduce.protocol.cost import minutes, run_estimate_s
 from reproduce.protocol.plan import DataSetEstimate, Plan, estimated_s, paper_cost_lines, plan_lines
+from reproduce.protocol.tuning import SETTING_FIELDS
 from reproduce.spec.profiles import COSTS
 
 ETA_PRIOR_S = 60.0  # estimated worker-seconds of the plan's own rate (1 / workers) mixed into the measured one
@@ -35,6 +37,12 @@ def eta_seconds(remaining_est_s: float, done_est_s: float, elapsed_s: float, wor
         return 0.0
     rate = (max(0.0, elapsed_s) + ETA_PRIOR_S / max(1, workers)) / (max(0.0, done_est_s) + ETA_PRIOR_S)
     return remaining_est_s * rate
+
+
+def slot(config: Config) -> str:
+    """What a run is apart from its tuning setting (lr, warm-up): the stand-in of the plan's bound and the run tuning
+    then chose for it share it (the same arm, seed and epochs at another setting)."""
+    return repr([(f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in SETTING_FIELDS])
 
 
 # --- the bar ------------------------------------------------------------------------------------------
@@ -59,10 +67,16 @@ class RunProgress:
     planned_s: float = 0.0  # the estimate before any work (what the end compares with)
     planned_runs: int = 0  # the plan's bound of runs before any work
     _desc: str = ""
+    # (data set, phase) -> slot -> keys of the bound's stand-ins that no run the protocol found ready has replaced
+    _stand_ins: dict = field(default_factory=dict)
+    _slot_of: dict = field(default_factory=dict)  # (phase, a stand-in's key) -> (data set, phase, slot)
 
     def __post_init__(self) -> None:
         for e in self.estimates.values():
             self._est.update(e.run_s())
+            self._hold_stand_ins(e.data, "tune", e.tuning_more)
+            if not e.exact:
+                self._hold_stand_ins(e.data, "final", e.final_todo)
         self.planned_s = self.estimated_total_s()
         self.planned_runs = sum(e.runs for e in self.estimates.values())
 
@@ -90,6 +104,7 @@ class RunProgress:
             e = self.estimates[data] = DataSetEstimate(data, [], [], 0, 0.0)
         for c in e.final_todo:
             self._est.pop(("final", c.key()), None)
+        self._stand_ins.pop((data, "final"), None)
         e.final_todo, e.exact = list(todo), True
         self._est.update({("final", c.key()): e.final_s(c) for c in todo})
         self._refresh()
@@ -101,6 +116,7 @@ class RunProgress:
             return
         for c in e.tuning_more:
             self._est.pop(("tune", c.key()), None)
+        self._stand_ins.pop((data, "tune"), None)
         e.tuning_more = list(todo)
         self._est.update({("tune", c.key()): run_estimate_s(c, data, evaluated=False) for c in todo})
         self._refresh()
@@ -112,9 +128,18 @@ class RunProgress:
         self._est.update({("final", c.key()): e.final_s(c) for c in todo})
         self._refresh()
 
+    def _hold_stand_ins(self, data: str, phase: str, configs: list) -> None:
+        held = self._stand_ins.setdefault((data, phase), {})
+        for c in configs:
+            k, s = c.key(), slot(c)
+            held.setdefault(s, []).append(k)
+            self._slot_of[(phase, k)] = (data, phase, s)
+
     def ready(self, data: str, tuning: list, final: list) -> None:
-        """Runs the protocol found ready one tuning problem at a time (:mod:`reproduce.protocol.pipeline`) that the
-        bar does not count yet (the plan's bound may hold other stand-ins until every problem has chosen)."""
+        """Runs the protocol found ready one tuning problem at a time (:mod:`reproduce.protocol.pipeline`). One the
+        bar does not count yet takes the place of a stand-in of the plan's bound with its slot (:func:`slot`: the
+        same run at the setting the bound assumed), so a problem that chose early is not counted twice until every
+        problem has chosen; a run with no stand-in left (a health check's other seeds) adds to the total."""
         e = self.estimates.get(data)
         if e is None:
             e = self.estimates[data] = DataSetEstimate(data, [], [], 0, 0.0)
@@ -122,10 +147,23 @@ class RunProgress:
             ("tune", tuning, lambda c: run_estimate_s(c, data, evaluated=False) if data in COSTS else 0.0),
             ("final", final, e.final_s),
         ):
-            for c in runs:
-                k = c.key()
-                if ("tune", k) not in self._est and ("final", k) not in self._est:
-                    self._est[(phase, k)] = price(c)
+            held = self._stand_ins.get((data, phase), {})
+            keys_of = [c.key() for c in runs]
+            for k in keys_of:  # a stand-in that is itself ready stands for nothing else
+                at = self._slot_of.pop((phase, k), None)
+                keys = self._stand_ins.get(at[:2], {}).get(at[2], []) if at else []
+                if k in keys:
+                    keys.remove(k)
+            for c, k in zip(runs, keys_of):
+                if ("tune", k) in self._est or ("final", k) in self._est:
+                    continue
+                keys = held.get(slot(c), [])
+                while keys:  # the first stand-in of its slot still to do (a finished one is no longer counted)
+                    gone = keys.pop(0)
+                    self._slot_of.pop((phase, gone), None)
+                    if self._est.pop((phase, gone), None) is not None:
+                        break
+                self._est[(phase, k)] = price(c)
         self._refresh()
 
     def eta_s(self) -> float:

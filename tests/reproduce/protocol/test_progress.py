@@ -3,6 +3,8 @@ without bars, each finished run priced, the exact plan taken once tuning chose, 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from coherent_itr.config import Config
@@ -77,3 +79,38 @@ def test_the_bar_prices_each_finished_run_and_takes_the_exact_plan_after_tuning(
     assert bar.planned_s == pytest.approx(62.0)  # the estimate the end compares with is the one made first
     rec = progress.finish(bar, actual_s=31.0, runs_done=bar.done)
     assert rec["estimated_s"] == 62.0 and rec["actual_over_estimated"] == 0.5 and rec["runs_planned_at_most"] == 4
+
+
+def test_runs_found_ready_take_the_place_of_their_stand_ins(monkeypatch):
+    """One tuning problem at a time (``RunProgress.ready``): a final run of a problem that chose early replaces the
+    bound's stand-in of its slot (same run, the bound's setting), so the total never counts it twice; a run with no
+    stand-in left (a health check's other seeds) adds to it; a stand-in that is the run itself is kept once."""
+    for module in (plan, progress):
+        monkeypatch.setattr(module, "run_estimate_s", lambda c, data, evaluated=True, trained=False: 10.0)
+    tune = [dataclasses.replace(_cfg(0, lr=1e-4), epochs=1)]  # a rung
+    more = [_cfg(0, lr=2e-4), _cfg(0, lr=4e-4)]  # the survivors' stand-ins: the grid's largest lrs
+    bound = [_cfg(s, lr=4e-4) for s in (0, 1, 2)]  # the final runs at the bound's setting
+    est = plan.DataSetEstimate("synthetic", tune, bound, 3, prepare_s=0.0, tuning_more=more)
+    bar = progress.RunProgress({"synthetic": est}, workers=2, notebooks_s=0.0, enabled=False)
+    assert bar.total == 6
+    bar.run_done(tune[0].to_dict())
+    bar.ready("synthetic", [_cfg(0, lr=1e-4), _cfg(0, lr=2e-4)], [])  # the settings that went on
+    assert bar.total == 6 and bar.remaining_est_s == 50.0
+    assert ("tune", _cfg(0, lr=2e-4).key()) in bar._est and ("tune", _cfg(0, lr=4e-4).key()) not in bar._est
+    bar.ready("synthetic", [], [_cfg(s, lr=1e-4) for s in (0, 1, 2)])  # chose 1e-4: the final runs
+    assert bar.total == 6 and bar.remaining_est_s == 50.0
+    bar.ready("synthetic", [], [_cfg(s, lr=1e-4) for s in (0, 1, 2)])  # asked again: nothing new
+    assert bar.total == 6
+    bar.ready("synthetic", [], [_cfg(1, lr=2e-4)])  # the health check: another seed at a setting with no stand-in
+    assert bar.total == 7
+    bar.run_done(_cfg(1, lr=1e-4).to_dict())
+    assert (bar.done, bar.total) == (2, 7)
+    bar.final_known("synthetic", [_cfg(0, lr=1e-4), _cfg(2, lr=1e-4), _cfg(1, lr=2e-4)])
+    assert bar.total == 2 + 2 + 3  # done + the tuning runs still to do + the exact final runs
+    bar.ready("synthetic", [], [_cfg(2, lr=2e-4)])  # after the choice every new run adds
+    assert bar.total == 8
+    # a stand-in that is itself ready is counted once, and takes no other stand-in's place
+    est = plan.DataSetEstimate("synthetic", [], [_cfg(0, lr=4e-4), _cfg(1, lr=4e-4)], 2, prepare_s=0.0)
+    bar = progress.RunProgress({"synthetic": est}, workers=2, notebooks_s=0.0, enabled=False)
+    bar.ready("synthetic", [], [_cfg(0, lr=4e-4), _cfg(1, lr=1e-4)])
+    assert bar.total == 2
