@@ -31,7 +31,7 @@ from coherent_itr.runs import RunCache  # noqa: E402
 
 from reproduce.driver import run_archive  # noqa: E402
 from reproduce.driver.executors import longest_first  # noqa: E402
-from reproduce.protocol import pipeline  # noqa: E402
+from reproduce.protocol import pipeline, tuning  # noqa: E402
 from reproduce.spec import experiments  # noqa: E402
 from reproduce.spec.profiles import profile_for  # noqa: E402
 
@@ -70,7 +70,12 @@ def main(argv=None) -> int:
     times, got = timed(prof, cache, warm=False, repeat=a.repeat)
     rows.append(("empty cache", times, got))
     imported = run_archive.import_runs(a.archive)
-    held = sum(cache.has_training(c) for c in experiments.plan(prof))
+    try:
+        tuned = tuning.tuned_plan(prof, None, cache)
+        n = sum(cache.has(c) for c in tuned)
+        held = f"every tuning run and {n} of the {len(tuned)} final runs of the tuned plan"
+    except tuning.TuningIncomplete:
+        held = "some tuning runs: not every tuning problem can choose yet"
     for name, warm in (("archive imported, KnownRuns cold", False), ("archive imported, KnownRuns warm", True)):
         times, got = timed(prof, cache, warm=warm, repeat=a.repeat)
         rows.append((name, times, got))
@@ -86,8 +91,8 @@ def main(argv=None) -> int:
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / "
         f"{load[2]:.2f} at the end; Python {platform.python_version()}; commit {commit.stdout.strip() or '?'}",
-        f"- archive: `{Path(a.archive).name}` ({imported.get('runs', '?')} runs imported; it holds the training "
-        f"entries of {held} of the {planned} planned {a.data} runs); {a.repeat} answers per state",
+        f"- archive: `{Path(a.archive).name}` ({imported.get('runs', '?')} runs imported; of {a.data} it holds "
+        f"{held}); {a.repeat} answers per state",
         "",
         "| cache | median ms | min ms | max ms | ready tuning runs | ready final runs | problems still tuning |",
         "|---|---|---|---|---|---|---|",
@@ -102,8 +107,8 @@ def main(argv=None) -> int:
     lines += [
         "",
         f"At the warm answer's median, one answer per finished run costs the driver {warm_s * planned:.0f} s over the "
-        f"{planned} planned {a.data} runs (tuning runs not counted), one run after another in the driver process; "
-        "each finished run's worker waits one answer.",
+        f"{planned} final runs of the {a.data} plan (and one more for each tuning run), one answer after "
+        "another in the driver process; each finished run's worker waits one answer.",
     ]
     text = "\n".join(lines) + "\n"
     Path(a.out).write_text(text)
