@@ -31,6 +31,8 @@
    epochs an hour for each (P, K): on an H200, 16 × 1 was fastest and packs failed, so the driver trains one run
    a process on CUDA (**processes16**: that row alone, e.g. with and without CUDA MPS). **packed_identity** — one
    smoke run alone and the same run in a pack of three: identical validation history and test embeddings?
+8. **dp_chunk** — the adaptive ladder's k-means DP in the CPU's chunks against one chunk: bit-equal, and how fast.
+   **loss_kernels** — one eager loss step's kernels: how many, their summed time against the step's, the longest.
 
     python benchmarks/bench_cuda.py [--out DIR] [--quick]
 
@@ -441,6 +443,68 @@ def dp_chunk(dev: str, n_rep: int) -> list[dict]:
     return rows
 
 
+KERNEL_LOSSES = ("triplet", "ladder", "sam", "adaptive_ladder")
+
+
+def loss_kernels(dev: str, n_rep: int) -> list[dict]:
+    """Where one loss step's device time goes: eager forward + backward of each of :data:`KERNEL_LOSSES` at B = 128
+    on a planted batch (both directions' relevance differ, as a captured step clusters them): the synchronised wall
+    time of a step (median of ``n_rep``), the kernels one step launches, their summed time, and the longest three.
+    Many short kernels against little kernel time says a loss is bound by its launches (a graph helps); kernel time
+    near the wall time says by its kernels' work. The adaptive ladder is ≈ 42 % of the default plan's GPU work and
+    gained nothing from capture in a run (7.9 s an epoch eager, 8.3 captured, 16 processes). On the CPU standing
+    in: the leaf aten operations and their CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = dev == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sim0, rel0 = planted(128)
+    rows = []
+    for name in KERNEL_LOSSES:
+        crit = losses.build(name).to(dev)
+        sim, rel = sim0.to(dev), rel0.to(dev) if getattr(crit, "requires_relevance", False) else None
+
+        def step():
+            s = sim.clone().requires_grad_()
+            crit(s, rel).backward()
+
+        for _ in range(3):
+            step()
+        sync()
+        walls = []
+        for _ in range(n_rep):
+            t0 = time.perf_counter()
+            step()
+            sync()
+            walls.append((time.perf_counter() - t0) * 1e3)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            step()
+            sync()
+        if cuda:
+            ev = [
+                (e.name, e.device_time_total) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+            ]
+        else:
+            aten = [e for e in prof.events() if e.name.startswith("aten::")]
+            leaf = [e for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)]
+            ev = [(e.name, e.self_cpu_time_total) for e in leaf]
+        by_name: dict[str, float] = {}
+        for kernel, us in ev:
+            by_name[kernel] = by_name.get(kernel, 0.0) + us
+        top = sorted(by_name.items(), key=lambda kv: -kv[1])[:3]
+        rows.append(
+            {
+                "loss": name,
+                "step_ms": round(statistics.median(walls), 3),
+                "kernels": len(ev),
+                "kernel_ms": round(sum(us for _, us in ev) / 1e3, 3),
+                "longest": "; ".join(f"{k[:60]} {us / 1e3:.3f} ms" for k, us in top),
+            }
+        )
+    return rows
+
+
 # --- 4. parallel runs ---------------------------------------------------------------------------------
 def child(model: str, dev: str, epochs: int, pack: int = 1) -> int:
     """One process of the parallel parts: ``pack`` whole train() runs of VSE++ (seeds 0..pack-1) side by side, one
@@ -676,6 +740,17 @@ def write(out: Path, report: dict) -> None:
             report["dp_chunk"],
             ["seed", "levels_equal", "counts_equal", "rows_differing", "ms_cpu_chunks", "ms_one_chunk"],
         )
+    if "loss_kernels" in report:
+        on_gpu = report["environment"].get("device") == "cuda"
+        lines += [
+            "",
+            "## 8. One loss step's kernels (eager forward + backward, B = 128, planted batch)",
+            "",
+            ("On the GPU: CUDA kernels" if on_gpu else "On the CPU standing in: leaf aten operations")
+            + "; times from the profiler, the step's wall time synchronised (median).",
+            "",
+        ]
+        lines += _table(report["loss_kernels"], ["loss", "step_ms", "kernels", "kernel_ms", "longest"])
     for part, err in report.get("errors", {}).items():
         lines += ["", f"**{part} failed**: `{err.splitlines()[-1] if err else ''}`"]
     for name, text in (("cuda.md", "\n".join(lines) + "\n"), ("cuda.json", json.dumps(report, indent=1, default=str))):
@@ -728,6 +803,7 @@ def main(argv=None) -> int:
         "graph_runs": lambda: graph_runs(dev),
         "graph_losses": lambda: graph_losses(dev, epochs=1 if a.quick else 2),
         "dp_chunk": lambda: dp_chunk(dev, n_rep=3 if a.quick else 50),
+        "loss_kernels": lambda: loss_kernels(dev, n_rep=3 if a.quick else 20),
         "packed": lambda: parallel(
             dev,
             [("default", 1, "graph", 1), ("default", 1, "graph", 2)]

@@ -59,3 +59,17 @@ def test_the_dp_chunk_part_compares_the_two_chunkings_and_reports_them(bench, tm
     env = {"date": "d", "torch": "t", "cpus": 1, "load_average": (0.0, 0.0, 0.0), "device": "cpu", "commit": "c"}
     bench.write(tmp_path, {"environment": env, "dp_chunk": rows, "errors": {}})
     assert "## 7. The adaptive ladder's DP" in (tmp_path / "cuda.md").read_text()
+
+
+def test_the_loss_kernels_part_counts_each_losss_operations_and_reports_them(bench, tmp_path):
+    """On the CPU standing in: a row per loss with its operations and their time; the adaptive ladder launches
+    far more than the triplet loss (the step_ops proxy), and the report has its table."""
+    rows = bench.loss_kernels("cpu", n_rep=1)
+    got = {r["loss"]: r for r in rows}
+    assert list(got) == list(bench.KERNEL_LOSSES)
+    assert all(r["kernels"] > 0 and r["kernel_ms"] > 0 and r["step_ms"] > 0 and r["longest"] for r in rows)
+    assert got["adaptive_ladder"]["kernels"] > 5 * got["triplet"]["kernels"]
+    env = {"date": "d", "torch": "t", "cpus": 1, "load_average": (0.0, 0.0, 0.0), "device": "cpu", "commit": "c"}
+    bench.write(tmp_path, {"environment": env, "loss_kernels": rows, "errors": {}})
+    text = (tmp_path / "cuda.md").read_text()
+    assert "## 8. One loss step's kernels" in text and "On the CPU standing in" in text
