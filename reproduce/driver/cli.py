@@ -325,21 +325,21 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
     t0 = time.perf_counter()
     chose = {"at": None}
 
-    def count(configs) -> None:
-        new = [c for c in configs if c.key() not in counted]
-        counted.update(c.key() for c in new)
-        out.runs_to_do += len(new)
-        plan.todo = [*plan.todo, *new]  # the notebooks re-execute when anything trained
-
     def ready(failed_keys) -> list:
         r = pipeline.ready_runs(plan.profile, plan.papers, known, failed_keys)
-        for c in [*r.tuning, *r.final]:
-            if c.key() not in seen:  # what the cache held when the driver first heard of the run
-                seen[c.key()] = c
+        new = []
+        for c in [*r.tuning, *r.final]:  # each key once: the driver asks after every run
+            k = c.key()
+            if k not in seen:  # what the cache held when the driver first heard of the run
+                seen[k] = c
                 n = cache.counts([c])
                 before["to_train"] += n["to_train"]
                 before["cached"] += n["cached"]
-        count([*r.tuning, *r.final])
+                if k not in counted:
+                    counted.add(k)
+                    new.append(c)
+        out.runs_to_do += len(new)
+        plan.todo = [*plan.todo, *new]  # the notebooks re-execute when anything trained
         if out.progress:
             out.progress.ready(d, r.tuning, r.final)
         if r.chosen_all and chose["at"] is None:
