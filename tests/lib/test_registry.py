@@ -176,6 +176,10 @@ def test_traits_are_the_built_losses_and_follow_a_loss_registered_again():
     for _ in range(2):
         with pytest.raises(TypeError, match="parameter margin expects float"):
             loss_registry.traits("triplet", margin="a")
+    # an array's repr may elide: such parameters are built every time, never looked up by their repr
+    long = np.linspace(0.9, 0.1, 2000)
+    assert "..." in repr(long) and not loss_registry._plain({"thresholds": long})
+    assert loss_registry._plain({"thresholds": [0.4, 0.3], "terms": [{"name": "triplet", "params": {}}]})
 
 
 def test_parameters_are_a_new_dict_each_time():

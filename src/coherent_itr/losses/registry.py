@@ -207,17 +207,30 @@ class LossTraits(typing.NamedTuple):
 _TRAITS: dict[tuple, LossTraits] = {}  # (loss class, repr of the sorted parameters) -> its traits
 
 
+def _plain(value) -> bool:
+    """Whether ``value``'s repr says all of it (Python scalars, strings and containers of them; not an array,
+    whose repr may elide)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
 def traits(name: str, **params) -> LossTraits:
     """The :class:`LossTraits` of ``build(name, **params)``, built once per loss class and parameters (a plan makes
-    thousands of Configs, each checked by building its loss); a loss registered again under ``name`` is built
-    again. Raises as :func:`build` does (a failed build is not remembered)."""
-    key = (_get(name), repr(sorted(params.items())))
-    got = _TRAITS.get(key)
+    thousands of Configs, each checked by building its loss; parameters other than plain Python values are built
+    every time); a loss registered again under ``name`` is built again. Raises as :func:`build` does (a failed
+    build is not remembered)."""
+    key = (_get(name), repr(sorted(params.items()))) if _plain(params) else None
+    got = _TRAITS.get(key) if key else None
     if got is None:
         crit = build(name, **params)
-        got = _TRAITS[key] = LossTraits(
-            bool(getattr(crit, "requires_relevance", False)), bool(getattr(crit, "honours_warmup", False))
-        )
+        got = LossTraits(bool(getattr(crit, "requires_relevance", False)), bool(getattr(crit, "honours_warmup", False)))
+        if key:
+            _TRAITS[key] = got
     return got
 
 
