@@ -69,7 +69,7 @@ class RunProgress:
     _desc: str = ""
     # (data set, phase) -> slot -> keys of the bound's stand-ins that no run the protocol found ready has replaced
     _stand_ins: dict = field(default_factory=dict)
-    _slot_of: dict = field(default_factory=dict)  # (phase, a stand-in's key) -> (data set, phase, slot)
+    _slot_of: dict = field(default_factory=dict)  # (phase, a stand-in's key) -> its slot (a key names its data set)
 
     def __post_init__(self) -> None:
         for e in self.estimates.values():
@@ -133,7 +133,7 @@ class RunProgress:
         for c in configs:
             k, s = c.key(), slot(c)
             held.setdefault(s, []).append(k)
-            self._slot_of[(phase, k)] = (data, phase, s)
+            self._slot_of[(phase, k)] = s
 
     def ready(self, data: str, tuning: list, final: list) -> None:
         """Runs the protocol found ready one tuning problem at a time (:mod:`reproduce.protocol.pipeline`). One the
@@ -150,8 +150,7 @@ class RunProgress:
             held = self._stand_ins.get((data, phase), {})
             keys_of = [c.key() for c in runs]
             for k in keys_of:  # a stand-in that is itself ready stands for nothing else
-                at = self._slot_of.pop((phase, k), None)
-                keys = self._stand_ins.get(at[:2], {}).get(at[2], []) if at else []
+                keys = held.get(self._slot_of.pop((phase, k), None), [])
                 if k in keys:
                     keys.remove(k)
             for c, k in zip(runs, keys_of):
