@@ -332,7 +332,7 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
             k = c.key()
             if k not in seen:  # what the cache held when the driver first heard of the run
                 seen[k] = c
-                n = cache.counts([c])
+                n = known.cache.counts([c])  # its key computed once (KnownRuns: the fixed code's keys)
                 before["to_train"] += n["to_train"]
                 before["cached"] += n["cached"]
                 if k not in counted:
