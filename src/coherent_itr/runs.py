@@ -374,7 +374,7 @@ def form_field(config: Config) -> str | None:
     """The field of a machine's numerics that names the form of ``config``'s data (:func:`data_form`), if any."""
     if config.data == "flickr8k":
         return "flickr8k_form"
-    if config.data == "synthetic" and config.relevance == "sbert":
+    if config.data == "synthetic":  # its Sentence-BERT relevance, and its test metrics' caption similarities
         return "synthetic_form"
     return None
 
@@ -386,12 +386,13 @@ def data_form(config: Config) -> dict:
     * a Flickr8k run from a bundle (:mod:`coherent_itr.data.bundle`: float16 features and caption embeddings):
       ``{"flickr8k_form": "bundle:<content hash>"}``, :func:`bundle_content_hash` — the same files and models give
       the same key, whoever built the bundle when;
-    * a run of the generated world that trains with Sentence-BERT relevance on a machine without the sentence model
-      (a GPU machine), from caption embeddings carried from another machine:
-      ``{"synthetic_form": "carried:<content hash>"}``, :func:`coherent_itr.data.sbert.carried_embeddings_hash` —
-      embeddings made on two CPUs differ in their last bits, so runs from two carries have two keys. (The world
-      itself is generated in float64 and stored as float32: the same bytes under OpenBLAS's SSE, AVX and AVX2
-      kernels, ``docs/compute.md``.)"""
+    * a run of the generated world on a machine without the sentence model (a GPU machine), whose caption
+      embeddings were carried from another machine: ``{"synthetic_form": "carried:<content hash>"}``,
+      :func:`coherent_itr.data.sbert.carried_embeddings_hash` — embeddings made on two CPUs differ in their last
+      bits, so runs from two carries have two keys. Every run of the world: a Sentence-BERT relevance trains with
+      them, and every run's test metrics read them (the evaluation key follows the training key). (The world itself
+      is generated in float64 and stored as float32: the same bytes under OpenBLAS's SSE, AVX and AVX2 kernels,
+      ``docs/compute.md``.)"""
     field = form_field(config)
     if field == "synthetic_form":
         from .data import sbert  # the data layer: only a key of such a run reads it

