@@ -379,7 +379,7 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
         got, fell = without_fallen_back(got)
         fell_back += len(fell)
         keys = sorted(n.split("/")[1] for n in got if n.startswith("train/") and n.endswith("/record.json"))
-        fields = _form_fields(path, got, keys)
+        fields = _form_fields(path, got, keys, manifest["machine"])
         if first is None:
             first, machine, read = manifest, dict(manifest["machine"]), set(fields)
         else:
@@ -460,28 +460,31 @@ def without_fallen_back(members: dict[str, bytes]) -> tuple[dict[str, bytes], se
     return kept, fell
 
 
-def _form_fields(path, members: dict[str, bytes], keys: list[str]) -> set:
-    """The data-form fields (:func:`coherent_itr.runs.form_field`) the runs ``keys`` of an archive read."""
+def _form_fields(path, members: dict[str, bytes], keys: list[str], machine: dict) -> set:
+    """The fields of ``machine``'s numerics that name the data the runs ``keys`` of its archive read: each run's
+    data-form field (:func:`coherent_itr.runs.form_field`), and ``host_cpu`` for a run whose machine names no form of
+    its data (it computed its data there)."""
     fields = set()
     for k in keys:
         try:
-            fields.add(runs.form_field(Config.from_dict(json.loads(members[f"train/{k}/record.json"])["config"])))
+            field = runs.form_field(Config.from_dict(json.loads(members[f"train/{k}/record.json"])["config"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ArchiveError(f"{path}: train/{k}/record.json is not a run record of this code ({exc})") from None
+        fields |= {field} if field is None or field in machine else {field, runs.HOST_FIELD}
     return fields
 
 
 def one_machine(a: dict, a_reads: set, b: dict, b_reads: set) -> dict | None:
     """The machine of two archives' runs, or ``None`` if they are two machines. ``a_reads`` / ``b_reads``: the
-    data-form fields their runs read (:func:`coherent_itr.runs.form_field`). A machine's record names the form of a
-    data set only when it holds runs of it (a GPU session that trained no synthetic world with carried embeddings
-    names none): two records that differ only in such a field, which one names and whose other archive's runs do
-    not read, are one machine, recorded with the field. Anything else that differs — the device, torch, the step
-    engine, another bundle or carry — makes two."""
+    fields of their data their runs read (:func:`_form_fields`). A machine's record names the form of a data set, or
+    the host CPU that computed it, only when it holds runs of it (a GPU session that trained no synthetic world with
+    carried embeddings names none): two records that differ only in such a field, which one names and whose other
+    archive's runs do not read, are one machine, recorded with the field. Anything else that differs — the device,
+    torch, the step engine, another bundle, carry or host CPU — makes two."""
     for k in set(a) | set(b):
         if a.get(k) == b.get(k):
             continue
-        if k not in runs.DATA_FORM_FIELDS or (k in a and k in b):
+        if k not in (*runs.DATA_FORM_FIELDS, runs.HOST_FIELD) or (k in a and k in b):
             return None
         if k in (b_reads if k in a else a_reads):  # the runs of the record without it read the data as released
             return None

