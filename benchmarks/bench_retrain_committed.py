@@ -11,7 +11,10 @@ past the rung (``reproduce.protocol.tuning.survivors``).
 
     python benchmarks/bench_retrain_committed.py --data flickr8k [--profile default]
 
-Writes ``results/benchmarks/retrain_vs_committed_<data>.md`` and ``.csv``.
+And for every arm whose every final run is trained and evaluated in the cache: the mean test RSUM of its seeds here
+against the committed tables (:func:`final_arms`).
+
+Writes ``results/benchmarks/retrain_vs_committed_<data>.md``, ``.csv`` and ``_final_arms.csv``.
 """
 
 from __future__ import annotations
@@ -134,6 +137,92 @@ def chosen_settings(prof, cache, data: str) -> pd.DataFrame:
     return out
 
 
+def committed_arm_rsum(data: str, paper: str, arm: str) -> tuple[float, float, float, str]:
+    """(mean, sd, seeds, file) of ``arm``'s test RSUM in the paper's committed tables: the first of its CSVs
+    (sorted by name) with a row for the arm (ours, where a table also holds the paper's rows) and a ``rsum``
+    column; NaNs and "" when none has one."""
+    folder = ROOT / "results" / ("flickr8k/" if data == "flickr8k" else "") / paper
+    for f in sorted(folder.glob(f"*_{data}.csv")):
+        t = pd.read_csv(f)
+        if not {"arm", "rsum"} <= set(t.columns):
+            continue
+        row = t[t.arm == arm]
+        if len(row) > 1:  # beside the paper's rows: ours are labelled "ours: …"
+            row = row[row.apply(lambda r: any(str(v).startswith("ours") for v in r.values), axis=1)]
+        if len(row) == 1 and pd.notna(row.rsum.iloc[0]):
+            r = row.iloc[0]
+            return float(r.rsum), float(r.get("rsum_std", np.nan)), float(r.get("n_seeds", np.nan)), f.name
+    return np.nan, np.nan, np.nan, ""
+
+
+def final_arms(profile_name: str, data: str, cache_root=None) -> pd.DataFrame:
+    """Per arm (every paper) whose every final run is trained and evaluated in the cache: the seeds, the mean and
+    sd of their test RSUM here, and the committed table's (:func:`committed_arm_rsum`); ``diff_over_se``: the
+    difference over its standard error, sqrt(sd_here²/n_here + sd_committed²/n_committed). The arm's setting is
+    the one its tuning chose on each machine (``lr_here``, ``warmup_here`` here; the committed ones are in the
+    chosen-settings table for the main arms)."""
+    from coherent_itr.runs import RunCache
+    from reproduce.protocol.study import Study
+    from reproduce.protocol.tuning import TuningIncomplete
+    from reproduce.spec import experiments
+
+    cache = RunCache(cache_root)
+    study = Study(profile_name, data, cache=cache, progress=False)
+    rows = []
+    for paper in experiments.PAPERS:
+        for arm in study.arms(paper):
+            try:
+                configs = study.configs(arm, train_missing=False)
+            except TuningIncomplete:
+                continue
+            runs = [cache.load(c, evaluate=False) if cache.has(c) else None for c in configs]
+            if not configs or any(r is None for r in runs):
+                continue
+            here = np.array([float(r.record["test"]["rsum"]) for r in runs])
+            mean, sd, n, source = committed_arm_rsum(data, paper, arm.name)
+            sd_here = float(here.std(ddof=1)) if len(here) > 1 else np.nan
+            se = np.sqrt(sd_here**2 / len(here) + sd**2 / n) if len(here) > 1 and n > 1 else np.nan
+            rows.append(
+                {
+                    "paper": paper,
+                    "arm": arm.name,
+                    "lr_here": configs[0].lr,
+                    "warmup_here": configs[0].warmup_epochs,
+                    "seeds_here": len(here),
+                    "rsum_here": round(float(here.mean()), 2),
+                    "sd_here": round(sd_here, 2),
+                    "seeds_committed": n,
+                    "rsum_committed": round(mean, 2),
+                    "sd_committed": round(sd, 2),
+                    "diff": round(float(here.mean()) - mean, 2),
+                    "diff_over_se": round((float(here.mean()) - mean) / se, 1) if se > 0 else np.nan,
+                    "committed_table": source,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def readable_finals(finals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`final_arms` as a reader wants it: one line an arm, "mean ± sd (seeds)" for each machine."""
+
+    def cell(mean, sd, n):
+        if pd.isna(mean):
+            return "–"
+        return f"{mean:.1f}" + (f" ± {sd:.1f}" if pd.notna(sd) else "") + f" ({n:.0f})"
+
+    return pd.DataFrame(
+        {
+            "paper": finals.paper,
+            "arm": finals.arm,
+            "setting here": [f"lr {r.lr_here:g}, warm-up {r.warmup_here}" for r in finals.itertuples()],
+            "RSUM here": [cell(r.rsum_here, r.sd_here, r.seeds_here) for r in finals.itertuples()],
+            "committed": [cell(r.rsum_committed, r.sd_committed, r.seeds_committed) for r in finals.itertuples()],
+            "diff": ["–" if pd.isna(d) else f"{d:+.1f}" for d in finals["diff"]],
+            "diff / se": ["–" if pd.isna(z) else f"{z:+.1f}" for z in finals.diff_over_se],
+        }
+    )
+
+
 def readable(df: pd.DataFrame) -> pd.DataFrame:
     """The table as a reader wants it: RSUMs to 2 decimals (a recall sum over 1,000 queries has 2), the rung's
     difference beside them (the CSV keeps every digit)."""
@@ -154,8 +243,10 @@ def main(argv=None) -> int:
     from reproduce.spec.tables import markdown_table
 
     df, s = compare(args.data, args.profile)
+    finals = final_arms(args.profile, args.data)
     OUT.mkdir(parents=True, exist_ok=True)
     df.to_csv(OUT / f"retrain_vs_committed_{args.data}.csv", index=False)
+    finals.to_csv(OUT / f"retrain_vs_committed_{args.data}_final_arms.csv", index=False)
     lines = [
         f"# The run cache against the committed tuning tables: {args.data}, profile {args.profile}",
         "",
@@ -169,6 +260,9 @@ def main(argv=None) -> int:
         f"{s['same_survivors']} of them",
         f"- arms whose tuning is complete here: {len(s['chosen'])}; the same setting chosen for "
         f"{int(s['chosen']['same'].sum()) if len(s['chosen']) else 0} of them",
+        f"- arms whose every final run is here: {len(finals)}, "
+        f"{int(finals.rsum_committed.notna().sum()) if len(finals) else 0} of them in a committed table; "
+        f"|diff / se| > 2 for {int((finals.diff_over_se.abs() > 2).sum()) if len(finals) else 0} (below)",
         "",
         "The committed runs trained on Intel Xeons with AVX-512 (docs/compute.md); a CPU run's numbers depend on the",
         "CPU's kernels, and its key names them since 2026-11-27 (`coherent_itr.runs.cpu_identity`).",
@@ -176,6 +270,15 @@ def main(argv=None) -> int:
         "## The chosen settings",
         "",
         markdown_table(s["chosen"], index=False) if len(s["chosen"]) else "(no arm's tuning is complete in this cache)",
+        "",
+        "## Arms whose every final run is here: test RSUM against the committed tables",
+        "",
+        "Each arm at the setting its tuning chose on each machine, mean ± sd over its seeds (their number in",
+        "brackets); `diff / se`: the difference of the means over its standard error (seed-to-seed only: one test",
+        "set). Where the chosen setting differs (table above; an arm of a paper's sweep follows its main arm), the",
+        "arms are different runs, not the same runs on another CPU.",
+        "",
+        markdown_table(readable_finals(finals), index=False) if len(finals) else "(no arm's final runs are all here)",
         "",
         "## Every rung",
         "",

@@ -59,3 +59,51 @@ def test_the_chosen_setting_is_compared_where_an_arms_tuning_is_complete(bench, 
     out = bench.chosen_settings(None, None, "flickr8k")
     assert not (out.paper == "bcls").any() and out.arm.is_unique
     assert out[out.paper == "overview"].same.all() and not out[out.paper != "overview"].same.any()
+
+
+def test_an_arm_whose_every_final_run_is_here_is_compared_with_its_committed_row(bench, monkeypatch, tmp_path):
+    """Two tiny runs stand in for the seeds of the overview's VSE++ arm: their mean test RSUM against the committed
+    X1 table's row; an arm with a run missing and an arm whose tuning is not complete are left out."""
+    from types import SimpleNamespace
+
+    from coherent_itr.config import Config
+    from coherent_itr.runs import RunCache
+    from reproduce.protocol import study as study_mod
+    from reproduce.protocol.tuning import TuningIncomplete
+    from tiny_run import TINY
+
+    seeds = [Config(**TINY, seed=s) for s in (0, 1)]
+    cache = RunCache(tmp_path)
+    got = [cache.get_or_train(c, progress=False).record["test"]["rsum"] for c in seeds]
+    arms = {"VSE++ (Triplet-HN)": seeds, "Triplet-SN": [*seeds, Config(**TINY, seed=2)], "Unified": None}
+
+    class Planted:
+        def __init__(self, *a, **k):
+            pass
+
+        def arms(self, paper):
+            return [SimpleNamespace(name=n) for n in arms] if paper == "overview" else []
+
+        def configs(self, arm, train_missing=True):
+            if arms[arm.name] is None:
+                raise TuningIncomplete("planted")
+            return arms[arm.name]
+
+    monkeypatch.setattr(study_mod, "Study", Planted)
+    out = bench.final_arms("default", "flickr8k", cache_root=tmp_path)
+    assert list(out.arm) == ["VSE++ (Triplet-HN)"]
+    r = out.iloc[0]
+    assert r.committed_table == "x1_flickr8k.csv"
+    x1 = bench.pd.read_csv(bench.ROOT / "results/flickr8k/overview/x1_flickr8k.csv").set_index("arm")
+    assert r.seeds_here == 2 and r.rsum_here == pytest.approx(sum(got) / 2, abs=0.005)
+    assert r.rsum_committed == pytest.approx(x1.loc["VSE++ (Triplet-HN)", "rsum"], abs=0.005)
+    assert r["diff"] == pytest.approx(r.rsum_here - r.rsum_committed, abs=0.011)
+
+
+def test_a_table_that_holds_the_papers_rows_too_gives_ours(bench):
+    """SAM's Table 2 holds our rows and the paper's for one arm name: ours are read."""
+    mean, sd, n, source = bench.committed_arm_rsum("flickr8k", "sam", "10% data, Triplet-HN")
+    t = bench.pd.read_csv(bench.ROOT / "results/flickr8k/sam/table2_flickr8k.csv")
+    ours = t[(t.arm == "10% data, Triplet-HN") & t.iloc[:, 0].astype(str).str.startswith("ours")]
+    assert source == "table2_flickr8k.csv" and len(ours) == 1 and mean == pytest.approx(float(ours.rsum.iloc[0]))
+    assert bench.committed_arm_rsum("flickr8k", "sam", "no such arm")[3] == ""
