@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from reproduce.spec import labels
+from reproduce.spec import labels, power_seeds
 
 from reproduce.present import qualitative, report
 from reproduce.spec import claims as registry
@@ -110,8 +110,16 @@ class Page:
     @property
     def main_setup(self) -> str:
         """The short line for a figure of the main arms only (every one of them has every seed): data set,
-        profile and seeds, without the sweeps' fewer seeds."""
-        return f"{self.data}, profile {self.profile}, seeds {seed_span(self.seeds)}"
+        profile and seeds, without the sweeps' fewer seeds (and with the power analysis's more: :attr:`more_seeds`)."""
+        return f"{self.data}, profile {self.profile}, seeds {seed_span(self.seeds)}{self.more_seeds}"
+
+    @property
+    def more_seeds(self) -> str:
+        """``""``, or where ``power_seeds.toml`` gives arms of this paper more seeds than the profile's (the seeds a
+        power analysis asked for: :mod:`reproduce.spec.power_seeds`), a note naming the most."""
+        extra = power_seeds.load().get((self.study.profile.name, self.data), {})
+        n = max((v for k, v in extra.items() if k.split("/", 1)[0] == self.paper), default=0)
+        return f"; the arms a power analysis asked more of: up to {n} seeds" if n > len(self.seeds) else ""
 
     @property
     def seed_note(self) -> str:
@@ -124,7 +132,7 @@ class Page:
             fewer.append(f"other sweep points {seed_span(prof.sweep_seeds)}")
         if prof.seed0_groups and self.seeds != [0]:
             fewer.append("seed-0 sweeps 0")
-        return f"seeds {seed_span(self.seeds)}" + (f" ({'; '.join(fewer)})" if fewer else "")
+        return f"seeds {seed_span(self.seeds)}" + (f" ({'; '.join(fewer)})" if fewer else "") + self.more_seeds
 
     @property
     def ours(self) -> str:

@@ -80,11 +80,12 @@ from threadpoolctl import threadpool_limits
 from coherent_itr import metrics
 from coherent_itr.runs import default_threads
 
+from reproduce.spec.power_seeds import SEED_CAP  # the most seeds the plan gives one arm
+
 FRACTION = 0.5  # smallest effect of interest: this fraction of |paper effect|
 ALPHA = 0.05  # family-wise error rate of one paper's claims on one data set (Bonferroni)
 N_BOOT = 1000  # bootstrap resamples of the test queries
 POWER = 0.80  # planned power at 1× the paper's effect; below it an inconclusive row is underpowered
-SEED_CAP = 30  # the most seeds the plan gives one arm
 STABLE = 0.80  # stability below this share of resamples → fragile
 N_STABILITY = 1000  # bootstrap resamples of a row for the stability column
 LARGER_THAN_PAPER = 5.0  # a reproduced effect more than this many times the paper's → check the baseline

@@ -73,7 +73,7 @@ def ready_runs(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
             for t in f.trials:
                 if t["collapsed"] or t["status"] != "ok":
                     continue
-                for seed in f.arm.seeds(profile):
+                for seed in f.arm.pilot_seeds(profile):
                     c = f.arm.config(profile, seed, **tuning._setting(t))
                     if seed != profile.tuning.seed and c.key() not in failed_keys and not cache.has(c):
                         final.setdefault(c.key(), c)

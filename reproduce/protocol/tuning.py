@@ -337,7 +337,7 @@ def _other_seeds_health(
     (``train_missing``) or leaves the check incomplete."""
     bad = checked = 0
     complete = True
-    for seed in arm.seeds(profile):
+    for seed in arm.pilot_seeds(profile):
         if seed == profile.tuning.seed:
             continue
         cfg = arm.config(profile, seed, **setting)

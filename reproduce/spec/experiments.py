@@ -26,6 +26,7 @@ from coherent_itr import losses
 from coherent_itr.config import Config
 from coherent_itr.registry import Registry
 
+from reproduce.spec import power_seeds
 from reproduce.spec import profiles as profile_mod
 from reproduce.spec.claim_data import primary_arm_groups, primary_arm_names
 from reproduce.spec.profiles import Profile
@@ -117,12 +118,19 @@ class Arm:
         """The group a profile's seed rules see: SAM's reduced-data arms are "fraction_reduced"."""
         return f"{self.group}_reduced" if self.overrides.get("train_fraction", 1.0) < 1.0 else self.group
 
-    def seeds(self, profile: Profile) -> tuple[int, ...]:
+    def pilot_seeds(self, profile: Profile) -> tuple[int, ...]:
         """The profile's seeds for the arm's group — all of them when the arm enters a primary contrast
         on every data set (an arm contrast's arm, or an arm of a group a notebook-measured primary is
-        computed from), whatever the group's cost rule."""
+        computed from), whatever the group's cost rule. The tuner's health check reads these."""
         primary = self.name in primary_arm_names(self.paper) or self.group in primary_arm_groups(self.paper)
         return profile.seeds_for(self.seed_group, self.group in SWEEP_GROUPS, primary=primary)
+
+    def seeds(self, profile: Profile) -> tuple[int, ...]:
+        """The seeds the arm trains: its :meth:`pilot_seeds`, and 0 … n − 1 where ``power_seeds.toml`` gives it n
+        (:mod:`reproduce.spec.power_seeds`: the seeds a power analysis asked for)."""
+        pilot = self.pilot_seeds(profile)
+        n = power_seeds.seeds_of(profile.name, profile.data, self.paper, self.name)
+        return pilot if n is None else tuple(sorted(set(pilot) | set(range(n))))
 
     def configs(self, profile: Profile, **setting) -> list[Config]:
         """One config per seed of the profile (``Profile.seeds_for`` the arm's group)."""

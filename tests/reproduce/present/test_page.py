@@ -232,12 +232,16 @@ def test_tuning_headers_never_show_a_raw_metric_key():
     assert "rsum" not in page._tuning_header("final_val_rsum")
 
 
-def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
+def test_the_setup_line_names_the_fewer_seeds_of_sweep_points(tmp_path, monkeypatch):
     """A figure over a sweep used to say "seeds [0, 1, 2, 3, 4]" while its points had 3 seeds or seed 0 only
-    (``Profile.seeds_for``): the setup line names every seed policy the profile has, and only those."""
+    (``Profile.seeds_for``): the setup line names every seed policy the profile has, and only those — and the
+    more seeds a power analysis asked of the paper's arms (``power_seeds.toml``)."""
     from types import SimpleNamespace
 
+    from reproduce.spec import power_seeds
     from reproduce.spec.profiles import get_profile
+
+    monkeypatch.setattr(power_seeds, "POWER_SEEDS_TOML", tmp_path / "none.toml")
 
     def setup(profile):
         return page.Page(
@@ -250,3 +254,7 @@ def test_the_setup_line_names_the_fewer_seeds_of_sweep_points():
     smoke = get_profile("smoke")  # one seed for every arm: nothing fewer to name
     assert smoke.seeds == (0,) and setup(smoke) == "flickr8k, profile smoke, seeds 0"
     assert page.seed_span([0, 1]) == "0, 1" and page.seed_span([0, 2, 5]) == "0, 2, 5"
+    planted = tmp_path / "power_seeds.toml"
+    planted.write_text('[default.flickr8k]\n"sam/100% data, + SAM" = 16\n"bcls/BCLS" = 29\n', encoding="utf-8")
+    monkeypatch.setattr(power_seeds, "POWER_SEEDS_TOML", planted)
+    assert setup(default).endswith("seed-0 sweeps 0); the arms a power analysis asked more of: up to 16 seeds")

@@ -61,9 +61,9 @@ def test_trend_and_peak_claims_get_four_points_and_at_least_three_seeds(prof):
         for arm in experiments.arms(paper, prof):
             if arm.group == group:
                 want = profiles.PRIMARY_SEEDS if arm.name in primary_arm_names(paper) else (0, 1, 2)
-                assert arm.seeds(prof) == want, (paper, arm.name)
+                assert arm.pilot_seeds(prof) == want, (paper, arm.name)
     for arm in experiments.arms("overview", prof):
-        assert arm.seeds(prof) == profiles.PRIMARY_SEEDS
+        assert arm.pilot_seeds(prof) == profiles.PRIMARY_SEEDS
 
 
 def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_arms():
@@ -79,19 +79,19 @@ def test_seed_0_only_for_sweeps_no_primary_row_rests_on_and_5_seeds_for_primary_
             sweep = arm.group in experiments.SWEEP_GROUPS
             full = profiles.PRIMARY_SEEDS if (arm.name in primary or not sweep) else (0, 1, 2)
             cheap = arm.seed_group in profiles.FLICKR8K_SEED0_GROUPS and arm.name not in primary
-            assert arm.seeds(f8k) == ((0,) if cheap else full), arm.name
+            assert arm.pilot_seeds(f8k) == ((0,) if cheap else full), arm.name
             cheap = arm.seed_group in profiles.SYNTHETIC_SEED0_GROUPS and arm.name not in primary
-            assert arm.seeds(syn) == ((0,) if cheap else full), arm.name
+            assert arm.pilot_seeds(syn) == ((0,) if cheap else full), arm.name
         assert not any(a.group in profiles.FLICKR8K_SKIP_GROUPS for a in experiments.arms(paper, f8k))
     reduced = [a for a in experiments.arms("sam", f8k) if a.overrides.get("train_fraction", 1) < 1]
     s1 = {"10% data, + SAM", "10% data, Triplet-HN"}  # S1's primary contrast
-    assert reduced and all(a.seeds(f8k) == (profiles.PRIMARY_SEEDS if a.name in s1 else (0,)) for a in reduced)
+    assert reduced and all(a.pilot_seeds(f8k) == (profiles.PRIMARY_SEEDS if a.name in s1 else (0,)) for a in reduced)
     full = [a for a in experiments.arms("sam", f8k) if a.group == "fraction" and a not in reduced]
-    assert len(full) == 3 and all(a.seeds(f8k) == profiles.PRIMARY_SEEDS for a in full)
+    assert len(full) == 3 and all(a.pilot_seeds(f8k) == profiles.PRIMARY_SEEDS for a in full)
     # S3's primary (SN vs HN over the τ × keep-triplet cells) rests on SAM's grid: every cell, every seed
     for prof in (syn, f8k):
         grid = [a for a in experiments.arms("sam", prof) if a.group == "grid"]
-        assert len(grid) == 12 and all(a.seeds(prof) == profiles.PRIMARY_SEEDS for a in grid)
+        assert len(grid) == 12 and all(a.pilot_seeds(prof) == profiles.PRIMARY_SEEDS for a in grid)
     assert not any(primary_arm_groups(p) & profiles.FLICKR8K_SEED0_GROUPS for p in experiments.PAPERS)
 
 

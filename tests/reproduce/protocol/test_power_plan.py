@@ -1,0 +1,62 @@
+"""reproduce/protocol/power_plan.py: the rule that turns a pilot ledger's power analysis into seeds per arm, on
+planted ledgers; the command writes a file the plan reads back, and refuses a file that is not a ledger."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from reproduce.protocol import power_plan
+from reproduce.spec import power_seeds
+
+
+def _row(id_, dataset, n, effect=1.0, role="primary", note=""):
+    return {
+        "id": id_,
+        "role": role,
+        "dataset": dataset,
+        "paper_effect": effect,
+        "seeds_for_power": n,
+        "power_note": note,
+    }
+
+
+def test_each_arm_gets_the_most_seeds_a_reachable_primary_row_asks_of_it():
+    ledger = pd.DataFrame(
+        [
+            _row("B1", "flickr8k", 14),  # Triplet-SN − Triplet-HN
+            _row("B2", "flickr8k", 10),  # BCLS − Triplet-SN: Triplet-SN keeps B1's 14
+            _row("B3", "flickr8k", 3),  # fewer than the pilot's 5: nothing
+            _row("B1", "synthetic", math.nan, note="more than the cap of 30 seeds"),
+            _row("B2", "synthetic", 9, role="secondary"),  # never decides, never asks
+            _row("U1", "synthetic", 12, effect=math.nan),  # no paper effect: no power to plan
+            _row("B7", "flickr8k", 8),  # measured by its notebook, names no arms
+        ]
+    )
+    plan, rows = power_plan.seed_plan(ledger, "default")
+    assert plan == {"flickr8k": {"bcls/Triplet-SN": 14, "bcls/Triplet-HN": 14, "bcls/BCLS": 10}}
+    by = rows.set_index(["id", "dataset"])
+    assert by.loc[("B1", "synthetic"), "why"] == "more than the cap of 30 seeds"
+    assert by.loc[("B1", "synthetic"), "seeds_for_power"] == 0 and ("U1", "synthetic") not in by.index
+    assert "names no arms" in by.loc[("B7", "flickr8k"), "why"]
+    assert power_plan.added_runs(plan, "default") == {"flickr8k": 9 + 9 + 5}
+
+
+def test_the_command_writes_a_file_the_plan_reads_and_refuses_what_is_not_a_ledger(tmp_path, monkeypatch, capsys):
+    ledger = tmp_path / "claims.csv"
+    pd.DataFrame([_row("B1", "flickr8k", 7)]).to_csv(ledger, index=False)
+    target = tmp_path / "power_seeds.toml"
+    target.write_text('[paper.flickr8k]\n"bcls/BCLS" = 6\n', encoding="utf-8")  # another profile's plan stays
+    monkeypatch.setattr(power_seeds, "POWER_SEEDS_TOML", target)
+    assert power_plan.main(["--ledger", str(ledger), "--profile", "default", "--write"]) == 0
+    assert "flickr8k: 2 arm(s) gain seeds, 4 run(s) added" in capsys.readouterr().out
+    got = power_seeds.load()
+    assert got[("default", "flickr8k")] == {"bcls/Triplet-HN": 7, "bcls/Triplet-SN": 7}
+    assert got[("paper", "flickr8k")] == {"bcls/BCLS": 6}
+    assert "sha256" in target.read_text() and "claims.csv" in target.read_text()
+    pd.DataFrame({"id": ["B1"]}).to_csv(ledger, index=False)
+    with pytest.raises(SystemExit) as exc:
+        power_plan.main(["--ledger", str(ledger)])
+    assert exc.value.code == 2 and "no column(s)" in capsys.readouterr().err
