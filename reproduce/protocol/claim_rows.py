@@ -87,8 +87,9 @@ def primary_row(
 ) -> dict:
     """The claim's primary row on ``dataset`` from ``Study.results(paper)`` (one row per arm and seed).
 
-    ``per_query`` — ``{arm name: [per_query_recall(...) per seed, in seed order]}`` for both arms of an
-    RSUM contrast; with it the row's uncertainty includes the paired bootstrap over test queries."""
+    ``per_query`` — ``{arm name: {seed: per_query_recall(...)}}`` (:func:`per_query_of`; or a list in seed order,
+    one per seed of the results) for both arms of an RSUM contrast; with it the row's uncertainty includes the
+    paired bootstrap over test queries, on the seeds both arms have (an arm may have more: ``power_seeds.toml``)."""
     c = registry.claim(cid)
     p = c.primary
     if p.measure != "arms":
@@ -107,7 +108,7 @@ def primary_row(
         and p.arm_a in per_query
         and p.arm_b in per_query
     ):
-        est = paired_bootstrap(per_query[p.arm_a], per_query[p.arm_b], n_boot=n_boot)
+        est = paired_bootstrap(*_common_seeds(per_query[p.arm_a], per_query[p.arm_b]), n_boot=n_boot)
         if not np.allclose(est.effect, np.mean(effects), atol=1e-6 * max(1.0, abs(est.effect))):
             raise ValueError(
                 f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
@@ -187,10 +188,19 @@ def both_cosines(frame: pd.DataFrame) -> pd.Series:
     return frame[["val_pos_sim", "val_hardneg_sim"]].min(axis=1)
 
 
-def per_query_of(study, paper: str, arm: str) -> list[dict]:
-    """Per-seed :func:`~reproduce.protocol.ledger.per_query_recall` of one arm from the runs' stored test
-    embeddings (``RunResult.arrays['test_img'|'test_cap']``), or from the per-query hits a run imported without
-    its embeddings carries (``'pq_i2t'|'pq_t2i'``: :mod:`reproduce.driver.run_archive`), in seed order."""
+def _common_seeds(a, b) -> tuple[list, list]:
+    """Two arms' per-query data on the seeds both have (``{seed: …}`` each), in seed order; lists as they are."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        seeds = sorted(set(a) & set(b))
+        return [a[s] for s in seeds], [b[s] for s in seeds]
+    return list(a), list(b)
+
+
+def per_query_of(study, paper: str, arm: str) -> dict[int, dict]:
+    """``{seed: per_query_recall(...)}`` of one arm, in seed order (:func:`~reproduce.protocol.ledger.
+    per_query_recall`), from the runs' stored test embeddings (``RunResult.arrays['test_img'|'test_cap']``), or from
+    the per-query hits a run imported without its embeddings carries (``'pq_i2t'|'pq_t2i'``:
+    :mod:`reproduce.driver.run_archive`)."""
     ioc = None
     out = []
     for a, cfg, res in study._runs(paper, None):
@@ -205,7 +215,7 @@ def per_query_of(study, paper: str, arm: str) -> list[dict]:
         if ioc is None:
             ioc = study.splits().test.image_of_caption
         out.append((cfg.seed, per_query_recall(arrays["test_img"], arrays["test_cap"], ioc)))
-    return [pq for _, pq in sorted(out, key=lambda t: t[0])]
+    return dict(sorted(out, key=lambda t: t[0]))
 
 
 def collapsed_arms(study, is_collapsed=None, papers=None) -> dict:

@@ -488,6 +488,25 @@ def _fake_runs():
     return pd.DataFrame(rows), pq
 
 
+def test_an_arm_with_more_seeds_is_paired_on_the_seeds_both_arms_have():
+    """Triplet-SN with 2 seeds more than Triplet-HN (seeds a power analysis asked of one arm only): the row's
+    effects and its query bootstrap use seeds 0–2, the ones both arms have, keyed by seed."""
+    from reproduce.protocol.claim_rows import primary_row
+
+    df, pq = _fake_runs()
+    extra = []
+    for s in (3, 4):
+        q = per_query_recall(*_embeddings(np.random.default_rng(200 + s), noise=0.8))
+        extra.append({"arm": "Triplet-SN", "seed": s, "rsum": rsum_of(q)})
+        pq["Triplet-SN"].append(q)
+    more = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
+    by_seed = {arm: dict(enumerate(qs)) for arm, qs in pq.items()}
+    row = primary_row("B1", "synthetic", more, per_query=by_seed, n_boot=300)
+    same = primary_row("B1", "synthetic", df, per_query={a: qs[:3] for a, qs in pq.items()}, n_boot=300)
+    assert row["n_seeds"] == 3 and row["seed_effects"] == same["seed_effects"]
+    assert row["query_var"] == pytest.approx(same["query_var"])
+
+
 def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     from reproduce.protocol.claim_rows import primary_row
 
