@@ -117,8 +117,7 @@ class Page:
     def more_seeds(self) -> str:
         """``""``, or where ``power_seeds.toml`` gives arms of this paper more seeds than the profile's (the seeds a
         power analysis asked for: :mod:`reproduce.spec.power_seeds`), a note naming the most."""
-        extra = power_seeds.load().get((self.study.profile.name, self.data), {})
-        n = max((v for k, v in extra.items() if k.split("/", 1)[0] == self.paper), default=0)
+        n = power_seeds.most_of_paper(self.study.profile.name, self.data, self.paper)
         return f"; the arms a power analysis asked more of: up to {n} seeds" if n > len(self.seeds) else ""
 
     @property

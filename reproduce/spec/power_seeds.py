@@ -58,3 +58,9 @@ def _load(path: str, mtime_ns: int | None) -> dict[tuple[str, str], dict[str, in
 def seeds_of(profile: str, data: str, paper: str, arm: str, path: str | Path | None = None) -> int | None:
     """The number of seeds ``power_seeds.toml`` gives the arm ``paper/arm`` under ``profile`` on ``data``, or None."""
     return load(path).get((profile, data), {}).get(f"{paper}/{arm}")
+
+
+def most_of_paper(profile: str, data: str, paper: str, path: str | Path | None = None) -> int:
+    """The most seeds ``power_seeds.toml`` gives an arm of ``paper`` under ``profile`` on ``data`` (0: none)."""
+    arms = load(path).get((profile, data), {})
+    return max((n for key, n in arms.items() if key.split("/", 1)[0] == paper), default=0)
