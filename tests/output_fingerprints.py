@@ -110,7 +110,7 @@ def _declared_primaries(rng) -> list[dict]:
                 continue
             df = _planted_results(c.primary, data, rng, 5 if i % 3 == 0 else 3)
             rows.append({**claim_rows.primary_row(c.id, data, df), "_file": f"{c.notebook}/claims_{data}.csv"})
-    rows[0].update(query_var=0.75, n_boot=1000)
+    rows[0].update(query_var=0.75, test_images=1000)
     return rows
 
 
@@ -155,7 +155,7 @@ def _edge_rows(rng) -> list[dict]:
         _row("B4", "rsum", "a vs b", [0.5, -0.5, 0.2], kind="equivalence"),
         {**_row("B4", "rsum", "a vs b", [0.5, -0.5, 0.1]), "kind": "equivalence", "tolerance": 3.0},
         _row("B4", "share of rows", "per batch", [0.5, -0.5, 0.1], kind="equivalence"),
-        _row("B4", "rsum", "a vs b", [1e-12, 2e-12], kind="identity", tolerance=1e-10, n_boot=500),
+        _row("B4", "rsum", "a vs b", [1e-12, 2e-12], kind="identity", tolerance=1e-10, test_images=500),
         _row("B5", "rsum", "a vs b", [2.0, 2.5, 1.5], kind="bigger"),
         {**_row("Z9", "rsum", "a vs b", [1.0, 2.0, 3.0], data="coco"), "paper": float("nan")},
         {**_row("B6", "rsum", "a vs b", [1.0, 2.0]), **dict.fromkeys(("paper", "notebook", "source"), float("nan"))},

@@ -10,7 +10,7 @@ code looks up on the exporting machine (entries of older code are left out and c
 * ``train/<key>/record.json`` — config, history, health, timing, as stored;
 * ``train/<key>/arrays.npz`` — the test embeddings for the runs of :data:`reproduce.spec.views.EMBEDDING_VIEWS`
   (or of every run: ``--export-embeddings all``); for the others, their per-query R@1/5/10 hits
-  (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's test-set bootstrap
+  (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's test-set variance
   reads), a few kB instead of a few MB;
 * ``eval/<key>/metrics.json`` — every evaluation entry of those runs;
 * ``manifest.json`` — the exporting machine's numerics (:func:`coherent_itr.runs.local_numerics`: torch version,

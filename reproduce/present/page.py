@@ -208,8 +208,8 @@ class Page:
 
     def primary_rows(self) -> list[dict]:
         """The primary row of every claim of this paper whose primary contrast is two arms, by claim id,
-        with the per-query bootstrap for RSUM contrasts (:func:`reproduce.protocol.claim_rows.primary_row`)."""
-        rows = []
+        with the test images' variance for RSUM contrasts (:func:`reproduce.protocol.claim_rows.primary_row`)."""
+        rows, ioc = [], None
         for c in registry.CLAIMS.values():
             p = c.primary
             if c.notebook != self.notebook or p.measure != "arms":
@@ -218,7 +218,9 @@ class Page:
             pq = None
             if p.metric_for(self.data) == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple):
                 pq = {a: per_query_of(self.study, p.paper, a) for a in (p.arm_a, p.arm_b)}
-            rows.append(primary_row(c.id, self.data, df, per_query=pq))
+                if ioc is None:
+                    ioc = self.study.splits().test.image_of_caption
+            rows.append(primary_row(c.id, self.data, df, per_query=pq, image_of_caption=ioc))
         return rows
 
     def finish(self, show: bool = True) -> pd.DataFrame:

@@ -3,7 +3,8 @@
     from reproduce.protocol.claim_rows import primary_row, per_query_of, collapsed_arms
     df = st.results("bcls")
     pq = {arm: per_query_of(st, "bcls", arm) for arm in ("Triplet-SN", "Triplet-HN")}
-    row = primary_row("B1", "synthetic", df, per_query=pq)     # → a claim-file row, role "primary"
+    ioc = st.splits().test.image_of_caption
+    row = primary_row("B1", "synthetic", df, per_query=pq, image_of_caption=ioc)  # → a claim-file row, role "primary"
 
 The contrast (arms, metric, direction) comes from :mod:`reproduce.spec.claims`; the notebook never
 retypes it. A list of arms enters as their mean, or (``versus = "each"``) as the smallest difference
@@ -11,8 +12,8 @@ over its arms, with a co-primary metric in the same minimum (:func:`_contrast_ef
 helpers (:func:`curve_mean`, :func:`after_warmup_window`) measure the notebook primaries about training
 curves after the warm-up, over the same epochs for every arm compared.
 
-For RSUM with per-query data the row carries the variance of a paired bootstrap over test queries
-(``query_var``, ``n_boot``), which the ledger adds to the seed variance
+For RSUM with per-query data the row carries the test images' own variance (``query_var``, from the seeds ×
+test images table; ``test_images`` says over how many), which the ledger adds to the seed variance
 (:mod:`reproduce.protocol.ledger`). A row written this way is the claim's primary row in
 :func:`reproduce.driver.ledger_files.collect` (``role == "primary"``), whatever other rows match.
 """
@@ -25,7 +26,7 @@ import pandas as pd
 from coherent_itr import health
 
 from reproduce.spec import claims as registry
-from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, N_BOOT, paired_bootstrap, per_query_recall, verdict
+from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, paired_estimate, per_query_recall, verdict
 from reproduce.protocol.tuning import TuningIncomplete
 
 
@@ -83,13 +84,14 @@ def metric_text(m) -> str:
 
 
 def primary_row(
-    cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None, n_boot: int = N_BOOT
+    cid: str, dataset: str, results: pd.DataFrame, per_query: dict | None = None, image_of_caption=None
 ) -> dict:
     """The claim's primary row on ``dataset`` from ``Study.results(paper)`` (one row per arm and seed).
 
-    ``per_query`` — ``{arm name: {seed: per_query_recall(...)}}`` (:func:`per_query_of`; or a list in seed order,
-    one per seed of the results) for both arms of an RSUM contrast; with it the row's uncertainty includes the
-    paired bootstrap over test queries, on the seeds both arms have (an arm may have more: ``power_seeds.toml``)."""
+    ``per_query`` — ``{arm name: {seed: per_query_recall(...)}}`` (:func:`per_query_of`) for both arms of an RSUM
+    contrast, with the test split's ``image_of_caption``; with them the row's uncertainty includes the test images'
+    own variance (:func:`reproduce.protocol.ledger.paired_estimate`), on the seeds both arms have (an arm may
+    have more: ``power_seeds.toml``)."""
     c = registry.claim(cid)
     p = c.primary
     if p.measure != "arms":
@@ -99,7 +101,7 @@ def primary_row(
         )
     metric = p.metric_for(dataset)
     effects, compared = _contrast_effects(results, p, dataset)
-    query_var, boot = 0.0, 0
+    query_var, images = 0.0, 0
     if (
         per_query
         and metric == "rsum"
@@ -108,13 +110,15 @@ def primary_row(
         and p.arm_a in per_query
         and p.arm_b in per_query
     ):
-        est = paired_bootstrap(*_common_seeds(per_query[p.arm_a], per_query[p.arm_b]), n_boot=n_boot)
+        if image_of_caption is None:
+            raise ValueError(f"{cid}: per-query data need the test split's image_of_caption (the test-set unit)")
+        est = paired_estimate(*_common_seeds(per_query[p.arm_a], per_query[p.arm_b]), image_of_caption)
         if not np.allclose(est.effect, np.mean(effects), atol=1e-6 * max(1.0, abs(est.effect))):
             raise ValueError(
                 f"{cid}: RSUM from the stored embeddings ({est.effect:.4f}) differs from the test "
                 f"records ({np.mean(effects):.4f}); the per-query data are not those of these runs"
             )
-        query_var, boot = est.query_var, n_boot
+        query_var, images = est.query_var, int(np.max(image_of_caption)) + 1
     v, m, lo, hi = verdict(p.kind, effects, p.tolerance)
     leg = p.legacy_for(dataset)
     row = {
@@ -142,7 +146,7 @@ def primary_row(
     missing = set(NOTEBOOK_COLUMNS) - set(row)
     if missing:
         raise AssertionError(f"primary_row lacks claim-file columns {sorted(missing)}")
-    return {**row, "role": "primary", "query_var": query_var, "n_boot": boot}
+    return {**row, "role": "primary", "query_var": query_var, "test_images": images}
 
 
 # --- curve contrasts (notebook-measured primaries: "converges faster", "similarities approach 1") ----------
@@ -188,12 +192,12 @@ def both_cosines(frame: pd.DataFrame) -> pd.Series:
     return frame[["val_pos_sim", "val_hardneg_sim"]].min(axis=1)
 
 
-def _common_seeds(a, b) -> tuple[list, list]:
-    """Two arms' per-query data on the seeds both have (``{seed: …}`` each), in seed order; lists as they are."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        seeds = sorted(set(a) & set(b))
-        return [a[s] for s in seeds], [b[s] for s in seeds]
-    return list(a), list(b)
+def _common_seeds(a: dict, b: dict) -> tuple[list, list]:
+    """Two arms' per-query data (``{seed: …}`` each) on the seeds both have, in seed order."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        raise TypeError(f"per-query data must be {{seed: per_query_recall(...)}} per arm, got {type(a).__name__}")
+    seeds = sorted(set(a) & set(b))
+    return [a[s] for s in seeds], [b[s] for s in seeds]
 
 
 def per_query_of(study, paper: str, arm: str) -> dict[int, dict]:

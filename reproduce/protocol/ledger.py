@@ -10,16 +10,23 @@ Effects
 
 Uncertainty
     The mean effect θ̂ = mean_s e_s has two sources of error: training seeds and the finite test set.
-    * seeds: s_seed² / n with s_seed the sd of e_s over the n seeds;
-    * test queries: v_query, the variance of the seed-averaged effect under a paired bootstrap over
-      test queries (images for i2t, captions for t2i, resampled independently; both arms see the
-      same resampled queries) — :func:`query_bootstrap_var` on per-query values (:func:`per_query_recall`).
-    se² = s_seed²/n + v_query, with Welch–Satterthwaite degrees of freedom
-    df = (n − 1)·(se² / (s_seed²/n))² (the bootstrap part has effectively infinite df); with no
-    per-query data (a notebook row), v_query = 0, df = n − 1 and the reason column says so.
-    The sum is conservative: the seed × query interaction enters both parts (at most s_seed²/n twice);
-    a joint seed × query bootstrap needs the per-query values of every seed, which the claim files do not
-    keep. Fewer than 2 seeds: no interval, verdict ``inconclusive``.
+    The test set is a sample of images, each with its captions, so the test-set unit is the image: per seed s
+    and test image i, g_si = (A − B)'s per-query R@1 + R@5 + R@10 hits of image i's image→text query
+    + (I/C) × the sum of the same over its captions' text→image queries (:func:`per_image_effects`; I images,
+    C captions), so that mean_i g_si is the seed's RSUM effect e_s. The seeds × images table follows the
+    crossed random-effects model g_si = θ + a_s + b_i + c_si (seed, image, their interaction), whose mean has
+    Var(θ̂) = σ_a²/n + σ_b²/I + σ_c²/(nI). Its two-way ANOVA without replication (mean squares MS_seed,
+    MS_image, MS_resid) gives it without bias as s_seed²/n + v_query:
+    * seeds: s_seed² / n with s_seed the sd of e_s over the n seeds (s_seed² = MS_seed/I estimates
+      σ_a² + σ_c²/I: the interaction is already in the seed variance);
+    * test images: v_query = max(0, MS_image − MS_resid) / (n·I), the images' own part σ_b²/I, common to all
+      seeds (:func:`image_variance`).
+    se² = s_seed²/n + v_query, with Welch–Satterthwaite degrees of freedom df = (n − 1)·(se² / (s_seed²/n))²
+    (v_query has ≈ I − 1 df: effectively infinite); with no per-query data (a notebook row), v_query = 0,
+    df = n − 1 and the reason column says so. Not a bootstrap: a bootstrap over the queries of the
+    seed-averaged differences counts the interaction a second time (≈ MS_image/(n·I)), and resampling seeds and
+    queries together (Owen's pigeonhole bootstrap) a third. Fewer than 2 seeds: no interval, verdict
+    ``inconclusive``.
 
 Families and simultaneous intervals
     A claim's primary row is decided in its *family*: the primary rows of one paper on one data set (the
@@ -84,7 +91,6 @@ from reproduce.spec.power_seeds import SEED_CAP  # the most seeds the plan gives
 
 FRACTION = 0.5  # smallest effect of interest: this fraction of |paper effect|
 ALPHA = 0.05  # family-wise error rate of one paper's claims on one data set (Bonferroni)
-N_BOOT = 1000  # bootstrap resamples of the test queries
 POWER = 0.80  # planned power at 1× the paper's effect; below it an inconclusive row is underpowered
 STABLE = 0.80  # stability below this share of resamples → fragile
 N_STABILITY = 1000  # bootstrap resamples of a row for the stability column
@@ -199,7 +205,7 @@ def estimate_from_interval(effect: float, ci_low: float, ci_high: float, n: int,
     return Estimate(float(effect), (ci_high - ci_low) / 2 / t, n - 1, int(n))
 
 
-# --- per-query metrics and the bootstrap over test queries ---------------------------------------
+# --- per-query metrics and the test set's variance ---------------------------------------------
 def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[str, np.ndarray]:
     """Per-query hits ×100 for R@K: ``{"i2t": (n_images, len(ks)), "t2i": (n_captions, len(ks))}``.
 
@@ -224,35 +230,56 @@ def rsum_of(per_query: dict[str, np.ndarray]) -> float:
     return float(per_query["i2t"].mean(axis=0).sum() + per_query["t2i"].mean(axis=0).sum())
 
 
-def query_bootstrap_var(diff_i2t, diff_t2i=None, n_boot: int = N_BOOT, seed: int = 0) -> float:
-    """Bootstrap variance of ``mean(diff_i2t) + mean(diff_t2i)`` resampling image queries and caption
-    queries independently. ``diff_*`` are per-query differences A − B of a metric's per-query
-    contribution (e.g. the row sums of :func:`per_query_recall`), already averaged over seeds,
-    so arms are paired on the same resampled queries."""
-    rng = np.random.default_rng(seed)
-    total = np.zeros(n_boot)
-    for d in (diff_i2t, diff_t2i):
-        if d is None:
-            continue
-        d = np.asarray(d, dtype=float)
-        idx = rng.integers(0, d.size, size=(n_boot, d.size))
-        total += d[idx].mean(axis=1)
-    return float(total.var(ddof=1))
-
-
-def paired_bootstrap(per_query_a: list[dict], per_query_b: list[dict], n_boot: int = N_BOOT, seed: int = 0) -> Estimate:
-    """RSUM effect A − B from per-seed :func:`per_query_recall` outputs of two arms (paired by seed,
-    same test set): seed variation + a paired bootstrap over test queries (module doc)."""
+def per_image_effects(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> np.ndarray:
+    """The seeds × test images table g of the module doc: row s is seed s's per-image RSUM contribution of
+    A − B (``per_query_*``: per-seed :func:`per_query_recall` outputs, paired by position), so that a row's mean
+    is that seed's RSUM effect. ``image_of_caption``: the test split's image index of every caption."""
     if len(per_query_a) != len(per_query_b) or not per_query_a:
         raise ValueError(
-            f"paired_bootstrap needs the same seeds for both arms, got {len(per_query_a)} and {len(per_query_b)}"
+            f"per_image_effects needs the same seeds for both arms, got {len(per_query_a)} and {len(per_query_b)}"
         )
+    ioc = np.asarray(image_of_caption)
+    if ioc.ndim != 1 or not np.issubdtype(ioc.dtype, np.integer) or (ioc.size and ioc.min() < 0):
+        raise ValueError("image_of_caption must be a 1-D array of non-negative image indices, one per caption")
+    rows = []
+    for s, (a, b) in enumerate(zip(per_query_a, per_query_b)):
+        for arm, pq in (("A", a), ("B", b)):
+            n_img, n_cap = len(pq["i2t"]), len(pq["t2i"])
+            if n_cap != ioc.size or (ioc.size and ioc.max() >= n_img):
+                raise ValueError(
+                    f"per_image_effects: arm {arm}, seed #{s}: {n_img} image and {n_cap} caption queries, but the "
+                    f"test split has {ioc.size} captions of {int(ioc.max()) + 1 if ioc.size else 0} images"
+                )
+        d_i2t = a["i2t"].sum(axis=1) - b["i2t"].sum(axis=1)
+        d_t2i = a["t2i"].sum(axis=1) - b["t2i"].sum(axis=1)
+        rows.append(d_i2t + len(d_i2t) / len(d_t2i) * np.bincount(ioc, weights=d_t2i, minlength=len(d_i2t)))
+    return np.stack(rows)
+
+
+def image_variance(table) -> float:
+    """v_query of the module doc from a seeds × test units table: max(0, MS_unit − MS_resid) / (n·I), the
+    variance of the grand mean that the test units contribute apart from the seed × unit interaction (which the
+    seed variance of the row means already holds). With one seed the interaction cannot be told apart: the whole
+    variance of the unit means, MS_unit / I (an upper bound; such a row has no interval anyway)."""
+    g = np.asarray(table, dtype=float)
+    if g.ndim != 2 or g.shape[1] < 2 or not np.isfinite(g).all():
+        raise ValueError(f"image_variance needs a finite seeds × units table with ≥ 2 units, got shape {g.shape}")
+    n, units = g.shape
+    col = g.mean(axis=0)
+    ms_unit = n * float(((col - col.mean()) ** 2).sum()) / (units - 1)
+    if n < 2:
+        return ms_unit / units
+    resid = g - g.mean(axis=1, keepdims=True) - col + g.mean()
+    ms_resid = float((resid**2).sum()) / ((n - 1) * (units - 1))
+    return max(0.0, ms_unit - ms_resid) / (n * units)
+
+
+def paired_estimate(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> Estimate:
+    """RSUM effect A − B from per-seed :func:`per_query_recall` outputs of two arms (paired by seed, same test
+    set): the seeds' variance + the test images' own variance (module doc)."""
+    table = per_image_effects(per_query_a, per_query_b, image_of_caption)
     effects = [rsum_of(a) - rsum_of(b) for a, b in zip(per_query_a, per_query_b)]
-    d = {
-        k: np.mean([a[k].sum(axis=1) - b[k].sum(axis=1) for a, b in zip(per_query_a, per_query_b)], axis=0)
-        for k in ("i2t", "t2i")
-    }
-    return estimate(effects, query_bootstrap_var(d["i2t"], d["t2i"], n_boot, seed))
+    return estimate(effects, image_variance(table))
 
 
 # --- the verdict ---------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ COLUMNS = [
     "direction",
     "arms",
     "n_seeds",
-    "n_boot",
+    "test_images",
     "effect",
     "ci_low",
     "ci_high",
@@ -98,7 +98,7 @@ STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (
 
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
-EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "n_boot", "collapsed", "collapse_reason"]
+EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "test_images", "collapsed", "collapse_reason"]
 
 
 def write_claims(claims: list, results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
@@ -127,6 +127,12 @@ def as_float(x) -> float:
     except (TypeError, ValueError):
         return math.nan
     return v
+
+
+def _count(row: dict, key: str) -> int:
+    """A claim file's count cell as an int; 0 where it is missing or not a number."""
+    v = as_float(row.get(key))
+    return int(v) if np.isfinite(v) else 0
 
 
 def _seed_effects(row: dict) -> list[float] | None:
@@ -231,7 +237,7 @@ class LedgerRow:
     tolerance: float | None
     arms: str
     n_seeds: int
-    n_boot: int
+    test_images: int  # the test images whose variance the interval includes; 0: seeds only
     notebook: str
     source: str
     note: str
@@ -240,6 +246,7 @@ class LedgerRow:
     seed_values: list[float] | None  # the per-seed effects, oriented as the claim predicts
     collapsed: bool  # an arm of the row collapsed (a failure the verdict reports)
     collapse_reason: str
+    query_bootstrap: bool = False  # an older claim file: its query_var is a bootstrap over queries
     missing: str = ""  # a placeholder's reason: no notebook row is this primary
     alpha: float = ALPHA  # the level its interval is at: its family's, or ALPHA
     # the test (_add_test)
@@ -388,7 +395,8 @@ def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> LedgerR
         tolerance=prim.tolerance if prim and prim.tolerance is not None else as_float(r.get("tolerance")),
         arms=(prim.arms_label() or r.get("arms")) if prim else r.get("arms"),
         n_seeds=est.n,
-        n_boot=int(as_float(r.get("n_boot"))) if np.isfinite(as_float(r.get("n_boot"))) else 0,
+        test_images=_count(r, "test_images"),
+        query_bootstrap=_count(r, "n_boot") > 0,
         notebook=_text_or(r, "notebook", c.notebook if c else ""),
         source=_text_or(r, "source", c.source if c else ""),
         note=_text_or(r, "note", ""),
@@ -424,7 +432,7 @@ def _placeholder_rows(nb_rows: list[dict], datasets: list, primaries: dict) -> l
                     tolerance=c.primary.tolerance,
                     arms=c.primary.arms_label(),
                     n_seeds=0,
-                    n_boot=0,
+                    test_images=0,
                     notebook=c.notebook,
                     source=c.source,
                     note=(
@@ -537,11 +545,16 @@ def _decide_row(row: LedgerRow) -> None:
 def _interval_notes(row: LedgerRow) -> str:
     """What the reason adds about a direction or equivalence row's interval (``"; …"`` each, or "")."""
     notes = ""
-    if row.n_boot == 0:
+    if row.query_bootstrap:
+        notes += (
+            "; test-set variance from an older claim file's bootstrap over queries (it counts the seed × query "
+            "interaction twice: a wider interval)"
+        )
+    elif row.test_images == 0:
         notes += (
             "; interval over seeds only (no per-query data stored for this row)"
             if str(row.metric or "").startswith("rsum")
-            else "; interval over seeds only (the per-query bootstrap covers RSUM contrasts)"
+            else "; interval over seeds only (the test images' variance covers RSUM contrasts)"
         )
     if row.role != "primary":
         notes += "; unadjusted 95% interval (not a primary row)"

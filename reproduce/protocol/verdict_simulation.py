@@ -2,7 +2,7 @@
 
 Each primary direction row of the ledger is simulated with its own measured noise: per-seed effects
 e_s = θ + q + ε_s with ε_s ~ N(0, s_seed²) (the row's per-seed sd) and q ~ N(0, v_query) (test-set sampling,
-common to all seeds; the row's query-bootstrap variance, 0 for a row without per-query data). The rule of
+common to all seeds; the row's test images' variance, 0 for a row without per-query data). The rule of
 :mod:`reproduce.protocol.ledger` then decides it exactly as the ledger does — the estimate, the family's Bonferroni
 level 1 − ALPHA/m, δ = FRACTION × |paper effect| — through :func:`reproduce.protocol.ledger.decide_codes` (the
 vectorised

@@ -1,7 +1,7 @@
 """The arms whose runs' test embeddings the notebooks read, beyond their test metrics.
 
 Every other consumer of a run reads its record (config, history, health), its test metrics, or — for the
-ledger's test-set bootstrap — its per-query R@K hits. A run archive (``python -m reproduce --export-runs``)
+ledger's test-set variance — its per-query R@K hits. A run archive (``python -m reproduce --export-runs``)
 therefore keeps the test embeddings of these arms' runs only (every seed) and the per-query hits of all
 the others, so that it fits the size a GPU machine can send back.
 

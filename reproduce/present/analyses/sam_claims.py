@@ -184,7 +184,7 @@ def fig3_claims(df: pd.DataFrame, rels, arms: dict = ARMS_100) -> list[dict]:
 def primary_roles(rows: list[dict], data: str) -> list[dict]:
     """The claim rows to write on ``data``: a row that is its claim's registry primary (matched by the
     registry's legacy texts, :meth:`reproduce.spec.claims.Contrast.matches`) is dropped when that primary is an arm
-    contrast (``Page.finish`` adds it by claim id, with the per-query bootstrap) and gets ``role="primary"``
+    contrast (``Page.finish`` adds it by claim id, with the test images' variance) and gets ``role="primary"``
     and the registry's statement when the primary is measured in the notebook."""
     out = []
     for r in rows:

@@ -24,11 +24,12 @@ from reproduce.protocol.ledger import (
     estimate_from_interval,
     family_alpha,
     mean_ci,
-    paired_bootstrap,
+    paired_estimate,
+    per_image_effects,
     per_query_recall,
-    query_bootstrap_var,
     rsum_of,
     smallest_effect,
+    image_variance,
     verdict,
 )
 
@@ -184,8 +185,10 @@ def test_family_sizes_are_the_registrys_interval_claims_per_paper():
     )
 
 
-def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0):
-    img = rng.normal(size=(n_img, dim))
+def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0, images=None):
+    """Unit image and caption embeddings of one test split (``images``: the generator of the images, if not
+    ``rng``: one test set that several seeds share)."""
+    img = (images or rng).normal(size=(n_img, dim))
     cap = np.repeat(img, per, axis=0) + noise * rng.normal(size=(n_img * per, dim))
     img /= np.linalg.norm(img, axis=1, keepdims=True)
     cap /= np.linalg.norm(cap, axis=1, keepdims=True)
@@ -248,22 +251,74 @@ def test_per_query_recall_ranks_the_float32_similarity_of_the_test_records():
     assert retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc, ks=(1,))["i2t_r1"] == 100.0
 
 
-def test_query_bootstrap_variance_matches_the_variance_of_a_mean():
-    d = np.random.default_rng(2).normal(0, 3.0, 400)
-    v = query_bootstrap_var(d, None, n_boot=4000, seed=0)
-    assert v == pytest.approx(d.var(ddof=0) / d.size, rel=0.1)
+def test_image_variance_is_the_covariance_two_seeds_share():
+    """The images' own variance σ_b² is what two seeds' per-image effects share (the seed × image interaction is
+    independent between seeds): their covariance across images (numpy's), averaged over the pairs of seeds, / I.
+    The ANOVA's max(0, MS_image − MS_resid) / (n·I) is the same number on a balanced table."""
+    rng = np.random.default_rng(4)
+    g = rng.normal(size=(4, 1)) + rng.normal(0, 2.0, size=(1, 30)) + rng.normal(0, 1.5, size=(4, 30))
+    n, units = g.shape
+    cov = np.cov(g)
+    shared = [cov[s, t] for s in range(n) for t in range(n) if s != t]
+    assert image_variance(g) == pytest.approx(np.mean(shared) / units, rel=1e-12)
+    assert image_variance(np.ones((3, 5))) == 0.0  # no image effect: nothing beyond the seeds
+    assert image_variance(np.stack([g[0], -g[0]])) == 0.0  # negative shared covariance: truncated at 0
+    assert image_variance(g[:1]) == pytest.approx(g[0].var(ddof=1) / units)  # one seed: all of it
+    with pytest.raises(ValueError, match="seeds × units"):
+        image_variance(np.ones(5))
 
 
-def test_paired_bootstrap_combines_seed_and_query_variation():
-    rng = np.random.default_rng(3)
+def test_seed_and_image_variance_add_up_to_the_variance_of_the_mean_under_crossed_effects():
+    """Simulated seeds × images tables g = θ + a_s + b_i + c_si (σ_a = 1, σ_b = 2, σ_c = 6: an interaction as
+    large against the rest as in the real tables): se² = s_seed²/n + v_query is unbiased for Var(θ̂) =
+    σ_a²/n + σ_b²/I + σ_c²/(nI); the query variance of seed-averaged differences alone (what a bootstrap over
+    queries gives) adds the interaction a second time."""
+    rng = np.random.default_rng(5)
+    n, units, reps = 5, 200, 8000
+    g = rng.normal(0, 1.0, (reps, n, 1)) + rng.normal(0, 2.0, (reps, 1, units)) + rng.normal(0, 6.0, (reps, n, units))
+    true_var = 1.0 / n + 4.0 / units + 36.0 / (n * units)
+    theta = g.mean(axis=(1, 2))
+    assert theta.var(ddof=1) == pytest.approx(true_var, rel=0.08)  # the model's variance, checked on the draws
+    seed_part = g.mean(axis=2).var(axis=1, ddof=1) / n
+    new = seed_part + np.array([image_variance(x) for x in g])
+    old = seed_part + g.mean(axis=1).var(axis=1, ddof=1) / units
+    assert new.mean() == pytest.approx(true_var, rel=0.03)
+    assert (old - new).mean() == pytest.approx(36.0 / (n * units), rel=0.02)  # the interaction, once more
+
+
+def test_per_image_effects_by_a_loop_over_images_and_their_captions():
+    ioc = np.array([0, 0, 1, 2, 2, 2])  # 3 images with 2, 1 and 3 captions
+    rng = np.random.default_rng(6)
+
+    def pq():
+        return {"i2t": rng.integers(0, 2, (3, 3)) * 100.0, "t2i": rng.integers(0, 2, (6, 3)) * 100.0}
+
+    a, b = [pq(), pq()], [pq(), pq()]
+    g = per_image_effects(a, b, ioc)
+    for s in range(2):
+        for i in range(3):
+            caps = [c for c in range(6) if ioc[c] == i]
+            want = (a[s]["i2t"][i].sum() - b[s]["i2t"][i].sum()) + 3 / 6 * sum(
+                a[s]["t2i"][c].sum() - b[s]["t2i"][c].sum() for c in caps
+            )
+            assert g[s, i] == pytest.approx(want)
+        assert g[s].mean() == pytest.approx(rsum_of(a[s]) - rsum_of(b[s]))  # a row's mean is the seed's effect
+    with pytest.raises(ValueError, match="same seeds"):
+        per_image_effects(a, b[:1], ioc)
+    with pytest.raises(ValueError, match="arm A, seed #0: 3 image and 6 caption queries, but the test split has 5"):
+        per_image_effects(a, b, ioc[:5])
+    with pytest.raises(ValueError, match="image_of_caption"):
+        per_image_effects(a, b, ioc.astype(float))
+
+
+def test_paired_estimate_combines_seed_and_test_set_variation():
     a = [per_query_recall(*_embeddings(np.random.default_rng(10 + s), noise=0.8)) for s in range(3)]
     b = [per_query_recall(*_embeddings(np.random.default_rng(10 + s), noise=1.4)) for s in range(3)]
-    est = paired_bootstrap(a, b, n_boot=500, seed=0)
+    ioc = _embeddings(np.random.default_rng(10), noise=0.8)[2]
+    est = paired_estimate(a, b, ioc)
     seed_only = estimate([rsum_of(x) - rsum_of(y) for x, y in zip(a, b)])
-    assert est.effect == pytest.approx(seed_only.effect) and est.query_var > 0 and est.se > seed_only.se
-    with pytest.raises(ValueError, match="same seeds"):
-        paired_bootstrap(a, b[:2])
-    del rng
+    assert est.effect == pytest.approx(seed_only.effect) and est.se >= seed_only.se
+    assert est.query_var == pytest.approx(image_variance(per_image_effects(a, b, ioc)))
 
 
 # --- the ledger files ------------------------------------------------------------------------------
@@ -325,7 +380,7 @@ def test_collect_one_primary_row_per_claim_and_data_set(tmp_path):
         "direction",
         "arms",
         "n_seeds",
-        "n_boot",
+        "test_images",
         "effect",
         "ci_low",
         "ci_high",
@@ -477,12 +532,25 @@ def test_manifest_keeps_the_last_training_invocation_across_cached_reruns(tmp_pa
 
 
 # --- primary rows computed by claim id from the runs ---------------------------------------------------
+IOC = np.repeat(np.arange(40), 5)  # the test split of _embeddings: 40 images, 5 captions each
+
+
+def _shared_images():
+    """The generator of the one test set the fake runs share."""
+    return np.random.default_rng(99)
+
+
+def _by_seed(pq: dict, n: int | None = None) -> dict:
+    """``{arm: {seed: per-query data}}`` from lists in seed order (the first ``n`` seeds)."""
+    return {arm: dict(enumerate(qs[:n])) for arm, qs in pq.items()}
+
+
 def _fake_runs():
-    """Two arms × 3 seeds with per-query data whose RSUM equals the results' RSUM."""
+    """Two arms × 3 seeds on one test set with per-query data whose RSUM equals the results' RSUM."""
     rows, pq = [], {"Triplet-SN": [], "Triplet-HN": []}
     for s in range(3):
         for arm, noise in (("Triplet-SN", 0.8), ("Triplet-HN", 1.3)):
-            q = per_query_recall(*_embeddings(np.random.default_rng(100 + s), noise=noise))
+            q = per_query_recall(*_embeddings(np.random.default_rng(100 + s), noise=noise, images=_shared_images()))
             pq[arm].append(q)
             rows.append({"arm": arm, "seed": s, "rsum": rsum_of(q)})
     return pd.DataFrame(rows), pq
@@ -496,13 +564,13 @@ def test_an_arm_with_more_seeds_is_paired_on_the_seeds_both_arms_have():
     df, pq = _fake_runs()
     extra = []
     for s in (3, 4):
-        q = per_query_recall(*_embeddings(np.random.default_rng(200 + s), noise=0.8))
+        q = per_query_recall(*_embeddings(np.random.default_rng(200 + s), noise=0.8, images=_shared_images()))
         extra.append({"arm": "Triplet-SN", "seed": s, "rsum": rsum_of(q)})
         pq["Triplet-SN"].append(q)
     more = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
-    by_seed = {arm: dict(enumerate(qs)) for arm, qs in pq.items()}
-    row = primary_row("B1", "synthetic", more, per_query=by_seed, n_boot=300)
-    same = primary_row("B1", "synthetic", df, per_query={a: qs[:3] for a, qs in pq.items()}, n_boot=300)
+    by_seed = _by_seed(pq)
+    row = primary_row("B1", "synthetic", more, per_query=by_seed, image_of_caption=IOC)
+    same = primary_row("B1", "synthetic", df, per_query=_by_seed(pq, 3), image_of_caption=IOC)
     assert row["n_seeds"] == 3 and row["seed_effects"] == same["seed_effects"]
     assert row["query_var"] == pytest.approx(same["query_var"])
 
@@ -511,13 +579,17 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     from reproduce.protocol.claim_rows import primary_row
 
     df, pq = _fake_runs()
-    row = primary_row("B1", "synthetic", df, per_query=pq, n_boot=300)
+    row = primary_row("B1", "synthetic", df, per_query=_by_seed(pq), image_of_caption=IOC)
     by_seed = df.pivot(index="seed", columns="arm", values="rsum")
     expected = (by_seed["Triplet-SN"] - by_seed["Triplet-HN"]).tolist()
     assert [float(x) for x in row["seed_effects"].split(";")] == pytest.approx(expected)
-    assert row["role"] == "primary" and row["n_boot"] == 300 and row["query_var"] > 0
+    assert row["role"] == "primary" and row["test_images"] == IOC.max() + 1 and row["query_var"] > 0
     seed_only = primary_row("B1", "synthetic", df)
-    assert seed_only["query_var"] == 0 and seed_only["n_boot"] == 0
+    assert seed_only["query_var"] == 0 and seed_only["test_images"] == 0
+    with pytest.raises(ValueError, match="image_of_caption"):
+        primary_row("B1", "synthetic", df, per_query=_by_seed(pq))
+    with pytest.raises(TypeError, match="seed"):
+        primary_row("B1", "synthetic", df, per_query=pq, image_of_caption=IOC)
     # a secondary row that would match the legacy matcher stays secondary next to a declared primary
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
     ledger_rows.write_claims(
@@ -534,7 +606,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
     )
     out = ledger_files.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic'")
     prim, sec = out[out["role"] == "primary"].iloc[0], out[out["role"] == "secondary"]
-    assert prim["n_boot"] == 300 and prim["effect"] == pytest.approx(np.mean(expected)) and len(sec) == 1
+    assert prim["test_images"] == IOC.max() + 1 and prim["effect"] == pytest.approx(np.mean(expected)) and len(sec) == 1
     wider = estimate(expected, row["query_var"]).interval(0.95)
     assert prim["ci95_high"] - prim["ci95_low"] == pytest.approx(wider[1] - wider[0])
     with pytest.raises(ValueError, match="measured in the notebook"):
@@ -665,3 +737,22 @@ def test_a_rows_verdict_does_not_depend_on_another_arms_noise(tmp_path):
     pd.testing.assert_series_equal(alone.query(key).iloc[0][cols], both.query(key).iloc[0][cols])
     r = both.query("id == 'S3' and role == 'primary' and dataset == 'synthetic'").iloc[0]
     assert r["family"] == "SAM" and r["delta"] == pytest.approx(0.5 * 27.05) and r["verdict"] == "reversed"
+
+
+def test_an_older_claim_files_bootstrap_variance_is_named_in_the_reason(tmp_path):
+    """A claim file written before the test images' variance (its ``n_boot`` column: a bootstrap over queries)
+    is read as it is, and the reason says that its interval counts the interaction twice."""
+    df, pq = _fake_runs()
+    row = _primary_row_b1(df, pq)
+    ledger_rows.write_claims([row], tmp_path, "bcls", "synthetic")
+    (path,) = tmp_path.rglob("*.csv")
+    pd.read_csv(path).rename(columns={"test_images": "n_boot"}).assign(n_boot=1000).to_csv(path, index=False)
+    prim = ledger_files.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic' and role == 'primary'").iloc[0]
+    assert prim["test_images"] == 0 and prim["query_var"] == pytest.approx(row["query_var"])
+    assert "older claim file's bootstrap over queries" in prim["reason"]
+
+
+def _primary_row_b1(df, pq) -> dict:
+    from reproduce.protocol.claim_rows import primary_row
+
+    return primary_row("B1", "synthetic", df, per_query=_by_seed(pq), image_of_caption=IOC)
