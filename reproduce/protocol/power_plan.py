@@ -13,7 +13,9 @@ The rule (``docs/protocol.md``, "Seeds beyond the pilot"), stated before any run
   gain seeds are written.
 
 The pilot is the ledger given (its path and sha256 go into the file). The added seeds are 0 … n − 1 beyond the
-pilot's, trained at the setting the pilot's tuning chose (the health check reads the pilot seeds only).
+pilot's, trained at the setting the pilot's tuning chose (the health check reads the pilot seeds only). With
+``--keep`` the file's earlier plan for the profile stays in force where it gives an arm more seeds (planned seeds are
+never taken back): each arm trains the larger of the two, and the file names both ledgers.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -91,8 +94,27 @@ def added_runs(plan: dict[str, dict[str, int]], profile_name: str) -> dict[str, 
     return out
 
 
-def toml_text(plans: dict[str, dict[str, dict[str, int]]], sources: dict[str, str]) -> str:
-    """``power_seeds.toml``: per profile its data sets' tables, each preceded by the ledger it came from."""
+def keep_larger(earlier: dict[str, dict[str, int]], new: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """``{data set: {"paper/arm": seeds}}``: every arm of either plan at the larger of its two seed counts."""
+    out = {data: dict(arms) for data, arms in earlier.items()}
+    for data, arms in new.items():
+        got = out.setdefault(data, {})
+        for key, n in arms.items():
+            got[key] = max(got.get(key, 0), n)
+    return out
+
+
+_SOURCE = re.compile(r"^# from (?P<source>.+)\n\[(?P<profile>[^.\]]+)\.(?P<data>[^\]]+)\]$", re.MULTILINE)
+
+
+def sources_of(text: str) -> dict[tuple[str, str], str]:
+    """``{(profile, data set): source}`` from the ``# from …`` line above each table of a ``power_seeds.toml``."""
+    return {(m["profile"], m["data"]): m["source"] for m in _SOURCE.finditer(text)}
+
+
+def toml_text(plans: dict[str, dict[str, dict[str, int]]], sources: dict) -> str:
+    """``power_seeds.toml``: per profile its data sets' tables, each preceded by the ledger it came from
+    (``sources``: by profile, or by (profile, data set))."""
     lines = [
         "# Seeds beyond the pilot's, per arm, that a power analysis of the pilot asked for",
         "# (reproduce/spec/power_seeds.py). Written by `python -m reproduce.protocol.power_plan`; the rule:",
@@ -100,7 +122,8 @@ def toml_text(plans: dict[str, dict[str, dict[str, int]]], sources: dict[str, st
     ]
     for profile in sorted(plans):
         for data in sorted(plans[profile]):
-            lines += ["", f"# from {sources.get(profile, 'an earlier ledger')}", f"[{profile}.{data}]"]
+            source = sources.get((profile, data)) or sources.get(profile, "an earlier ledger")
+            lines += ["", f"# from {source}", f"[{profile}.{data}]"]
             lines += [f"{json.dumps(k, ensure_ascii=False)} = {n}" for k, n in sorted(plans[profile][data].items())]
     return "\n".join(lines) + "\n"
 
@@ -110,6 +133,11 @@ def main(argv=None) -> int:
     ap.add_argument("--ledger", required=True, help="the pilot's claims.csv (results/claims.csv)")
     ap.add_argument("--profile", default="default", choices=sorted(PROFILES))
     ap.add_argument("--write", action="store_true", help=f"write the plan into {power_seeds.POWER_SEEDS_TOML.name}")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the file's earlier plan for the profile where it gives an arm more seeds (each arm: the larger)",
+    )
     a = ap.parse_args(argv)
     path = Path(a.ledger)
     try:
@@ -118,17 +146,26 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         ap.exit(2, f"{ap.prog}: {path}: {exc}\n")
     print(rows.to_string(index=False) if len(rows) else "no primary row with a paper effect")
+    target = power_seeds.POWER_SEEDS_TOML
+    plans: dict[str, dict[str, dict[str, int]]] = {}
+    for (profile, data), arms in power_seeds.load().items():
+        plans.setdefault(profile, {})[data] = arms
+    old_sources = sources_of(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    source = f"the ledger {path} (sha256 {digest}…)"
+    sources = {**old_sources, **{(a.profile, d): source for d in ("synthetic", "flickr8k")}}
+    if a.keep:
+        earlier = plans.get(a.profile, {})
+        for data in earlier:
+            was = old_sources.get((a.profile, data), "an earlier ledger")
+            sources[(a.profile, data)] = f"{source}, keeping where larger the seeds of the plan from {was}"
+        plan = keep_larger(earlier, plan)
     for data, n in added_runs(plan, a.profile).items():
         print(f"{data}: {len(plan[data])} arm(s) gain seeds, {n} run(s) added")
     if a.write:
-        plans = {}
-        for (profile, data), arms in power_seeds.load().items():
-            plans.setdefault(profile, {})[data] = arms
         plans[a.profile] = plan
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        source = f"the ledger {path} (sha256 {digest}…)"
-        atomic_write_text(power_seeds.POWER_SEEDS_TOML, toml_text(plans, {a.profile: source}))
-        print(f"written: {power_seeds.POWER_SEEDS_TOML}")
+        atomic_write_text(target, toml_text(plans, sources))
+        print(f"written: {target}")
     return 0
 
 

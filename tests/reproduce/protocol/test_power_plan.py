@@ -60,3 +60,31 @@ def test_the_command_writes_a_file_the_plan_reads_and_refuses_what_is_not_a_ledg
     with pytest.raises(SystemExit) as exc:
         power_plan.main(["--ledger", str(ledger)])
     assert exc.value.code == 2 and "no column(s)" in capsys.readouterr().err
+
+
+def test_keep_trains_each_arm_at_the_larger_of_the_earlier_and_the_new_plan(tmp_path, monkeypatch, capsys):
+    """The plan derived again from a later pilot (``--keep``): an arm the earlier plan gave more keeps them, an arm
+    the new plan asks more of gets them, and the file names both ledgers; without ``--keep`` the new plan replaces."""
+    ledger = tmp_path / "claims.csv"
+    pd.DataFrame([_row("B1", "flickr8k", 7), _row("B2", "flickr8k", 12)]).to_csv(ledger, index=False)
+    target = tmp_path / "power_seeds.toml"
+    target.write_text(
+        '# from the ledger old.csv (sha256 0123…)\n[default.flickr8k]\n"bcls/Triplet-HN" = 14\n"bcls/BCLS" = 9\n\n'
+        '# from the ledger paper.csv (sha256 abcd…)\n[paper.flickr8k]\n"bcls/BCLS" = 6\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(power_seeds, "POWER_SEEDS_TOML", target)
+    assert power_plan.main(["--ledger", str(ledger), "--write", "--keep"]) == 0
+    got = power_seeds.load()
+    assert got[("default", "flickr8k")] == {"bcls/Triplet-HN": 14, "bcls/Triplet-SN": 12, "bcls/BCLS": 12}
+    text = target.read_text()
+    assert "keeping where larger the seeds of the plan from the ledger old.csv (sha256 0123…)" in text
+    assert "# from the ledger paper.csv (sha256 abcd…)\n[paper.flickr8k]" in text  # another profile's source stays
+    assert power_plan.main(["--ledger", str(ledger), "--write"]) == 0
+    assert power_seeds.load()[("default", "flickr8k")] == {"bcls/Triplet-HN": 7, "bcls/Triplet-SN": 12, "bcls/BCLS": 12}
+    capsys.readouterr()
+
+
+def test_sources_of_reads_the_line_above_each_table():
+    text = power_plan.toml_text({"default": {"flickr8k": {"a/b": 6}, "synthetic": {"a/c": 7}}}, {"default": "X (1)"})
+    assert power_plan.sources_of(text) == {("default", "flickr8k"): "X (1)", ("default", "synthetic"): "X (1)"}
