@@ -24,9 +24,9 @@ Uncertainty
     se² = s_seed²/n + v_query, with Welch–Satterthwaite degrees of freedom df = (n − 1)·(se² / (s_seed²/n))²
     (v_query has ≈ I − 1 df: effectively infinite); with no per-query data (a notebook row), v_query = 0,
     df = n − 1 and the reason column says so. Not a bootstrap: a bootstrap over the queries of the
-    seed-averaged differences counts the interaction a second time (≈ MS_image/(n·I)), and resampling seeds and
-    queries together (Owen's pigeonhole bootstrap) a third. Fewer than 2 seeds: no interval, verdict
-    ``inconclusive``.
+    seed-averaged differences estimates MS_image/(n·I), which holds the interaction σ_c²/(nI) a second time, and
+    resampling seeds and queries together (Owen's pigeonhole bootstrap) a third. Fewer than 2 seeds: no interval,
+    verdict ``inconclusive``.
 
 Families and simultaneous intervals
     A claim's primary row is decided in its *family*: the primary rows of one paper on one data set (the
