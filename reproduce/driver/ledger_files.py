@@ -52,7 +52,7 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, stale
     results_dir = Path(results_dir)
     rows = _read_notebook_rows(results_dir, stale)
     df = build_ledger(rows, collapsed=collapsed)
-    health_known = collapsed is not None or any("collapsed" in r for r in rows)
+    health_known = collapsed is not None or any("collapsed" in r or "failed_seeds" in r for r in rows)
     df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))
     banner = smoke_banner(results_dir)

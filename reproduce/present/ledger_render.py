@@ -141,8 +141,8 @@ def legend_markdown() -> str:
 
 NO_HEALTH = (
     "**Training health was not evaluated for this ledger** (no collapse information reached it): "
-    "a verdict whose arm collapsed reads as a method effect here but would be `not testable` — read such "
-    "rows as provisional."
+    "a verdict whose arm collapsed reads as a method effect here, without its failure rate and its verdict "
+    "without the failed seeds — read such rows as provisional."
 )
 
 

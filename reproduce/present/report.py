@@ -98,8 +98,8 @@ def collapse_note() -> str:
     return (
         f"{COLLAPSE_MARK} k/n collapsed: k of the row's n runs ended collapsed at the selected checkpoint "
         f"(validation RSUM ≤ {h.COLLAPSE_RSUM_FACTOR:g}× chance, or diverged; a narrow cone of the embeddings "
-        "is shown but never counts) — such a row measures a training failure, not the method; a primary claim "
-        "on it is not testable unless the claim predicts that failure."
+        "is shown but never counts) — such a row measures a training failure, not the method; the ledger decides "
+        "a primary claim on all seeds and again without the failed ones, unless the claim predicts that failure."
     )
 
 

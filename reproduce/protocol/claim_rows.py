@@ -45,8 +45,8 @@ def _metric_per_seed(df: pd.DataFrame, arm, metric) -> pd.Series:
     return pd.concat(parts, axis=1).dropna().mean(axis=1)
 
 
-def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[float], str]:
-    """Per-seed effects of an arm contrast and a note naming what was compared.
+def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[float], str, list[int], list[str]]:
+    """Per-seed effects of an arm contrast, a note naming what was compared, their seeds and the arms compared.
 
     ``versus="mean"``: A − mean(B) (one arm B is its own mean). ``versus="each"``: per seed the smallest
     A − B over the arms B of the list that the results have (an intersection–union test: the effect is
@@ -69,14 +69,36 @@ def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[floa
             diffs.append(scale * (a - _metric_per_seed(results, b, m)))
     table = pd.concat(diffs, axis=1).dropna().sort_index()
     effects = [float(x) for x in table.min(axis=1)] if len(diffs) > 1 else [float(x) for x in table.iloc[:, 0]]
+    seeds = [int(s) for s in table.index]
+    arms = [n for arm in (p.arm_a, *others) for n in (arm if isinstance(arm, tuple) else (arm,))]
     if len(diffs) == 1:
-        return effects, ""
+        return effects, "", seeds, arms
     where = "each of " + ", ".join(others) if p.versus == "each" else str(p.arm_b)
     co = f" and {p.co_scale:g} × the co-primary {p.co_metric_for(dataset)}" if p.co_metric is not None else ""
     return (
         effects,
         f"effect per seed = the smallest difference: {p.arm_a} − {where}, on {metric_text(metrics[0][0])}{co}",
+        seeds,
+        arms,
     )
+
+
+def failed_seeds(results: pd.DataFrame, arms: list[str], seeds: list[int], predicted_to_fail: str = "") -> tuple:
+    """``(failed, text)``: the seeds of ``seeds`` on which an arm of ``arms`` failed — its run is collapsed
+    (``results``' ``collapsed`` column: :func:`coherent_itr.health.is_collapsed`, the failure definition of
+    ``docs/protocol.md``) —, and each failing arm's failure rate in words ("Triplet-HN failed 2 of 29 seeds (3,
+    17)"); ``(None, "")`` when ``results`` has no health column. The arm the claim predicts to fail is not
+    counted: its collapse is the predicted outcome."""
+    if "collapsed" not in results.columns:
+        return None, ""
+    failed, parts = set(), []
+    for arm in dict.fromkeys(a for a in arms if a != predicted_to_fail):
+        sub = results[(results["arm"] == arm) & results["seed"].isin(seeds)]
+        bad = sorted(int(s) for s in sub.loc[sub["collapsed"].astype(bool), "seed"])
+        if bad:
+            failed |= set(bad)
+            parts.append(f"{arm} failed {len(bad)} of {len(sub)} seeds ({', '.join(map(str, bad))})")
+    return sorted(failed), "; ".join(parts)
 
 
 def metric_text(m) -> str:
@@ -100,7 +122,8 @@ def primary_row(
             "not as a difference of two arms"
         )
     metric = p.metric_for(dataset)
-    effects, compared = _contrast_effects(results, p, dataset)
+    effects, compared, seeds, arms = _contrast_effects(results, p, dataset)
+    failed, failures = failed_seeds(results, arms, seeds, p.predicted_to_fail)
     query_var, images = 0.0, 0
     if (
         per_query
@@ -146,7 +169,14 @@ def primary_row(
     missing = set(NOTEBOOK_COLUMNS) - set(row)
     if missing:
         raise AssertionError(f"primary_row lacks claim-file columns {sorted(missing)}")
-    return {**row, "role": "primary", "query_var": query_var, "test_images": images}
+    return {
+        **row,
+        "role": "primary",
+        "query_var": query_var,
+        "test_images": images,
+        "seeds": ";".join(map(str, seeds)),
+        **({} if failed is None else {"failed_seeds": ";".join(map(str, failed)), "failures": failures}),
+    }
 
 
 # --- curve contrasts (notebook-measured primaries: "converges faster", "similarities approach 1") ----------

@@ -52,8 +52,12 @@ Verdicts (direction claim, interval [L, U] at the family's level)
     * ``ruled out``: L ≤ 0 ≤ U < δ — even half the claimed gain is excluded.
     * ``inconclusive``: anything else (the interval contains 0 and reaches δ, or there is no δ); tagged
       *underpowered* when the planned power at 1× the paper's effect is below POWER.
-    * ``not testable``: an arm of the contrast is collapsed (``coherent_itr.health.is_collapsed``) and the
-      claim does not predict that arm fails: the comparison would measure a training failure.
+    * failed seeds: a seed on which an arm's run collapsed (``coherent_itr.health.is_collapsed``; an arm the claim
+      predicts to fail is not counted) is a failure of that arm. The row is decided as above on all its seeds,
+      and again, beside it, on the seeds without a failure (``reproduce.protocol.ledger_rows``:
+      ``failures``, ``without_failures``).
+    * ``not testable``: only a row of a claim file written before the failed seeds (no ``failed_seeds`` column)
+      with a collapsed arm: the comparison would measure a training failure.
     Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
     (TOST at ALPHA/m), ``ruled out`` when it lies entirely outside, else ``inconclusive``. Identity claim:
     ``reproduced`` when the largest deviation is within the tolerance, else ``ruled out``.
@@ -112,8 +116,9 @@ LEGEND = {
     "inconclusive": "none of the above: the interval contains 0 and reaches δ (or the claim has no δ), fewer "
     "than 2 seeds give no interval, or the contrast was not computed (the reason column says which); "
     "*underpowered* when the seeds had < 80% power at the paper's effect.",
-    "not testable": "an arm of the contrast is collapsed (coherent_itr.health.is_collapsed): the comparison "
-    "would measure a training failure, not the method.",
+    "not testable": "a row of an older claim file whose arm collapsed (coherent_itr.health.is_collapsed): the "
+    "comparison would measure a training failure, not the method. A current row is decided on all its seeds and, "
+    "beside it, without the seeds on which an arm failed (the failures column).",
 }
 RULE = (
     f"interval: Bonferroni at 1 − {ALPHA:g}/m over the m claims of a paper on a data set (seeds + test "

@@ -77,6 +77,8 @@ COLUMNS = [
     "underpowered",
     "stability",
     "fragile",
+    "failures",
+    "without_failures",
     "smaller_than_paper",
     "larger_than_paper",
     "verdict",
@@ -98,7 +100,16 @@ STALE_PREFIX = "STALE"  # how the note of a row from a stale claim file starts (
 
 _RECORD_KEY = re.compile(r"^[a-z][a-z0-9_]*_[a-z0-9_]+$|^rsum$")
 
-EXTRA_NOTEBOOK_COLUMNS = ["role", "query_var", "test_images", "collapsed", "collapse_reason"]
+EXTRA_NOTEBOOK_COLUMNS = [
+    "role",
+    "query_var",
+    "test_images",
+    "collapsed",
+    "collapse_reason",
+    "seeds",
+    "failed_seeds",
+    "failures",
+]
 
 
 def write_claims(claims: list, results_dir: str | os.PathLike, paper: str, data: str) -> pd.DataFrame:
@@ -217,6 +228,22 @@ def _collapsed(row: dict, c, dataset: str, collapsed: dict | None) -> tuple[bool
     return False, ""
 
 
+def _seed_list(row: dict, key: str) -> tuple[int, ...] | None:
+    """A claim file's ';'-separated seed numbers (``seeds``, ``failed_seeds``): None where the cell is missing (a file
+    written before the failure rate), () where it is empty."""
+    if key not in row:
+        return None
+    cell = row.get(key)
+    if cell is None or (isinstance(cell, float) and not np.isfinite(cell)) or str(cell).strip() == "":
+        return ()
+    try:
+        return tuple(int(float(x)) for x in str(cell).split(";"))
+    except ValueError as e:
+        raise ValueError(
+            f"claim {row.get('id')} ({row.get('dataset')}): {key} {cell!r} is not a ';'-separated list of seeds"
+        ) from e
+
+
 def _direction(kind: str) -> str:
     return {"direction": "A − B > 0", "equivalence": "|A − B| < T", "identity": "|deviation| ≤ tolerance"}.get(kind, "")
 
@@ -247,6 +274,8 @@ class LedgerRow:
     collapsed: bool  # an arm of the row collapsed (a failure the verdict reports)
     collapse_reason: str
     query_bootstrap: bool = False  # an older claim file: its query_var is a bootstrap over queries
+    seed_ids: tuple[int, ...] | None = None  # the seeds of seed_values (None: a file without them)
+    failed: tuple[int, ...] = ()  # the seeds on which an arm failed (claim_rows.failed_seeds)
     missing: str = ""  # a placeholder's reason: no notebook row is this primary
     alpha: float = ALPHA  # the level its interval is at: its family's, or ALPHA
     # the test (_add_test)
@@ -280,8 +309,11 @@ class LedgerRow:
     underpowered: bool | None = None
     stability: float = math.nan
     fragile: bool | None = None
+    # an arm's failed seeds (_decide_row): the failure rates, and the verdict on the seeds without a failure
+    failures: str = ""
+    without_failures: str = ""
 
-    _PASSED_ON = ("estimate", "seed_values", "collapsed", "collapse_reason", "missing", "alpha")
+    _PASSED_ON = ("estimate", "seed_values", "collapsed", "collapse_reason", "missing", "alpha", "seed_ids", "failed")
     _PRIMARY_ONLY = ("power", "seeds_for_power", "power_note", "underpowered", "stability", "fragile")
 
     def columns(self) -> dict:
@@ -382,7 +414,11 @@ def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> LedgerR
     sign = int(c.primary.legacy_for(data).get("sign") or 1) if is_primary and role != "primary" else 1
     est, eff = row_estimate(r, sign)
     prim = c.primary if is_primary else None
-    is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
+    failed = _seed_list(r, "failed_seeds")
+    if failed is not None:  # a row that carries its failed seeds is decided on all seeds, and without them
+        is_col, why = False, ""
+    else:
+        is_col, why = _collapsed(r, c if is_primary else None, data, collapsed)
     return LedgerRow(
         id=r.get("id"),
         paper=_text_or(r, "paper", c.paper if c else ""),
@@ -404,6 +440,9 @@ def _ledger_row(r: dict, c, is_primary: bool, collapsed: dict | None) -> LedgerR
         seed_values=eff,
         collapsed=is_col,
         collapse_reason=why,
+        seed_ids=_seed_list(r, "seeds") or None,
+        failed=failed or (),
+        failures=_text_or(r, "failures", "") if failed is not None else "",
     )
 
 
@@ -539,7 +578,27 @@ def _decide_row(row: LedgerRow) -> None:
     )
     if kind in ("direction", "equivalence") and est.n >= 2:
         why += _interval_notes(row)
+    if row.failed and kind in ("direction", "equivalence"):
+        row.without_failures = _without_failures(row)
+        failures = row.failures or "failed seeds " + ", ".join(map(str, row.failed))
+        why += f"; {failures}; without them: {row.without_failures}"
     row.verdict, row.reason, row.ci_low, row.ci_high = verdict, why, lo, hi
+
+
+def _without_failures(row: LedgerRow) -> str:
+    """The row decided again on the seeds on which no arm failed, at its level and δ, with the test images' variance
+    of all its seeds (module doc of :mod:`.ledger`): "reproduced [L, U] on n seeds", or why there is no interval."""
+    if row.seed_values is None or row.seed_ids is None or len(row.seed_ids) != len(row.seed_values):
+        return "not computed (the claim file's seeds do not match its per-seed effects)"
+    kept = [e for s, e in zip(row.seed_ids, row.seed_values) if s not in set(row.failed)]
+    if not kept:
+        return "no seed without a failure"
+    est = estimate(kept, row.estimate.query_var)
+    tol = row.tolerance if row.kind == "identity" else None
+    verdict, _, lo, hi = decide(row.kind, est, row.alpha, row.delta, row.paper_effect, tolerance=tol)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{verdict} ({len(kept)} seed(s): no interval)"
+    return f"{verdict} [{lo:.3g}, {hi:.3g}] on {len(kept)} seeds"
 
 
 def _interval_notes(row: LedgerRow) -> str:
