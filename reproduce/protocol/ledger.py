@@ -21,12 +21,15 @@ Uncertainty
       σ_a² + σ_c²/I: the interaction is already in the seed variance);
     * test images: v_query = max(0, MS_image − MS_resid) / (n·I), the images' own part σ_b²/I, common to all
       seeds (:func:`image_variance`).
-    se² = s_seed²/n + v_query, with Welch–Satterthwaite degrees of freedom df = (n − 1)·(se² / (s_seed²/n))²
-    (v_query has ≈ I − 1 df: effectively infinite); with no per-query data (a notebook row), v_query = 0,
-    df = n − 1 and the reason column says so. Not a bootstrap: a bootstrap over the queries of the
-    seed-averaged differences estimates MS_image/(n·I), which holds the interaction σ_c²/(nI) a second time, and
-    resampling seeds and queries together (Owen's pigeonhole bootstrap) a third. Fewer than 2 seeds: no interval,
-    verdict ``inconclusive``.
+    se² = s_seed²/n + v_query, with df = n − 1; with no per-query data (a notebook row), v_query = 0 and the
+    reason column says so. The df are those of the seed part alone: conservative, since v_query is nearly known
+    (≈ I − 1 df). Welch–Satterthwaite's df, computed from the estimated seed variance, are anti-conservative at a
+    family's level when v_query is a small part of se² (as it is now): at 5 seeds and ALPHA/9 its per-row error
+    is 1.9–2.2× the level for v_query/(s_seed²/n) = 0.05–0.3, while n − 1 keeps it at 0.03–0.44× (simulated;
+    ``tests/reproduce/protocol/test_verdicts_simulation.py``); from 15 seeds on both are within 1.1×.
+    Not a bootstrap: a bootstrap over the queries of the seed-averaged differences estimates MS_image/(n·I), which
+    holds the interaction σ_c²/(nI) a second time, and resampling seeds and queries together (Owen's pigeonhole
+    bootstrap) a third. Fewer than 2 seeds: no interval, verdict ``inconclusive``.
 
 Families and simultaneous intervals
     A claim's primary row is decided in its *family*: the primary rows of one paper on one data set (the
@@ -66,8 +69,10 @@ Verdicts (direction claim, interval [L, U] at the family's level)
 
 Power and the seeds a claim needs (primary direction rows with a paper effect)
     Power at θ: P(L > 0) for a true effect θ = the paper's, at the row's measured s_seed and v_query and
-    family level: with se(n)² = s_seed²/n + v_query and df(n) as above, power = P(T' > t_{1 − α/2, df}) for T'
-    noncentral t with noncentrality θ/se(n) (:func:`power_at`). ``seeds_for_power`` is the smallest n ≤ SEED_CAP
+    family level: the probability that the rule's own interval (se(n)² = s²/n + v_query, df = n − 1) lies above 0
+    when the per-seed effects are N(θ + q, s_seed²) with a common q ~ N(0, v_query) (:func:`power_at`: an integral
+    over the seed variance's χ²; the noncentral t's power when v_query = 0). ``seeds_for_power`` is the smallest
+    n ≤ SEED_CAP
     with power ≥ POWER (:func:`seeds_for_power`); when even n → ∞ falls short (θ/√v_query < z_{1 − α/2} +
     z_POWER) the row says so: the test set's own variance, not the seeds, limits it — more test queries would.
     The sd of 5 seeds is itself uncertain (its 95% interval spans about 0.6–2.9× the estimate): the seed
@@ -197,7 +202,7 @@ def estimate(seed_effects, query_var: float = 0.0) -> Estimate:
         return Estimate(float(v.mean()), math.nan, math.nan, n, query_var)
     seed_var = float(v.var(ddof=1)) / n
     se2 = seed_var + max(0.0, float(query_var))
-    df = (n - 1) * (se2 / seed_var) ** 2 if seed_var > 0 else math.inf
+    df = float(n - 1)
     return Estimate(float(v.mean()), math.sqrt(se2), df, n, float(query_var))
 
 
@@ -364,41 +369,42 @@ def bonferroni(p: float, m: int) -> float:
 
 
 # --- power and the seeds a claim needs -----------------------------------------------------------
-def welch_se_df(seed_var, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
-    """se = √(seed_var + query_var) and the Welch–Satterthwaite df = (n − 1)·(se² / seed_var)² of the module doc
-    (∞ without seed spread), vectorised: ``seed_var`` is the seed part s²/n of the squared standard error."""
+def se_df(seed_var, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
+    """se = √(seed_var + query_var) and df = n − 1 of the module doc, vectorised: ``seed_var`` is the seed part s²/n
+    of the squared standard error."""
     seed_var, n = np.asarray(seed_var, dtype=float), np.asarray(n, dtype=float)
     se2 = seed_var + max(0.0, float(query_var))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(seed_var > 0, (n - 1) * (se2 / np.where(seed_var > 0, seed_var, 1.0)) ** 2, np.inf)
-    return np.sqrt(se2), df
+    return np.sqrt(se2), np.broadcast_to(n - 1, se2.shape).astype(float)
 
 
 def _se_df(seed_sd: float, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
-    """se(n) and df(n) with ``n`` seeds of per-seed sd ``seed_sd`` (:func:`welch_se_df`), vectorised over ``n``."""
+    """se(n) and df(n) with ``n`` seeds of per-seed sd ``seed_sd`` (:func:`se_df`), vectorised over ``n``."""
     n = np.asarray(n, dtype=float)
-    return welch_se_df(seed_sd**2 / n, query_var, n)
+    return se_df(seed_sd**2 / n, query_var, n)
+
+
+POWER_NODES = 400  # quadrature nodes over the seed variance's χ² distribution (power_at)
 
 
 def power_at(effect: float, seed_sd: float, query_var: float, n, alpha: float) -> np.ndarray | float:
-    """P(the interval at level 1 − ``alpha`` lies above 0) for a true ``effect`` > 0 with ``n`` seeds of
-    per-seed sd ``seed_sd`` and a common test-set variance ``query_var`` (module doc; noncentral t)."""
+    """P(the interval at level 1 − ``alpha`` lies above 0) for a true ``effect`` > 0 with ``n`` ≥ 2 seeds of
+    per-seed sd ``seed_sd`` and a common test-set variance ``query_var`` (module doc), vectorised over ``n``.
+
+    The rule's own test under the model: θ̂ ~ N(θ, σ²/n + v) independent of s² ~ σ²·χ²_{n−1}/(n−1), so
+    P(θ̂ − t_{1−α/2, n−1}·√(s²/n + v) > 0) = E_{s²}[Φ((θ − t·√(s²/n + v)) / √(σ²/n + v))], by the midpoint rule
+    over POWER_NODES equal-probability bins of the χ² (v = 0: the noncentral t's power; σ = 0: Φ(θ/√v − t))."""
     if not (np.isfinite(effect) and np.isfinite(seed_sd) and seed_sd >= 0 and np.isfinite(query_var)):
         return math.nan
-    se, df = _se_df(seed_sd, query_var, n)
-    crit = np.where(np.isfinite(df), stats.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, 1.0)), 0.0)
-    crit = np.where(np.isfinite(df), crit, stats.norm.ppf(1 - alpha / 2))
+    n = np.asarray(n, dtype=float)
+    v = max(0.0, float(query_var))
+    crit = stats.t.ppf(1 - alpha / 2, n - 1)
+    u = (np.arange(POWER_NODES) + 0.5) / POWER_NODES
+    chi = stats.chi2.ppf(u.reshape(-1, *([1] * n.ndim)), n - 1) / (n - 1)
+    se_hat = np.sqrt(seed_sd**2 * chi / n + v)
+    sd_true = np.sqrt(seed_sd**2 / n + v)
     with np.errstate(divide="ignore", invalid="ignore"):
-        nc = np.where(se > 0, effect / np.where(se > 0, se, 1.0), np.inf)
-        p = np.where(
-            np.isinf(nc),
-            1.0,
-            np.where(
-                np.isfinite(df),
-                stats.nct.sf(crit, np.where(np.isfinite(df), df, 1.0), np.where(np.isinf(nc), 0.0, nc)),
-                stats.norm.sf(crit - np.where(np.isinf(nc), 0.0, nc)),
-            ),
-        )
+        z = np.where(sd_true > 0, (effect - crit * se_hat) / np.where(sd_true > 0, sd_true, 1.0), np.inf)
+    p = stats.norm.cdf(z).mean(axis=0)
     return float(p) if np.ndim(p) == 0 else p
 
 
@@ -469,7 +475,7 @@ def stability(
     rng = np.random.default_rng(seed)
     qv = max(0.0, float(query_var or 0.0))
     res = e[rng.integers(0, n, size=(n_boot, n))] + rng.normal(0.0, math.sqrt(qv), size=(n_boot, 1))
-    se, df = welch_se_df(res.var(axis=1, ddof=1) / n, qv, n)
+    se, df = se_df(res.var(axis=1, ddof=1) / n, qv, n)
     codes = decide_codes(kind, res.mean(axis=1), se, df, alpha, delta)
     return float((codes == VERDICTS.index(verdict)).mean())
 

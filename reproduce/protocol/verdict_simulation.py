@@ -40,7 +40,7 @@ from reproduce.protocol.ledger import (
     decide_codes,
     power_at,
     smallest_effect,
-    welch_se_df,
+    se_df,
 )
 from reproduce.spec.paths import ROOT
 
@@ -83,7 +83,7 @@ def simulate_row(
     rng = np.random.default_rng(0) if rng is None else rng
     qv = max(0.0, float(query_var))
     e = theta + rng.normal(0, math.sqrt(qv), (draws, 1)) + rng.normal(0, seed_sd, (draws, n_seeds))
-    se, df = welch_se_df(e.var(axis=1, ddof=1) / n_seeds, qv, n_seeds)
+    se, df = se_df(e.var(axis=1, ddof=1) / n_seeds, qv, n_seeds)
     return decide_codes("direction", e.mean(axis=1), se, df, alpha, delta)
 
 

@@ -30,28 +30,26 @@ from reproduce.protocol.ledger import (
 @pytest.mark.parametrize("seed_sd, query_var, n", [(5.0, 0.0, 5), (7.0, 3.0, 5), (2.0, 1.0, 12), (1.0, 4.0, 3)])
 def test_power_at_against_a_simulation_of_the_interval(seed_sd, query_var, n):
     """Draw per-seed effects from the model (a common test-set shift + seed noise), build the interval as the
-    ledger does by hand (mean, s/√n and the query variance, Welch–Satterthwaite df, t quantile) and count how
-    often it lies above 0. Without a test-set variance the formula is exact (within 1.5 points at 40 000 draws);
-    with one, Welch's random df makes the interval narrower than its nominal level, so the formula (at the
-    true sd) under-states the power: never above the simulation, and at most 6 points below it."""
+    ledger does by hand (mean, s/√n and the query variance, n − 1 df, t quantile) and count how often it lies
+    above 0: the formula (at the true sd) is that share, with or without a test-set variance (within 1.5 points
+    at 40 000 draws)."""
     effect, alpha, draws = 6.0, 0.05 / 7, 40_000
     rng = np.random.default_rng(n)
     e = effect + rng.normal(0, math.sqrt(query_var), (draws, 1)) + rng.normal(0, seed_sd, (draws, n))
     mean, seed_var = e.mean(axis=1), e.var(axis=1, ddof=1) / n
     se = np.sqrt(seed_var + query_var)
-    df = (n - 1) * (se**2 / seed_var) ** 2
-    simulated = np.mean(mean - stats.t.ppf(1 - alpha / 2, df) * se > 0)
-    formula = power_at(effect, seed_sd, query_var, n, alpha)
-    if query_var == 0:
-        assert formula == pytest.approx(simulated, abs=0.015)
-    else:
-        assert simulated - 0.06 <= formula <= simulated + 0.005
+    simulated = np.mean(mean - stats.t.ppf(1 - alpha / 2, n - 1) * se > 0)
+    assert power_at(effect, seed_sd, query_var, n, alpha) == pytest.approx(simulated, abs=0.015)
 
 
-def test_power_without_seed_noise_is_the_normal_closed_form():
-    # sd 0: se = √v_query with infinite df → Φ(θ/√v − z_{1 − α/2})
+def test_power_in_closed_form_without_seed_noise_or_without_a_test_set_variance():
+    # sd 0: se = √v_query exactly, and the interval takes t_{n − 1} → Φ(θ/√v − t_{1 − α/2, n − 1})
     got = power_at(3.0, 0.0, 1.0, 5, 0.05)
-    assert got == pytest.approx(stats.norm.cdf(3.0 - stats.norm.ppf(0.975)))
+    assert got == pytest.approx(stats.norm.cdf(3.0 - stats.t.ppf(0.975, 4)))
+    # v_query 0: Student's t test → the noncentral t's power
+    for sd, n in ((5.0, 5), (1.0, 3), (4.0, 12)):
+        want = stats.nct.sf(stats.t.ppf(1 - 0.01 / 2, n - 1), n - 1, 6.0 / (sd / math.sqrt(n)))
+        assert power_at(6.0, sd, 0.0, n, 0.01) == pytest.approx(want, abs=1e-4)
     assert math.isnan(power_at(math.nan, 1.0, 0.0, 5, 0.05))
 
 
