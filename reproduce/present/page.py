@@ -217,9 +217,9 @@ class Page:
             df = self.study.results(p.paper)
             pq = None
             if p.metric_for(self.data) == "rsum" and not isinstance(p.arm_a, tuple) and not isinstance(p.arm_b, tuple):
-                pq = {a: per_query_of(self.study, p.paper, a) for a in (p.arm_a, p.arm_b)}
-                if ioc is None:
+                if ioc is None:  # loaded once for every row and arm of the page
                     ioc = self.study.splits().test.image_of_caption
+                pq = {a: per_query_of(self.study, p.paper, a, ioc) for a in (p.arm_a, p.arm_b)}
             rows.append(primary_row(c.id, self.data, df, per_query=pq, image_of_caption=ioc))
         return rows
 

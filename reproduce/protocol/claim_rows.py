@@ -2,8 +2,8 @@
 
     from reproduce.protocol.claim_rows import primary_row, per_query_of, collapsed_arms
     df = st.results("bcls")
-    pq = {arm: per_query_of(st, "bcls", arm) for arm in ("Triplet-SN", "Triplet-HN")}
     ioc = st.splits().test.image_of_caption
+    pq = {arm: per_query_of(st, "bcls", arm, ioc) for arm in ("Triplet-SN", "Triplet-HN")}
     row = primary_row("B1", "synthetic", df, per_query=pq, image_of_caption=ioc)  # → a claim-file row, role "primary"
 
 The contrast (arms, metric, direction) comes from :mod:`reproduce.spec.claims`; the notebook never
@@ -230,12 +230,13 @@ def _common_seeds(a: dict, b: dict) -> tuple[list, list]:
     return [a[s] for s in seeds], [b[s] for s in seeds]
 
 
-def per_query_of(study, paper: str, arm: str) -> dict[int, dict]:
+def per_query_of(study, paper: str, arm: str, image_of_caption=None) -> dict[int, dict]:
     """``{seed: per_query_recall(...)}`` of one arm, in seed order (:func:`~reproduce.protocol.ledger.
     per_query_recall`), from the runs' stored test embeddings (``RunResult.arrays['test_img'|'test_cap']``), or from
     the per-query hits a run imported without its embeddings carries (``'pq_i2t'|'pq_t2i'``:
-    :mod:`reproduce.driver.run_archive`)."""
-    ioc = None
+    :mod:`reproduce.driver.run_archive`). ``image_of_caption``: the test split's, if the caller has it (else it is
+    loaded when a run needs it)."""
+    ioc = image_of_caption
     out = []
     for a, cfg, res in study._runs(paper, None):
         if a.name != arm:

@@ -377,12 +377,6 @@ def se_df(seed_var, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
     return np.sqrt(se2), np.broadcast_to(n - 1, se2.shape).astype(float)
 
 
-def _se_df(seed_sd: float, query_var: float, n) -> tuple[np.ndarray, np.ndarray]:
-    """se(n) and df(n) with ``n`` seeds of per-seed sd ``seed_sd`` (:func:`se_df`), vectorised over ``n``."""
-    n = np.asarray(n, dtype=float)
-    return se_df(seed_sd**2 / n, query_var, n)
-
-
 POWER_NODES = 400  # quadrature nodes over the seed variance's χ² distribution (power_at)
 
 

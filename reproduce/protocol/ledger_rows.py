@@ -146,16 +146,23 @@ def _count(row: dict, key: str) -> int:
     return int(v) if np.isfinite(v) else 0
 
 
+def _semicolon_list(row: dict, key: str, convert, what: str) -> list:
+    """A claim file's ';'-separated cell ``key`` converted item by item; a ValueError naming the claim, its data set,
+    the column and the cell where an item is not one of ``what``."""
+    cell = row.get(key)
+    try:
+        return [convert(x) for x in str(cell).split(";")]
+    except ValueError as e:
+        raise ValueError(
+            f"claim {row.get('id')} ({row.get('dataset')}): {key} {cell!r} is not a ';'-separated list of {what}"
+        ) from e
+
+
 def _seed_effects(row: dict) -> list[float] | None:
     s = row.get("seed_effects")
     if not isinstance(s, str) or not s.strip():
         return None
-    try:
-        return [float(x) for x in s.split(";")]
-    except ValueError as e:
-        raise ValueError(
-            f"claim {row.get('id')} ({row.get('dataset')}): seed_effects {s!r} is not a ';'-separated list of numbers"
-        ) from e
+    return _semicolon_list(row, "seed_effects", float, "numbers")
 
 
 def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None]:
@@ -166,7 +173,7 @@ def row_estimate(row: dict, sign: int = 1) -> tuple[Estimate, list[float] | None
         eff = [sign * e for e in eff]
         qv = as_float(row.get("query_var"))
         return estimate(eff, qv if np.isfinite(qv) else 0.0), eff
-    n = int(as_float(row.get("n_seeds")) or 0) if np.isfinite(as_float(row.get("n_seeds"))) else 0
+    n = _count(row, "n_seeds")
     lo, hi = as_float(row.get("ci_low")), as_float(row.get("ci_high"))
     if sign < 0:
         lo, hi = -hi, -lo
@@ -236,12 +243,7 @@ def _seed_list(row: dict, key: str) -> tuple[int, ...] | None:
     cell = row.get(key)
     if cell is None or (isinstance(cell, float) and not np.isfinite(cell)) or str(cell).strip() == "":
         return ()
-    try:
-        return tuple(int(float(x)) for x in str(cell).split(";"))
-    except ValueError as e:
-        raise ValueError(
-            f"claim {row.get('id')} ({row.get('dataset')}): {key} {cell!r} is not a ';'-separated list of seeds"
-        ) from e
+    return tuple(_semicolon_list(row, key, lambda x: int(float(x)), "seeds"))
 
 
 def _direction(kind: str) -> str:
@@ -590,7 +592,8 @@ def _without_failures(row: LedgerRow) -> str:
     of all its seeds (module doc of :mod:`.ledger`): "reproduced [L, U] on n seeds", or why there is no interval."""
     if row.seed_values is None or row.seed_ids is None or len(row.seed_ids) != len(row.seed_values):
         return "not computed (the claim file's seeds do not match its per-seed effects)"
-    kept = [e for s, e in zip(row.seed_ids, row.seed_values) if s not in set(row.failed)]
+    failed = set(row.failed)
+    kept = [e for s, e in zip(row.seed_ids, row.seed_values) if s not in failed]
     if not kept:
         return "no seed without a failure"
     est = estimate(kept, row.estimate.query_var)
