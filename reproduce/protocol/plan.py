@@ -261,9 +261,9 @@ def cpu_line(profile_name: str) -> str:
         )
     return (
         f"plan [{profile_name}]: runs train on this CPU, {here}, not the run archive's ({runs.REFERENCE_CPU}): their "
-        "numbers differ, so they have keys of their own and the archive's runs serve only with --runs-from; the data "
-        "caches (image features, caption embeddings) are not keyed by CPU: a cache shared with another CPU gives "
-        "this CPU's runs that CPU's data, so give this one a COHERENT_ITR_CACHE of its own"
+        "numbers differ, so they have keys of their own and the archive's runs serve only with --runs-from; image "
+        "features and caption embeddings are computed here too, in cache folders named for this CPU "
+        "(coherent_itr.determinism.cpu_tag)"
     )
 
 

@@ -50,6 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import code_identity, paths
+from .determinism import REFERENCE_CPU, cpu_identity  # noqa: F401 — the run key names the CPU; re-exported
 from .config import Config
 from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 
@@ -310,34 +311,6 @@ def pinned_threads(n: int):
             yield
     finally:
         torch.set_num_threads(prev)
-
-
-# The CPU whose runs keep the keys they had before a CPU run's key named its CPU: that of the committed run archive
-# (results/runs/). Runs on any other CPU get keys of their own (:func:`device_numerics`).
-REFERENCE_CPU = "AuthenticAMD/AVX2"
-
-
-@lru_cache(maxsize=1)
-def cpu_identity() -> str:
-    """The CPU's vendor and the instruction set of torch's CPU kernels on it (``torch.backends.cpu.
-    get_cpu_capability()``; ``$ATEN_CPU_CAPABILITY`` can lower it), e.g. ``"AuthenticAMD/AVX2"`` or
-    ``"GenuineIntel/AVX512"``. A run's float32 numbers depend on it: one synthetic run of 5 epochs reached validation
-    RSUM 115.72 with the AVX2 kernels and 119.04 with the DEFAULT ones, on one machine. The vendor is
-    ``/proc/cpuinfo``'s ``vendor_id`` (the math libraries choose code paths by vendor too), else the machine type."""
-    import platform
-
-    import torch
-
-    vendor = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    vendor = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{vendor or platform.machine() or 'unknown'}/{torch.backends.cpu.get_cpu_capability()}"
 
 
 def device_numerics(config: Config) -> dict:

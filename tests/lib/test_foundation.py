@@ -226,3 +226,17 @@ def test_config_keys_are_pinned():
     sam = Config(data="flickr8k", relevance="sbert", loss="sam", lr=6e-4, warmup_epochs=1, seed=3)
     assert sam.key() == "8cfac562ea27f179"
     assert Config(loss="triplet", loss_params={"margin": np.float32(0.1)}).key() == "304b53601c8307e1"
+
+
+def test_the_cpu_tag_names_a_cpu_other_than_the_reference_in_a_safe_file_name(monkeypatch):
+    """Data computed on the reference CPU keep their cache names (an empty tag); another CPU's get its vendor and
+    instruction set, with any character a folder name should not hold replaced."""
+    from coherent_itr import determinism
+
+    assert runs.cpu_identity is determinism.cpu_identity and runs.REFERENCE_CPU == determinism.REFERENCE_CPU
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: determinism.REFERENCE_CPU)
+    assert determinism.cpu_tag() == ""
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    assert determinism.cpu_tag() == "@GenuineIntel-AVX512"
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: "Some Vendor/../x:y")
+    assert determinism.cpu_tag() == "@Some-Vendor-..-x-y" and "/" not in determinism.cpu_tag()

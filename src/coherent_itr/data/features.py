@@ -38,6 +38,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..determinism import cpu_tag
 from ..io import atomic_save_npz, load_npz
 from ..paths import cache_dir as _cache_root
 
@@ -62,11 +63,13 @@ def weights_path() -> Path:
 
 
 def encoder_key(precision: str = "float32", batch_size: int = FEATURE_BATCH) -> str:
-    """The cache key of the features: encoder, weights, precision and the (padded) batch size of a forward pass."""
+    """The cache key of the features: encoder, weights, precision, the (padded) batch size of a forward pass and,
+    on a CPU other than the reference, the CPU (:func:`coherent_itr.determinism.cpu_tag`: its kernels give other
+    last bits)."""
     w = weights_path()
     return (
         f"efficientnet-lite0-{w.stem.split('-')[-1]}-{w.stat().st_size}-{precision}-avgpool{FEATURE_DIM}"
-        f"-pad{batch_size}"
+        f"-pad{batch_size}{cpu_tag()}"
     )
 
 

@@ -38,6 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..determinism import cpu_tag
 from ..io import atomic_save_npz, load_npz
 from ..paths import cache_dir as _cache_root
 from .base import CaptionedImages
@@ -61,7 +62,8 @@ def model_dir() -> Path:
 
 
 def model_id(cache_dir=None) -> str:
-    """Name + package version + size of the weights file: part of every embedding cache key.
+    """Name + package version + size of the weights file, and on a CPU other than the reference the CPU
+    (:func:`coherent_itr.determinism.cpu_tag`: its kernels give other last bits): part of every embedding cache key.
 
     On a machine without the model package (a GPU machine), the one model whose embeddings the cache holds
     (``<cache>/sbert/<model id>/``, copied from a machine that has it): the same embeddings, served without the
@@ -71,7 +73,7 @@ def model_id(cache_dir=None) -> str:
     except ImportError:
         return _cached_model_id(cache_dir)
     weights = model_dir() / "model.safetensors"
-    return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}-{pkg.__version__}-{weights.stat().st_size}"
+    return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}-{pkg.__version__}-{weights.stat().st_size}{cpu_tag()}"
 
 
 def _cached_model_id(cache_dir) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from coherent_itr import determinism
 from coherent_itr.data import features as ft
 from coherent_itr.data import flickr8k as f8
 from helpers import SPLITS, make_release
@@ -192,7 +193,9 @@ def test_an_images_feature_has_the_same_bits_whatever_shares_its_forward_pass(re
 
 
 def test_the_feature_cache_key_names_the_batch_size(tmp_path):
-    assert ft.encoder_key().endswith(f"-pad{ft.FEATURE_BATCH}") and ft.encoder_key(batch_size=4).endswith("-pad4")
+    tag = determinism.cpu_tag()
+    assert ft.encoder_key().endswith(f"-pad{ft.FEATURE_BATCH}{tag}")
+    assert ft.encoder_key(batch_size=4).endswith(f"-pad4{tag}")
     store = ft.FeatureStore(tmp_path, batch_size=4)
     with pytest.raises(ValueError, match="a feature store of batch size 4 for features of batch size 32"):
         ft.extract_features([], store=store, progress=False)
@@ -398,3 +401,19 @@ def test_the_data_card_lists_the_release_warnings_once_and_other_readers_stay_qu
         Study("smoke", "flickr8k")  # a notebook's study: the release's warnings are silenced in its kernel
         f8.flickr8k_index(release)
     assert not [w for w in rec if issubclass(w.category, f8.Flickr8kWarning)]
+
+
+def test_features_of_one_cpu_are_never_served_to_another(tmp_path, monkeypatch):
+    """A feature's last bits depend on the CPU's kernels, and a run's key names its CPU: a cache shared by two CPUs
+    (a cluster's) keeps their features apart, and the reference CPU's folder keeps its name. Both CPUs are planted."""
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: determinism.REFERENCE_CPU)
+    reference = ft.FeatureStore(tmp_path)
+    reference.save(["a" * 40, "b" * 40], np.ones((2, ft.FEATURE_DIM), np.float32))
+    assert reference.folder.name == ft.encoder_key() and "@" not in reference.folder.name
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    other = ft.FeatureStore(tmp_path)
+    assert other.rows == {} and other.folder.name == reference.folder.name + "@GenuineIntel-AVX512"
+    other.save(["a" * 40], np.zeros((1, ft.FEATURE_DIM), np.float32))
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: determinism.REFERENCE_CPU)
+    again = ft.FeatureStore(tmp_path)
+    assert sorted(again.rows) == ["a" * 40, "b" * 40] and again.rows["a" * 40].min() == 1.0

@@ -202,3 +202,22 @@ def test_carried_embeddings_are_hashed_by_content_only_where_the_model_is_missin
     assert sb.carried_embeddings_hash() != h
     f.unlink()
     assert sb.carried_embeddings_hash() is None
+
+
+def test_embeddings_of_one_cpu_are_never_served_to_another(fake_encoder, tmp_path, monkeypatch):
+    """Caption embeddings differ between CPUs in their last bits, and a run's key names its CPU: the model id (the
+    embedding and relevance caches' key) names a CPU other than the reference, so a cache shared by two CPUs embeds
+    for each its own. Both CPUs are planted; the reference CPU's id is the one its caches always had."""
+    from coherent_itr import determinism
+
+    if not sb.model_installed():
+        pytest.skip("the sentence model's package is not installed")
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: determinism.REFERENCE_CPU)
+    reference = sb.model_id()
+    assert "@GenuineIntel" not in reference
+    sb.embed_captions(CAPS, cache_dir=tmp_path)
+    monkeypatch.setattr(determinism, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    assert sb.model_id() == reference + "@GenuineIntel-AVX512"
+    sb.embed_captions(CAPS, cache_dir=tmp_path)
+    assert len(fake_encoder) == 2  # not read from the reference CPU's file
+    assert sorted(d.name for d in (tmp_path / "sbert").iterdir()) == [reference, reference + "@GenuineIntel-AVX512"]

@@ -134,7 +134,7 @@ def test_a_gpu_run_is_priced_from_the_gpu_measurements():
 
 def test_on_a_cpu_the_plan_names_it_and_says_when_it_is_not_the_archives(monkeypatch):
     """A CPU run's key names its CPU: the plan says which CPU trains, and on another than the run archive's that
-    the archive's runs do not serve and the data caches should not be shared (the other CPU is planted)."""
+    the archive's runs do not serve and that its data are computed here, cached apart (the other CPU is planted)."""
     from coherent_itr import runs
 
     monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
@@ -142,7 +142,7 @@ def test_on_a_cpu_the_plan_names_it_and_says_when_it_is_not_the_archives(monkeyp
     monkeypatch.setattr(runs, "cpu_identity", lambda: "GenuineIntel/AVX512")
     line = plan.cpu_line("default")
     assert f"GenuineIntel/AVX512, not the run archive's ({runs.REFERENCE_CPU})" in line
-    assert "--runs-from" in line and "COHERENT_ITR_CACHE of its own" in line
+    assert "--runs-from" in line and "cache folders named for this CPU" in line
 
 
 def test_the_paper_profile_says_its_cost_on_this_device_is_an_estimate():
