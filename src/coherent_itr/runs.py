@@ -50,7 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import code_identity, paths
-from .determinism import REFERENCE_CPU, cpu_identity  # noqa: F401 — the run key names the CPU; re-exported
+from .determinism import REFERENCE_CPU, cpu_identity  # a CPU run's key names its CPU
 from .config import Config
 from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 
