@@ -59,10 +59,9 @@ def compare(machine: str, data: str = "flickr8k", profile_name: str = "default",
                     }
                 )
             if not missing_cpu and not missing_gpu:
-                key = lambda t: (t["lr"], t["warmup_epochs"])  # noqa: E731
                 keep = prof.tuning.keep
-                survivors_cpu = sorted(key(t) for t in tuning.survivors(cpu, keep))
-                survivors_gpu = sorted(key(t) for t in tuning.survivors(gpu, keep))
+                survivors_cpu = sorted((t["lr"], t["warmup_epochs"]) for t in tuning.survivors(cpu, keep))
+                survivors_gpu = sorted((t["lr"], t["warmup_epochs"]) for t in tuning.survivors(gpu, keep))
                 arms.append(
                     {
                         "runs": keys,

@@ -17,8 +17,8 @@ def bench():
 
 
 def _plant(monkeypatch, gpu_value):
-    """Trials for the two names of VSE++ on both machines (``gpu_value(i, cpu_value)`` on the GPU), the other arms
-    missing; on the GPU also the last rung of the BCLS paper's Triplet-SN only (an incomplete arm)."""
+    """Trials for the two names of VSE++ on both machines (``gpu_value(i, cpu_value)`` on the GPU), every other arm
+    missing on both."""
     from reproduce.protocol import tuning
 
     def rung_trials(arm, profile, cache, *a, **k):
