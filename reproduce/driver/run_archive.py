@@ -11,7 +11,9 @@ code looks up on the exporting machine (entries of older code are left out and c
 * ``train/<key>/arrays.npz`` — the test embeddings for the runs of :data:`reproduce.spec.views.EMBEDDING_VIEWS`
   (or of every run: ``--export-embeddings all``); for the others, their per-query R@1/5/10 hits
   (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's test-set variance
-  reads), a few kB instead of a few MB;
+  reads), a few kB instead of a few MB. A run that travels without its embeddings is evaluated first if it
+  has no evaluation under the current metric code (a tuning run that may become a final one elsewhere): no other
+  machine could evaluate it;
 * ``eval/<key>/metrics.json`` — every evaluation entry of those runs;
 * ``manifest.json`` — the exporting machine's numerics (:func:`coherent_itr.runs.local_numerics`: torch version,
   device, TF32), the library's source hash, and the sha256 of every other member.
@@ -55,6 +57,7 @@ from coherent_itr.io import load_npz
 from reproduce.driver.arguments import EXPORT_EMBEDDINGS
 from reproduce.protocol.ledger import per_query_recall
 from reproduce.protocol.study import Study
+from reproduce.protocol import tuning
 from reproduce.protocol.tuning import TuningIncomplete
 from reproduce.spec.views import EMBEDDING_VIEWS
 
@@ -109,13 +112,13 @@ def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]
     return out, stale, fell_back
 
 
-def _test_split_of(config: Config, memo: dict):
-    """The test split of ``config``'s data (loaded once per data set, scale and seed)."""
+def _splits_of(config: Config, memo: dict):
+    """The splits of ``config``'s data (loaded once per data set, scale and seed)."""
     k = (config.data, config.data_dir, config.data_scale, config.data_seed)
     if k not in memo:
         memo[k] = data_mod.load_splits(
             config.data, data_dir=config.data_dir, scale=config.data_scale, seed=config.data_seed, train_images="cached"
-        ).test
+        )
     return memo[k]
 
 
@@ -123,6 +126,15 @@ def per_query_hits(arrays: dict, image_of_caption) -> dict:
     """``{"pq_i2t", "pq_t2i"}``: per-query R@1/5/10 hits (0/1, uint8) of a run's stored test embeddings."""
     pq = per_query_recall(arrays["test_img"], arrays["test_cap"], image_of_caption)
     return {f"pq_{d}": (pq[d] > 0).astype(np.uint8) for d in ("i2t", "t2i")}
+
+
+def _evaluated_here(cache: runs.RunCache, key: str, config: Config, splits) -> bool:
+    """Evaluate the run ``key`` of ``cache`` under the current metric code, before its test embeddings are left
+    out of an archive (an importing machine could never evaluate it). ``False`` when ``cache`` does not look it
+    up under ``key`` (its record names another thread count): it then travels with its embeddings."""
+    if cache.train_key(config) != key:
+        return False
+    return cache.load(config, splits=splits) is not None
 
 
 def export_runs(
@@ -135,10 +147,12 @@ def export_runs(
     """Write every current run of ``cache`` into the archive ``out`` (see the module docstring).
 
     ``keep_embeddings``: the training keys whose test embeddings travel (``None``: every run's); a run whose test
-    split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. Returns a summary: ``runs``, ``evaluations``,
-    ``with_embeddings``, ``stale`` (entries of older code, left out), ``fell_back`` (CUDA runs whose capture failed
-    partway, left out), ``bytes``, ``files`` (the archive, or its parts), ``machine``, ``unloadable`` (data set →
-    why its test split is not here)."""
+    split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. A run that travels without them and has no
+    evaluation under the current metric code is evaluated here first (stored in ``cache``): an importing machine
+    could never evaluate it. Returns a summary: ``runs``, ``evaluations``, ``evaluated`` (runs evaluated for the
+    export), ``with_embeddings``, ``stale`` (entries of older code, left out), ``fell_back`` (CUDA runs whose
+    capture failed partway, left out), ``bytes``, ``files`` (the archive, or its parts), ``machine``,
+    ``unloadable`` (data set → why its test split is not here)."""
     cache = cache or runs.RunCache()
     entries, stale, fell_back = current_entries(cache)
     if not entries:
@@ -155,7 +169,7 @@ def export_runs(
     members: dict[str, bytes] = {}
     slim: dict[str, str] = {}
     unloadable: dict[str, str] = {}  # data set → why its test split could not be loaded here
-    evals = 0
+    evals = evaluated = 0
     by_run = _evaluations_by_run(cache)
     memo: dict = {}
     for key, config, entry in tqdm(entries, desc="export runs", unit="run", disable=not progress, leave=False):
@@ -168,14 +182,22 @@ def export_runs(
                 slim[key] = runs.embeddings_sha256(entry)
         else:
             try:
-                ioc = _test_split_of(config, memo).image_of_caption
+                splits = _splits_of(config, memo)
             except (FileNotFoundError, ValueError) as exc:  # its data set is not here: the run keeps its embeddings
                 members[f"train/{key}/arrays.npz"] = arrays_bytes
                 unloadable[config.data] = str(exc).splitlines()[0]
             else:
-                hits = per_query_hits(load_npz(io.BytesIO(arrays_bytes)), ioc)
-                members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)
-                slim[key] = _sha(arrays_bytes)
+                current = cache.eval_path(config)
+                had = current in by_run.get(key, [])
+                if not had and not _evaluated_here(cache, key, config, splits):
+                    members[f"train/{key}/arrays.npz"] = arrays_bytes  # cannot be evaluated here: keep them
+                else:
+                    if not had:
+                        by_run.setdefault(key, []).append(current)
+                        evaluated += 1
+                    hits = per_query_hits(load_npz(io.BytesIO(arrays_bytes)), splits.test.image_of_caption)
+                    members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)
+                    slim[key] = _sha(arrays_bytes)
         for ev in by_run.get(key, []):
             members[f"eval/{ev.name}/metrics.json"] = (ev / "metrics.json").read_bytes()
             evals += 1
@@ -193,6 +215,7 @@ def export_runs(
     return {
         "runs": len(entries),
         "evaluations": evals,
+        "evaluated": evaluated,
         "with_embeddings": len(entries) - len(slim),
         "stale": stale,
         "fell_back": fell_back,
@@ -505,8 +528,9 @@ def machine_differences(there: dict, here: dict) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
     """The training keys of every final run (every seed, at the tuned setting) of the arms in
-    :data:`reproduce.spec.views.EMBEDDING_VIEWS`, on the data sets ``sets``; arms whose tuning is incomplete or
-    that a profile does not have are skipped (their runs, if any, travel without embeddings)."""
+    :data:`reproduce.spec.views.EMBEDDING_VIEWS`, on the data sets ``sets``. For an arm whose tuning is incomplete,
+    those at every setting its tuning may choose (a full tuning run there is its seed-0 final run, which an
+    importing machine's views would read). Arms that a profile does not have are skipped."""
     keys = set()
     for data in sets:
         study = Study(profile, data, cache=cache, progress=False)
@@ -515,9 +539,10 @@ def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
                 if arm.name not in names:
                     continue
                 try:
-                    keys |= {cache.train_key(c) for c in study.configs(arm, train_missing=False)}
+                    configs = study.configs(arm, train_missing=False)
                 except TuningIncomplete:
-                    continue
+                    configs = tuning.candidate_configs(arm, study.arms(paper), study.profile)
+                keys |= {cache.train_key(c) for c in configs}
     return keys
 
 
@@ -543,6 +568,7 @@ def export_command(args, sets: list[str]) -> int:
         f"reproduce: exported {s['runs']} runs ({s['with_embeddings']} with test embeddings, the others with "
         f"per-query hits) and {s['evaluations']} evaluations of machine {s['machine']} into "
         f"{', '.join(s['files'])} ({s['bytes'] / 2**20:.1f} MiB)"
+        + (f"; {s['evaluated']} runs evaluated first (no embeddings travel with them)" if s["evaluated"] else "")
         + (f"; {s['stale']} entries of older code left out" if s["stale"] else "")
         + _fell_back(s["fell_back"]),
         flush=True,

@@ -452,15 +452,28 @@ def chosen_setting(fam: Family) -> dict:
     return _setting(fam.chosen)
 
 
+def _arm_configs_at(arm: experiments.Arm, profile: Profile, setting: dict) -> list[Config]:
+    """The final configs of ``arm`` (every seed) at its family's ``setting``."""
+    setting = dict(setting)
+    if not arm.honours_warmup:  # a family's warm-up would change nothing in this arm's loss: the config says so
+        setting[HN_WARMUP_FIELD] = 0
+    return arm.configs(profile, **setting)
+
+
 def arm_configs(arm: experiments.Arm, paper_arms, profile: Profile, fams: dict[str, Family]) -> list[Config]:
     """The final configs of ``arm`` (every seed) at its family's chosen setting."""
     if profile.tuning is None:
         return arm.configs(profile)
     fam = fams[tuning_key(family_of(arm, paper_arms), profile)]
-    setting = chosen_setting(fam)
-    if not arm.honours_warmup:  # a family's warm-up would change nothing in this arm's loss: the config says so
-        setting[HN_WARMUP_FIELD] = 0
-    return arm.configs(profile, **setting)
+    return _arm_configs_at(arm, profile, chosen_setting(fam))
+
+
+def candidate_configs(arm: experiments.Arm, paper_arms, profile: Profile) -> list[Config]:
+    """The final configs ``arm`` may have before its family's tuning is done: every seed at every setting of the
+    family's grid (:func:`arm_configs` is one setting's of them)."""
+    if profile.tuning is None:
+        return arm.configs(profile)
+    return [c for s in grid(family_of(arm, paper_arms), profile) for c in _arm_configs_at(arm, profile, s)]
 
 
 def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> list[Config]:

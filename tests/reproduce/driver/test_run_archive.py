@@ -442,8 +442,53 @@ def test_a_run_whose_test_split_is_not_here_keeps_its_embeddings(source, tmp_pat
     def missing(config, memo):
         raise FileNotFoundError("Flickr8k is not configured")
 
-    monkeypatch.setattr(ra, "_test_split_of", missing)
+    monkeypatch.setattr(ra, "_splits_of", missing)
     s = _export(source, tmp_path, keep="none")
     assert s["with_embeddings"] == 2 and s["unloadable"] == {"toy": "Flickr8k is not configured"}
     ra.import_runs(s["files"][0], tmp_path / "t")
     assert "test_img" in runs.RunCache(tmp_path / "t").load(B).arrays
+
+
+def test_a_run_not_yet_evaluated_is_evaluated_before_it_travels_without_embeddings(tmp_path):
+    """A tuning run (trained, never evaluated) may become a final run on the importing machine, which could not
+    evaluate it without its embeddings: the export evaluates it first, and the import reads the metrics that its
+    own embeddings give."""
+    from coherent_itr.evaluation import evaluate_run
+
+    root = tmp_path / "source"
+    cache = runs.RunCache(root)
+    cache.get_or_train(A, progress=False, evaluate=False)
+    assert cache.counts([A])["to_evaluate"] == 1
+    s = ra.export_runs(tmp_path / "runs.tar.xz", cache, keep_embeddings=set())
+    assert (s["runs"], s["evaluated"], s["evaluations"], s["with_embeddings"]) == (1, 1, 1, 0)
+    assert cache.has(A)  # stored where it trained too
+    ra.import_runs(s["files"][0], tmp_path / "target")
+    there = runs.RunCache(tmp_path / "target")
+    assert there.has(A)
+    with runs.pinned_threads(cache.threads):  # what the cache evaluates with (the metrics depend on it)
+        expected = evaluate_run(cache.load_training(A), cache_dir=str(root.parent))
+    assert there.load(A).record["test"] == pytest.approx(expected, rel=0, abs=0)
+    again = ra.export_runs(tmp_path / "again.tar.xz", cache, keep_embeddings=set())
+    assert (again["evaluated"], again["evaluations"]) == (0, 1)  # evaluated once
+
+
+def test_the_views_keep_every_run_their_unfinished_tuning_may_choose(tmp_path):
+    """Before a view arm's tuning is done, the full tuning run of any setting of its grid may become its seed-0
+    final run, which the importing machine's views read: ``view_keys`` keeps them all (a run exported slim then
+    could never be shown there)."""
+    from reproduce.protocol import tuning
+    from reproduce.protocol.study import Study
+    from reproduce.spec.views import EMBEDDING_VIEWS
+
+    cache = runs.RunCache(tmp_path / "empty")  # no tuning run: every view arm's tuning is incomplete
+    keys = ra.view_keys("default", ["synthetic"], cache)
+    profile = Study("default", "synthetic", cache=cache, progress=False).profile
+    checked = 0
+    for paper, names in EMBEDDING_VIEWS.items():
+        for arm in tuning.main_arms(profile, paper):
+            if arm.name in names:
+                for setting in tuning.grid(arm, profile):
+                    full = tuning.full_config_of(tuning.rung_config(arm, profile, setting), profile)
+                    assert cache.train_key(full) in keys, (paper, arm.name, setting)
+                    checked += 1
+    assert checked >= 10

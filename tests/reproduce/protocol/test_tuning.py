@@ -212,6 +212,24 @@ def test_tuning_and_training_agree_on_the_warmup_of_every_planned_arm(data, monk
     assert n > 50
 
 
+def test_an_arms_candidates_before_tuning_are_its_final_configs_at_every_setting_its_family_may_choose(monkeypatch):
+    """What a run archive keeps for the views before tuning is done: for every setting of the family's grid, the
+    final configs tuning would give if it chose that setting, and nothing else."""
+    from reproduce.protocol.study import profile_for
+
+    prof = profile_for("default", "flickr8k")
+    fams = type("AnyFamily", (dict,), {"__missing__": lambda self, k: None})()
+    for paper in experiments.PAPERS:
+        paper_arms = experiments.arms(paper, prof)
+        for arm in paper_arms:
+            expected = set()
+            for setting in tuning.grid(tuning.family_of(arm, paper_arms), prof):
+                monkeypatch.setattr(tuning, "chosen_setting", lambda fam, s=setting: dict(s))
+                expected |= {c.key() for c in tuning.arm_configs(arm, paper_arms, prof, fams)}
+            got = [c.key() for c in tuning.candidate_configs(arm, paper_arms, prof)]
+            assert set(got) == expected, (paper, arm.name)
+
+
 def test_every_arm_has_a_family_and_the_documented_mappings():
     prof = tuned_profile("default", ladder_theta=(0.5, 0.45))
     fam = tuning.family_table(prof).set_index(["paper", "arm"])["family"]
