@@ -15,7 +15,8 @@ The rule (``docs/protocol.md``, "Seeds beyond the pilot"), stated before any run
 The pilot is the ledger given (its path and sha256 go into the file). The added seeds are 0 … n − 1 beyond the
 pilot's, trained at the setting the pilot's tuning chose (the health check reads the pilot seeds only). With
 ``--keep`` the file's earlier plan for the profile stays in force where it gives an arm more seeds (planned seeds are
-never taken back): each arm trains the larger of the two, and the file names both ledgers.
+never taken back): each arm trains the larger of the two, and the file names both ledgers. ``--data`` derives the
+tables of some data sets only (a pilot complete on one data set), and the file keeps the others' as they are.
 """
 
 from __future__ import annotations
@@ -138,10 +139,21 @@ def main(argv=None) -> int:
         action="store_true",
         help="keep the file's earlier plan for the profile where it gives an arm more seeds (each arm: the larger)",
     )
+    ap.add_argument(
+        "--data",
+        default="synthetic,flickr8k",
+        help="the data sets whose tables are derived from this ledger (comma-separated); the file keeps the others'",
+    )
     a = ap.parse_args(argv)
+    sets = [d.strip() for d in a.data.split(",") if d.strip()]
+    unknown = sorted(set(sets) - {"synthetic", "flickr8k"})
+    if unknown or not sets:
+        ap.error(f"--data {a.data!r}: expected synthetic and/or flickr8k")
     path = Path(a.ledger)
     try:
         ledger = pd.read_csv(path)
+        if "dataset" in ledger.columns:  # (seed_plan names the columns a ledger lacks)
+            ledger = ledger[ledger["dataset"].isin(sets)]
         plan, rows = seed_plan(ledger, a.profile)
     except (OSError, ValueError) as exc:
         ap.exit(2, f"{ap.prog}: {path}: {exc}\n")
@@ -153,9 +165,9 @@ def main(argv=None) -> int:
     old_sources = sources_of(target.read_text(encoding="utf-8")) if target.is_file() else {}
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     source = f"the ledger {path} (sha256 {digest}…)"
-    sources = {**old_sources, **{(a.profile, d): source for d in ("synthetic", "flickr8k")}}
+    sources = {**old_sources, **{(a.profile, d): source for d in sets}}
     if a.keep:
-        earlier = plans.get(a.profile, {})
+        earlier = {d: arms for d, arms in plans.get(a.profile, {}).items() if d in sets}
         for data in earlier:
             was = old_sources.get((a.profile, data), "an earlier ledger")
             sources[(a.profile, data)] = f"{source}, keeping where larger the seeds of the plan from {was}"
@@ -163,7 +175,8 @@ def main(argv=None) -> int:
     for data, n in added_runs(plan, a.profile).items():
         print(f"{data}: {len(plan[data])} arm(s) gain seeds, {n} run(s) added")
     if a.write:
-        plans[a.profile] = plan
+        others = {d: arms for d, arms in plans.get(a.profile, {}).items() if d not in sets}
+        plans[a.profile] = {**others, **plan}
         atomic_write_text(target, toml_text(plans, sources))
         print(f"written: {target}")
     return 0

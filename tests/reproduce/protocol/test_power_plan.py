@@ -85,6 +85,31 @@ def test_keep_trains_each_arm_at_the_larger_of_the_earlier_and_the_new_plan(tmp_
     capsys.readouterr()
 
 
+def test_data_derives_one_data_sets_table_and_keeps_the_others_as_they_are(tmp_path, monkeypatch, capsys):
+    """A pilot complete on Flickr8k only: ``--data flickr8k`` replaces (or with ``--keep`` raises) that table, and
+    the synthetic table and its source stay, although the ledger's synthetic rows would ask otherwise."""
+    ledger = tmp_path / "claims.csv"
+    pd.DataFrame([_row("B1", "flickr8k", 7), _row("B1", "synthetic", 20)]).to_csv(ledger, index=False)
+    target = tmp_path / "power_seeds.toml"
+    earlier = (
+        '# from the ledger old.csv (sha256 0123…)\n[default.flickr8k]\n"bcls/Triplet-HN" = 14\n\n'
+        '# from the ledger old.csv (sha256 0123…)\n[default.synthetic]\n"bcls/BCLS" = 6\n'
+    )
+    target.write_text(earlier, encoding="utf-8")
+    monkeypatch.setattr(power_seeds, "POWER_SEEDS_TOML", target)
+    assert power_plan.main(["--ledger", str(ledger), "--data", "flickr8k", "--write", "--keep"]) == 0
+    got = power_seeds.load()
+    assert got[("default", "flickr8k")] == {"bcls/Triplet-HN": 14, "bcls/Triplet-SN": 7}
+    assert got[("default", "synthetic")] == {"bcls/BCLS": 6}
+    assert power_plan.sources_of(target.read_text())[("default", "synthetic")] == "the ledger old.csv (sha256 0123…)"
+    target.write_text(earlier, encoding="utf-8")
+    assert power_plan.main(["--ledger", str(ledger), "--data", "flickr8k", "--write"]) == 0
+    assert power_seeds.load()[("default", "flickr8k")] == {"bcls/Triplet-HN": 7, "bcls/Triplet-SN": 7}
+    with pytest.raises(SystemExit) as exc:
+        power_plan.main(["--ledger", str(ledger), "--data", "coco"])
+    assert exc.value.code == 2 and "expected synthetic and/or flickr8k" in capsys.readouterr().err
+
+
 def test_sources_of_reads_the_line_above_each_table():
     text = power_plan.toml_text({"default": {"flickr8k": {"a/b": 6}, "synthetic": {"a/c": 7}}}, {"default": "X (1)"})
     assert power_plan.sources_of(text) == {("default", "flickr8k"): "X (1)", ("default", "synthetic"): "X (1)"}
