@@ -143,8 +143,10 @@ def export_runs(
     keep_embeddings=None,
     part_bytes: int = PART_BYTES,
     progress: bool = False,
+    datasets=None,
 ) -> dict:
-    """Write every current run of ``cache`` into the archive ``out`` (see the module docstring).
+    """Write every current run of ``cache`` (of the data sets ``datasets`` only, when given) into the archive
+    ``out`` (see the module docstring).
 
     ``keep_embeddings``: the training keys whose test embeddings travel (``None``: every run's); a run whose test
     split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. A run that travels without them and has no
@@ -155,9 +157,13 @@ def export_runs(
     ``unloadable`` (data set → why its test split is not here)."""
     cache = cache or runs.RunCache()
     entries, stale, fell_back = current_entries(cache)
+    if datasets is not None:
+        entries = [e for e in entries if e[1].data in set(datasets)]
     if not entries:
         raise ArchiveError(
-            f"run cache {cache.root}: no run of the current code to export ({stale} older entries"
+            f"run cache {cache.root}: no run of the current code"
+            + (f" of {', '.join(datasets)}" if datasets is not None else "")
+            + f" to export ({stale} older entries"
             + (f", {fell_back} CUDA runs whose graph capture failed partway" if fell_back else "")
             + ")"
         )
@@ -560,7 +566,14 @@ def export_command(args, sets: list[str]) -> int:
     if args.export_embeddings == "views":
         keep = view_keys(args.profile, sets, cache)
     try:
-        s = export_runs(args.export_runs, cache, keep_embeddings=keep, progress=not args.no_progress)
+        only = getattr(args, "only_data", None)
+        s = export_runs(
+            args.export_runs,
+            cache,
+            keep_embeddings=keep,
+            progress=not args.no_progress,
+            datasets=[d for d in only.split(",") if d] if only else None,
+        )
     except ArchiveError as exc:
         print(f"python -m reproduce: --export-runs: {exc}", file=sys.stderr)
         return 1
@@ -623,7 +636,8 @@ def merge_command(out: str, inputs: list[str]) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m reproduce.driver.run_archive --export FILE [--profile P] [--data D]``: export the cache's runs
+    """``python -m reproduce.driver.run_archive --export FILE [--profile P] [--data D] [--only-data D]``: export the
+    cache's runs
     without training (e.g. after a time-limited training on a GPU machine); ``--merge OUT IN [IN …]``: one archive
     of several archives of one machine (e.g. two GPU sessions')."""
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.run_archive", description=main.__doc__)
@@ -633,6 +647,11 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="default")
     ap.add_argument("--data", default="synthetic,flickr8k", help="data sets whose view arms keep their embeddings")
     ap.add_argument("--export-embeddings", choices=EXPORT_EMBEDDINGS, default="views")
+    ap.add_argument(
+        "--only-data",
+        default=None,
+        help="export only the runs of these data sets (comma-separated; default: every run), e.g. one archive each",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     if args.merge is not None:

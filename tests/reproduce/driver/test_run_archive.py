@@ -492,3 +492,20 @@ def test_the_views_keep_every_run_their_unfinished_tuning_may_choose(tmp_path):
                     assert cache.train_key(full) in keys, (paper, arm.name, setting)
                     checked += 1
     assert checked >= 10
+
+
+def test_only_data_exports_one_data_sets_runs(source, tmp_path, monkeypatch, capsys):
+    """One archive per data set (``--only-data``): the runs of the others stay out, and an export that would hold
+    no run says of which data set."""
+    import shutil
+
+    shutil.copytree(source, tmp_path / "cache")
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(runs.RUNS_FROM_ENV, raising=False)
+    out = tmp_path / "toy.tar.xz"
+    assert ra.main(["--export", str(out), "--only-data", "toy", "--data", "", "--no-progress"]) == 0
+    _, members = ra.read_archive(out)
+    assert sum(n.endswith("record.json") for n in members) == 2
+    assert ra.main(["--export", str(tmp_path / "s.tar.xz"), "--only-data", "synthetic", "--data", ""]) == 1
+    assert "no run of the current code of synthetic to export" in capsys.readouterr().err
+    assert not (tmp_path / "s.tar.xz").exists()
