@@ -637,9 +637,8 @@ def merge_command(out: str, inputs: list[str]) -> int:
 
 def main(argv=None) -> int:
     """``python -m reproduce.driver.run_archive --export FILE [--profile P] [--data D] [--only-data D]``: export the
-    cache's runs
-    without training (e.g. after a time-limited training on a GPU machine); ``--merge OUT IN [IN …]``: one archive
-    of several archives of one machine (e.g. two GPU sessions')."""
+    cache's runs without training (e.g. after a time-limited training on a GPU machine); ``--merge OUT IN [IN …]``:
+    one archive of several archives of one machine (e.g. two GPU sessions')."""
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.run_archive", description=main.__doc__)
     verb = ap.add_mutually_exclusive_group(required=True)
     verb.add_argument("--export", dest="export_runs", metavar="FILE")
