@@ -141,14 +141,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--data",
-        default="synthetic,flickr8k",
+        default=",".join(claim_data.DATASETS),
         help="the data sets whose tables are derived from this ledger (comma-separated); the file keeps the others'",
     )
     a = ap.parse_args(argv)
     sets = [d.strip() for d in a.data.split(",") if d.strip()]
-    unknown = sorted(set(sets) - {"synthetic", "flickr8k"})
-    if unknown or not sets:
-        ap.error(f"--data {a.data!r}: expected synthetic and/or flickr8k")
+    if not sets or set(sets) - set(claim_data.DATASETS):
+        ap.error(f"--data {a.data!r}: expected {' and/or '.join(claim_data.DATASETS)}")
     path = Path(a.ledger)
     try:
         ledger = pd.read_csv(path)
