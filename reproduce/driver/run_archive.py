@@ -158,7 +158,8 @@ def export_runs(
     cache = cache or runs.RunCache()
     entries, stale, fell_back = current_entries(cache)
     if datasets is not None:
-        entries = [e for e in entries if e[1].data in set(datasets)]
+        wanted = set(datasets)
+        entries = [e for e in entries if e[1].data in wanted]
     if not entries:
         raise ArchiveError(
             f"run cache {cache.root}: no run of the current code"
