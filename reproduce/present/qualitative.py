@@ -1,9 +1,9 @@
 """Qualitative retrieval views: what "more coherent" looks like (BCLS Figs. 6–7, ladder Figs. 4–5,
 listwise Fig. 10), from cached test embeddings — no training.
 
-Everything reads a run's test embeddings (``RunResult.arrays["test_img"]`` / ``["test_cap"]``;
-float16 in old cache entries, float32 in new ones — both accepted, computed in float32) and the
-test split they were computed on:
+Everything reads a run's rankings of its test split (:class:`reproduce.present.rankings.Ranking`: from its test
+embeddings — float16 in old cache entries, float32 in new ones, both computed in float32 — or, for a run imported
+without them, the top candidates its archive carried) and the test split itself:
 
 * :func:`disagreement_rank` — the stated rule that picks the examples: queries ordered by the
   overlap of the two arms' top-k lists (smallest overlap first), ties by query index;
@@ -37,35 +37,14 @@ from coherent_itr import evaluation, paths
 
 from reproduce.spec.labels import YARDSTICKS
 from reproduce.protocol.tuning import TuningIncomplete
+from reproduce.present.rankings import QUERIES, Ranking, as_ranking, similarity, top_k_indices
 
-QUERIES = ("image", "caption")  # image: image→text (rank captions); caption: text→image (rank images)
 CMAP = "viridis"
 
 
 # --------------------------------------------------------------------------------------------------
 # Similarities and the selection rule
 # --------------------------------------------------------------------------------------------------
-def _as_float32(a, name: str) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (rows × embedding dim), got shape {a.shape}")
-    if not np.issubdtype(a.dtype, np.floating):
-        raise ValueError(f"{name} must hold floats (float16 or float32 embeddings), got dtype {a.dtype}")
-    a = a.astype(np.float32)
-    if not np.isfinite(a).all():
-        r = int(np.argwhere(~np.isfinite(a))[0, 0])
-        raise ValueError(f"{name} has a non-finite value in row {r}")
-    return a
-
-
-def similarity(img, cap) -> np.ndarray:
-    """Images × captions similarity (dot product of the run's L2-normalised embeddings = cosine)."""
-    img, cap = _as_float32(img, "image embeddings"), _as_float32(cap, "caption embeddings")
-    if img.shape[1] != cap.shape[1]:
-        raise ValueError(f"image embeddings have dimension {img.shape[1]}, caption embeddings {cap.shape[1]}")
-    return img @ cap.T
-
-
 def similarities(embeddings: dict) -> dict[str, np.ndarray]:
     """``{arm: (test_img, test_cap)}`` or ``{arm: RunResult}`` → ``{arm: similarity matrix}``."""
     out = {}
@@ -76,27 +55,14 @@ def similarities(embeddings: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def _oriented(sim: np.ndarray, query: str) -> np.ndarray:
-    if query not in QUERIES:
-        raise ValueError(f"query={query!r} must be one of {QUERIES}")
-    return sim if query == "image" else sim.T
-
-
-def top_k_indices(sim: np.ndarray, k: int = 5, query: str = "image") -> np.ndarray:
-    """(n_queries, k) candidate indices in rank order; ties by lower candidate index."""
-    s = _oriented(np.asarray(sim), query)
-    if not 1 <= k <= s.shape[1]:
-        raise ValueError(f"k={k} must be between 1 and the number of candidates ({s.shape[1]})")
-    return np.argsort(-s, axis=1, kind="stable")[:, :k]
-
-
 def disagreement_rank(sim_a, sim_b, k: int = 5, query: str = "image") -> pd.DataFrame:
     """Queries ordered by how much two arms disagree: ``overlap`` = |top-k(A) ∩ top-k(B)| ascending
-    (0 = no common candidate), ties by query index. Columns ``query``, ``overlap``."""
-    sim_a, sim_b = np.asarray(sim_a), np.asarray(sim_b)
-    if sim_a.shape != sim_b.shape:
-        raise ValueError(f"the two similarity matrices differ in shape: {sim_a.shape} vs {sim_b.shape}")
-    ta, tb = top_k_indices(sim_a, k, query), top_k_indices(sim_b, k, query)
+    (0 = no common candidate), ties by query index. Columns ``query``, ``overlap``. Each arm is a similarity
+    matrix or a :class:`~reproduce.present.rankings.Ranking`."""
+    ra, rb = as_ranking(sim_a), as_ranking(sim_b)
+    if ra.shape != rb.shape:
+        raise ValueError(f"the two similarity matrices differ in shape: {ra.shape} vs {rb.shape}")
+    ta, tb = ra.top(query, k), rb.top(query, k)
     overlap = (ta[:, :, None] == tb[:, None, :]).any(axis=2).sum(axis=1)
     order = np.lexsort((np.arange(len(overlap)), overlap))
     return pd.DataFrame({"query": order, "overlap": overlap[order]})
@@ -127,7 +93,8 @@ def _relevance_columns(relevance) -> dict[str, np.ndarray]:
 def top_k_table(
     sims: dict, split, query_idx: int, k: int = 5, query: str = "image", relevance=None, human=None
 ) -> pd.DataFrame:
-    """The top-``k`` of each arm for one query, one row per (arm, rank).
+    """The top-``k`` of each arm for one query, one row per (arm, rank); ``sims``: ``{arm: similarity matrix or
+    Ranking}``.
 
     Columns: ``arm``, ``rank`` (1-based), ``image_idx``, ``caption_idx`` (the ranked candidate with the
     query), ``text`` (the candidate caption, or the candidate image's id), ``gt`` (the caption was
@@ -142,15 +109,14 @@ def top_k_table(
         raise ValueError(f"{query} query index {query_idx} out of range: the split has {n_q} {query}s")
     rows = []
     for arm, sim in sims.items():
-        if sim.shape != (split.n_images, split.n_captions):
+        ranking = as_ranking(sim)
+        if ranking.shape != (split.n_images, split.n_captions):
             raise ValueError(
-                f"arm {arm!r}: similarity shape {sim.shape} does not match the split "
+                f"arm {arm!r}: similarity shape {ranking.shape} does not match the split "
                 f"({split.n_images} images × {split.n_captions} captions)"
             )
-        top = top_k_indices(
-            sim[query_idx : query_idx + 1] if query == "image" else sim[:, query_idx : query_idx + 1], k, query
-        )[0]
-        for r, c in enumerate(top, start=1):
+        top, value = ranking.top(query, k, [query_idx])[0], ranking.values(query, k, [query_idx])[0]
+        for r, (c, v) in enumerate(zip(top, value), start=1):
             i, j = (query_idx, int(c)) if query == "image" else (int(c), query_idx)
             row = {
                 "arm": arm,
@@ -159,7 +125,7 @@ def top_k_table(
                 "caption_idx": j,
                 "text": split.captions[j] if query == "image" else split.image_ids[i],
                 "gt": bool(img_of[j] == i),
-                "similarity": float(sim[i, j]),
+                "similarity": float(v),
             }
             row.update({name: float(m[i, j]) for name, m in rels.items()})
             row["expert"] = float(exp.get((i, j), np.nan))
@@ -501,12 +467,8 @@ class MissingRun(LookupError):
     """A run a view needs is not in the run cache (views never train: they show the study's own runs)."""
 
 
-def arm_embeddings(study, paper: str, arms: list[str], seed: int | None = None) -> dict:
-    """``{arm: (test_img, test_cap)}`` of ``arms`` of ``paper`` under ``study`` (a
-    :class:`reproduce.protocol.study.Study`) for one seed (default: the profile's first), from exactly the runs
-    the tables and the ledger use: each arm at its family's tuned setting (``Study.configs``). Nothing is
-    trained here: a run (or a tuning run that decides the setting) missing from the cache raises
-    :class:`MissingRun`, naming the arm, the seed, the run key and the command that trains it."""
+def _arm_runs(study, paper: str, arms: list[str], seed: int | None = None) -> dict:
+    """``{arm: cached run}`` of ``arms`` of ``paper`` for one seed (see :func:`arm_embeddings`)."""
     seed = study.seeds[0] if seed is None else seed
     by_name = {a.name: a for a in study.arms(paper)}
     unknown = [a for a in arms if a not in by_name]
@@ -528,18 +490,35 @@ def arm_embeddings(study, paper: str, arms: list[str], seed: int | None = None) 
                 f"arm {name!r} of {paper!r}, seed {seed} (run {cfg.key()}, lr {cfg.lr:g}, warm-up "
                 f"{cfg.warmup_epochs}) is not in the run cache; {todo}"
             )
-        out[name] = (res.arrays["test_img"], res.arrays["test_cap"])
+        out[name] = res
     return out
+
+
+def arm_embeddings(study, paper: str, arms: list[str], seed: int | None = None) -> dict:
+    """``{arm: (test_img, test_cap)}`` of ``arms`` of ``paper`` under ``study`` (a
+    :class:`reproduce.protocol.study.Study`) for one seed (default: the profile's first), from exactly the runs
+    the tables and the ledger use: each arm at its family's tuned setting (``Study.configs``). Nothing is
+    trained here: a run (or a tuning run that decides the setting) missing from the cache raises
+    :class:`MissingRun`, naming the arm, the seed, the run key and the command that trains it."""
+    return {
+        a: (res.arrays["test_img"], res.arrays["test_cap"]) for a, res in _arm_runs(study, paper, arms, seed).items()
+    }
+
+
+def arm_rankings(study, paper: str, arms: list[str], seed: int | None = None) -> dict[str, Ranking]:
+    """``{arm: Ranking}`` of the same runs as :func:`arm_embeddings`: from their test embeddings, or from the
+    rankings an archive carried for a run imported without them (:meth:`Ranking.of_run`)."""
+    return {a: Ranking.of_run(res) for a, res in _arm_runs(study, paper, arms, seed).items()}
 
 
 def study_views(study, paper: str, arms: list[str], seed: int | None = None) -> dict:
     """What the views need for ``arms`` of ``paper`` under ``study``, as keyword arguments of
-    :func:`explorer` / :func:`figure_qualitative`: ``sims`` (per arm), the test ``split``,
+    :func:`explorer` / :func:`figure_qualitative`: ``sims`` (per arm, its :class:`Ranking`), the test ``split``,
     ``relevance`` (Sentence-BERT relevance of :func:`coherent_itr.evaluation.yardsticks`, (1 + cos)/2
     in [0, 1], plus the synthetic world's true relevance when known), ``human`` (the expert judgements,
     when the data set has them) and ``images_dir`` (the Flickr8k photos, when configured)."""
     split = study.splits().test
-    sims = similarities(arm_embeddings(study, paper, arms, seed))
+    sims = arm_rankings(study, paper, arms, seed)
     for arm, sim in sims.items():
         if sim.shape != (split.n_images, split.n_captions):
             raise ValueError(
@@ -583,6 +562,7 @@ def figure_disagreement(views: dict, n: int = 3, k: int = 5, **kw):
 
 __all__ = [
     "arm_embeddings",
+    "arm_rankings",
     "disagreement_rank",
     "disagreement_table",
     "explorer",

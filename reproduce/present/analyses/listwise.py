@@ -14,10 +14,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import torch
 from IPython.display import Markdown, display
 
-from coherent_itr import losses, metrics
+from coherent_itr import metrics
 from coherent_itr import data as data_mod
 from coherent_itr.evaluation import TRUE_POSITIVE_THRESHOLD
 
@@ -30,10 +29,23 @@ from reproduce.spec.paths import ROOT
 from reproduce.protocol.study import paired_effect
 from reproduce.present.analyses import plotting
 
+# Fig. 7 (b), computed also where a run is exported (re-exported: the notebook reads them as lw.<name>)
+from reproduce.present.analyses.sndcg_error import (
+    DIRECTIONS as DIRECTIONS,
+    FIG7B as FIG7B,
+    SOURCES as SOURCES,
+    TAUS as TAUS,
+    batch_errors as batch_errors,
+    direct_errors as direct_errors,
+    error_arrays as error_arrays,
+    run_errors as run_errors,
+    seed_errors as seed_errors,
+    study_direct_errors as study_direct_errors,
+    training_relevance as training_relevance,
+)
+
 TRIP, ALONE, BOTH = "Triplet (mean)", "S-NDCG alone", "Triplet + S-NDCG"
-DIRECTIONS = ("i2t", "t2i")
 SEMANTIC = {"mapr": "mAP@R", "rprec": "R-P", "r1": "R@1"}  # Table I / VII metric families → the paper's names
-TAUS = (1e-1, 1e-2, 1e-3, 1e-4)  # Fig. 7 / Figs. 8–9
 N3_TAU = 1e-3  # N3 is tested inside the paper's range "τ < 1e-2" (Sec. IV-C3)
 HAT, HARD = "NDCG-hat (smooth ranks)", "NDCG (hard ranks)"
 TIES = {"pessimistic": "pessimistic (package rule)", "random": "random (seeded)"}
@@ -289,67 +301,10 @@ def training_errors(hist_tau: pd.DataFrame) -> pd.DataFrame:
     return err
 
 
-def batch_errors(sources: dict, rel_batch, taus, batch_size: int, n_batches: int, rng, captions_per_image: int):
-    """Fig. 7 (b): ``n_batches`` batches built like training batches (``batch_size`` distinct images drawn
-    by ``rng``, one of their captions each: caption ``image·captions_per_image + k``, k drawn by ``rng``),
-    relevance ``rel_batch(image_idx, caption_idx)`` (B×B in [0, 1], the training relevance), and for
-    every embedding source ``{name: (image embeddings, caption embeddings)}`` (the same batches) and τ the
-    S-NDCG module's |NDCG-hat − NDCG| (Eqs. 16–18 vs hard ranks) averaged over the two directions.
-    Returns rows ``{batch, source, τ, error}``."""
-    n_images = next(iter(sources.values()))[0].shape[0]
-    rows = []
-    for b in range(n_batches):
-        idx = rng.choice(n_images, size=min(batch_size, n_images), replace=False)
-        cap_idx = idx * captions_per_image + rng.integers(0, captions_per_image, size=len(idx))
-        rel = torch.from_numpy(np.asarray(rel_batch(idx, cap_idx), dtype=np.float32))
-        for source, (vi, vc) in sources.items():
-            sim = torch.from_numpy(vi[idx] @ vc[cap_idx].T)
-            for tau in taus:
-                crit = losses.build("sndcg", tau=tau)
-                with torch.no_grad():
-                    crit(sim, rel)
-                dg = crit.diagnostics
-                err = float(np.mean([abs(dg[f"ndcg_hat_{k}"] - dg[f"ndcg_{k}"]) for k in DIRECTIONS]))
-                rows.append({"batch": b, "source": source, "τ": tau, "error": err})
-    return rows
-
-
-def stored_test_embeddings(study, paper: str, group: str, arm: str) -> list[tuple]:
-    """``[(seed, test image embeddings, test caption embeddings)]`` of ``arm``'s runs as the tables use
-    them (``study.configs``: the tuned setting, every seed), read from the run cache (Fig. 7 b)."""
-    a = next(x for x in study.arms(paper, group) if x.name == arm)
-    out = []
-    for cfg in study.configs(a):
-        res = study.cache.get_or_train(cfg, progress=False)
-        out.append((cfg.seed, res.arrays["test_img"], res.arrays["test_cap"]))
-    return out
-
-
 def error_table(err_direct: pd.DataFrame) -> pd.DataFrame:
     """Fig. 7 (b) as a table: per (source, τ) the mean, std and max of |NDCG-hat − NDCG| over the
     batches of every seed model, and the number of batches."""
     return err_direct.groupby(["source", "τ"])["error"].agg(["mean", "std", "max", "count"])
-
-
-def direct_errors(runs, test, rel_batch, taus=TAUS, batch_size: int = 128, n_batches: int = 10) -> pd.DataFrame:
-    """Fig. 7 (b) over seeds: for every ``(seed, test image embeddings, test caption embeddings)`` in
-    ``runs`` (a trained model's stored test embeddings), :func:`batch_errors` on those embeddings and on
-    random unit embeddings of the same shape (an untrained model), drawn — random embeddings first, then
-    the batches — from ``numpy.random.default_rng(seed)``. One row per (seed, batch, source, τ)."""
-    rows = []
-    for seed, vi, vc in runs:
-        rng = np.random.default_rng(seed)
-        d = vi.shape[1]
-        rnd = rng.standard_normal((test.n_images, d)), rng.standard_normal((test.n_captions, d))
-        sources = {
-            "trained Triplet + S-NDCG (test embeddings)": (vi.astype(np.float32), vc.astype(np.float32)),
-            "random unit embeddings (untrained)": tuple(
-                (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32) for x in rnd
-            ),
-        }
-        cpi = test.captions_per_image
-        rows += [{"seed": seed, **r} for r in batch_errors(sources, rel_batch, taus, batch_size, n_batches, rng, cpi)]
-    return pd.DataFrame(rows)
 
 
 def n3_margins(err_direct: pd.DataFrame, tau: float | None = None) -> list[float]:

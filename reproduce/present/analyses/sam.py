@@ -26,6 +26,7 @@ from reproduce.spec import labels
 
 from reproduce.present import report
 from reproduce.present.analyses import plotting
+from reproduce.present.rankings import Ranking, as_ranking
 
 METHOD = {
     "triplet": "VSE++ (Triplet-HN)",
@@ -380,9 +381,12 @@ def ncs_per_query(sim, image_of_caption, rel, k: int = 5, direction: str = "i2t"
 def per_query_metrics(sim, image_of_caption, phi, quality_rel, captions_per_image: int) -> pd.DataFrame:
     """Per image query (SAM Table 1, model-based reading): the mean yardstick relevance of the model's top-5
     captions (``quality``) beside the per-query metrics that could report it — binary R^V@5 (a GT caption in
-    the top 5), R@5 of Eq. 1 (share of the GT captions in the top 5) and NCS@5 with φ (:func:`ncs_per_query`)."""
-    sim = np.asarray(sim)
-    top5 = np.argsort(-sim, axis=1, kind="stable")[:, :5]
+    the top 5), R@5 of Eq. 1 (share of the GT captions in the top 5) and NCS@5 with φ (:func:`ncs_per_query`).
+    ``sim``: the similarity matrix, or a :class:`~reproduce.present.rankings.Ranking` that kept more than each image
+    query's top 5 (NCS@5 is computed on its :meth:`~reproduce.present.rankings.Ranking.scores`)."""
+    ranking = as_ranking(sim)
+    top5 = ranking.top("image", 5)
+    sim = ranking.scores(5)
     rows = np.arange(sim.shape[0])[:, None]
     hits = gt_matrix(image_of_caption, sim.shape[0])[rows, top5]
     return pd.DataFrame(
@@ -418,9 +422,8 @@ def per_query_agreement(study, paper: str, arms: dict, split, phi, quality_rel, 
     rows, check = [], []
     for label, arm in arms.items():
         for cfg in study.configs(by_name[arm]):
-            res = study.cache.get_or_train(cfg, progress=False)
-            img, cap = res.arrays["test_img"].astype(np.float32), res.arrays["test_cap"].astype(np.float32)
-            pq = per_query_metrics(img @ cap.T, split.image_of_caption, phi, quality_rel, split.captions_per_image)
+            ranking = Ranking.of_run(study.cache.get_or_train(cfg, progress=False))
+            pq = per_query_metrics(ranking, split.image_of_caption, phi, quality_rel, split.captions_per_image)
             rows.append(fold_pearson(pq, fold_of).assign(model=label, seed=cfg.seed))
             check.append({"model": label, "seed": cfg.seed, "mean per-query NCS@5": pq["NCS@5 (CIDEr-D)"].mean()})
     return pd.concat(rows, ignore_index=True), pd.DataFrame(check)

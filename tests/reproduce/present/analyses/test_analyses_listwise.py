@@ -375,21 +375,51 @@ def test_overhead_benchmark_summary_and_missing(tmp_path):
     assert got == pytest.approx([30 / 300, 30 / 330, 36 / 270])
 
 
-def test_stored_test_embeddings_reads_the_tuned_configs_of_the_arm():
+def test_study_direct_errors_read_every_seed_from_embeddings_or_from_what_an_archive_carried():
+    """Fig. 7 (b) of the arm's tuned runs, every seed: from a run's test embeddings, or from the errors its archive
+    carried (``error_arrays``, through an ``arrays.npz``) — the same rows as :func:`direct_errors` on the
+    embeddings. Errors carried for another batch size, none carried, or carried by other code: the run is named."""
+    import io
+
+    from coherent_itr import runs
+    from coherent_itr.io import load_npz
+
+    rng = np.random.default_rng(3)
+    test = _split(n_images=8, cpi=2)
+    relm = rng.random((8, 16)).astype(np.float32)
+
+    def rel(i, c):
+        return relm[np.ix_(i, c)]
+
+    emb = {s: (rng.standard_normal((8, 3)), rng.standard_normal((16, 3))) for s in (2, 0)}
+    kw = dict(taus=(0.1, 0.01), batch_size=5, n_batches=2)
+
+    def slim(arrays):
+        buf = io.BytesIO()
+        np.savez(buf, pq_i2t=np.zeros((8, 3), np.uint8), **arrays)
+        out = runs.SlimArrays(load_npz(io.BytesIO(buf.getvalue())))
+        out.key = "f" * 20
+        return out
+
+    arrays = {2: {"test_img": emb[2][0], "test_cap": emb[2][1]}, 0: slim(lw.error_arrays(0, *emb[0], test, rel, **kw))}
     arms = [SimpleNamespace(name=lw.TRIP), SimpleNamespace(name=lw.BOTH)]
-    cfgs = {lw.BOTH: [SimpleNamespace(seed=2), SimpleNamespace(seed=0)]}
     study = SimpleNamespace(
         arms=lambda paper, group: arms if (paper, group) == ("listwise", "table5") else [],
-        configs=lambda a: cfgs.get(a.name, []),
-        cache=SimpleNamespace(
-            get_or_train=lambda c, progress: SimpleNamespace(
-                arrays={"test_img": np.full((2, 2), c.seed), "test_cap": np.full((4, 2), -c.seed)}
-            )
-        ),
+        configs=lambda a: [SimpleNamespace(seed=2), SimpleNamespace(seed=0)] if a.name == lw.BOTH else [],
+        cache=SimpleNamespace(get_or_train=lambda c, progress: SimpleNamespace(arrays=arrays[c.seed])),
     )
-    got = lw.stored_test_embeddings(study, "listwise", "table5", lw.BOTH)
-    assert [g[0] for g in got] == [2, 0]
-    assert (got[0][1] == 2).all() and (got[0][2] == -2).all()
+    got = lw.study_direct_errors(study, "listwise", "table5", lw.BOTH, test, rel, **kw)
+    pd.testing.assert_frame_equal(got, lw.direct_errors([(2, *emb[2]), (0, *emb[0])], test, rel, **kw))
+    with pytest.raises(
+        runs.ImportedRunMissing, match=r"run f{20}: .*\(\[0.1, 0.01\], 5, 2, 0\).*\[0.1, 0.01\], 4, 2, 0"
+    ):
+        lw.study_direct_errors(study, "listwise", "table5", lw.BOTH, test, rel, **{**kw, "batch_size": 4})
+    arrays[0] = slim({})
+    with pytest.raises(runs.ImportedRunMissing, match=r"run f{20} was imported .* without the 'fig7b' arrays"):
+        lw.study_direct_errors(study, "listwise", "table5", lw.BOTH, test, rel, **kw)
+    arrays[0] = slim({**lw.error_arrays(0, *emb[0], test, rel, **kw), "view_fig7b_code": np.asarray("0" * 16)})
+    with pytest.raises(runs.ImportedRunMissing, match="computed by other code"):
+        lw.study_direct_errors(study, "listwise", "table5", lw.BOTH, test, rel, **kw)
 
 
 def test_error_table_and_paper_overhead():
