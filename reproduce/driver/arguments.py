@@ -27,7 +27,7 @@ RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imp
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
 AUTO = "auto"  # --workers auto: chosen from the device (reproduce.driver.executors.auto_workers)
-EXPORT_EMBEDDINGS = ("views", "all", "none")  # whose test embeddings a run archive keeps
+EXPORT_EMBEDDINGS = ("views", "all", "none")  # what a run archive keeps of the runs' test embeddings
 # Every --papers value; experiments.PAPERS holds the trained ones (a test keeps the two in step)
 PAPERS = tuple(PAPER_NOTEBOOKS)
 EPILOG = f"""\
@@ -181,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--export-embeddings",
         choices=EXPORT_EMBEDDINGS,
         default="views",
-        help="whose test embeddings --export-runs keeps: views = the arms the notebooks' figures read "
-        "(reproduce/spec/views.py; the other runs carry their per-query hits), all, none",
+        help="what --export-runs keeps of each run's test embeddings: views = per-query hits, and for the runs a "
+        "view reads what it reads (reproduce/spec/views.py); all = the embeddings; none = per-query hits only",
     )
     ap.add_argument(
         "--import-runs",

@@ -8,12 +8,13 @@ What an archive holds (``tar`` compressed with ``xz``), for every training entry
 code looks up on the exporting machine (entries of older code are left out and counted):
 
 * ``train/<key>/record.json`` — config, history, health, timing, as stored;
-* ``train/<key>/arrays.npz`` — the test embeddings for the runs of :data:`reproduce.spec.views.EMBEDDING_VIEWS`
-  (or of every run: ``--export-embeddings all``); for the others, their per-query R@1/5/10 hits
-  (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's test-set variance
-  reads), a few kB instead of a few MB. A run that travels without its embeddings is evaluated first if it
-  has no evaluation under the current metric code (a tuning run that may become a final one elsewhere): no other
-  machine could evaluate it;
+* ``train/<key>/arrays.npz`` — a run's test embeddings with ``--export-embeddings all``; otherwise its per-query
+  R@1/5/10 hits (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's
+  test-set variance reads), a few kB instead of a few MB, and, for a run that a view of
+  :data:`reproduce.spec.views.VIEWS` reads (``--export-embeddings views``, the default), what that view reads of it
+  (:func:`view_arrays`: its top candidates per query, Fig. 7 b's errors; :mod:`reproduce.present.rankings`), a few
+  hundred kB. A run that travels without its embeddings is evaluated first if it has no evaluation under the
+  current metric code (a tuning run that may become a final one elsewhere): no other machine could evaluate it;
 * ``eval/<key>/metrics.json`` — every evaluation entry of those runs;
 * ``manifest.json`` — the exporting machine's numerics (:func:`coherent_itr.runs.local_numerics`: torch version,
   device, TF32), the library's source hash, and the sha256 of every other member.
@@ -44,6 +45,7 @@ import re
 import sys
 import tarfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +61,9 @@ from reproduce.protocol.ledger import per_query_recall
 from reproduce.protocol.study import Study
 from reproduce.protocol import tuning
 from reproduce.protocol.tuning import TuningIncomplete
-from reproduce.spec.views import EMBEDDING_VIEWS
+from reproduce.present.analyses import sndcg_error
+from reproduce.present.rankings import Ranking
+from reproduce.spec.views import VIEWS
 
 FORMAT = 1
 PART_BYTES = 16 * 2**20
@@ -144,17 +148,21 @@ def export_runs(
     part_bytes: int = PART_BYTES,
     progress: bool = False,
     datasets=None,
+    views: dict | None = None,
 ) -> dict:
     """Write every current run of ``cache`` (of the data sets ``datasets`` only, when given) into the archive
     ``out`` (see the module docstring).
 
     ``keep_embeddings``: the training keys whose test embeddings travel (``None``: every run's); a run whose test
-    split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. A run that travels without them and has no
-    evaluation under the current metric code is evaluated here first (stored in ``cache``): an importing machine
-    could never evaluate it. Returns a summary: ``runs``, ``evaluations``, ``evaluated`` (runs evaluated for the
-    export), ``with_embeddings``, ``stale`` (entries of older code, left out), ``fell_back`` (CUDA runs whose
-    capture failed partway, left out), ``bytes``, ``files`` (the archive, or its parts), ``machine``,
-    ``unloadable`` (data set → why its test split is not here)."""
+    split cannot be loaded here (no ``$FLICKR8K_DIR``) keeps them too. ``views``: ``{training key: ViewNeed}``
+    (:func:`view_needs`): a run among them that travels without its embeddings carries what the views read of it
+    (:func:`view_arrays`). A run that travels without them and has no evaluation under the current metric code is
+    evaluated here first (stored in ``cache``): an importing machine could never evaluate it. Returns a summary:
+    ``runs``, ``evaluations``, ``evaluated`` (runs evaluated for the export), ``with_embeddings``, ``with_views``
+    (runs that carry what the views read instead), ``stale`` (entries of older code, left out), ``fell_back`` (CUDA
+    runs whose capture failed partway, left out), ``bytes``, ``files`` (the archive, or its parts), ``machine``,
+    ``unloadable`` (data set → why some of its runs kept their embeddings: no test split, or what the views read
+    cannot be computed here)."""
     cache = cache or runs.RunCache()
     entries, stale, fell_back = current_entries(cache)
     if datasets is not None:
@@ -175,8 +183,9 @@ def export_runs(
                 raise ArchiveError(f"run cache {cache.root}: runs of several machines ({k}: {machine[k]}, {v})")
     members: dict[str, bytes] = {}
     slim: dict[str, str] = {}
-    unloadable: dict[str, str] = {}  # data set → why its test split could not be loaded here
-    evals = evaluated = 0
+    unloadable: dict[str, str] = {}  # data set → why some of its runs keep their embeddings
+    evals = evaluated = with_views = 0
+    views = views or {}
     by_run = _evaluations_by_run(cache)
     memo: dict = {}
     for key, config, entry in tqdm(entries, desc="export runs", unit="run", disable=not progress, leave=False):
@@ -192,7 +201,7 @@ def export_runs(
                 splits = _splits_of(config, memo)
             except (FileNotFoundError, ValueError) as exc:  # its data set is not here: the run keeps its embeddings
                 members[f"train/{key}/arrays.npz"] = arrays_bytes
-                unloadable[config.data] = str(exc).splitlines()[0]
+                unloadable[config.data] = f"their test split is not here ({str(exc).splitlines()[0]})"
             else:
                 current = cache.eval_path(config)
                 had = current in by_run.get(key, [])
@@ -202,9 +211,19 @@ def export_runs(
                     if not had:
                         by_run.setdefault(key, []).append(current)
                         evaluated += 1
-                    hits = per_query_hits(load_npz(io.BytesIO(arrays_bytes)), splits.test.image_of_caption)
-                    members[f"train/{key}/arrays.npz"] = _npz_bytes(hits)
-                    slim[key] = _sha(arrays_bytes)
+                    full = load_npz(io.BytesIO(arrays_bytes))
+                    carried = per_query_hits(full, splits.test.image_of_caption)
+                    try:
+                        carried |= view_arrays(views[key], config, full, splits.test) if key in views else {}
+                    except (FileNotFoundError, ValueError) as exc:  # e.g. no Sentence-BERT relevance here
+                        members[f"train/{key}/arrays.npz"] = arrays_bytes
+                        unloadable[config.data] = (
+                            f"what the views read cannot be computed here ({str(exc).splitlines()[0]})"
+                        )
+                    else:
+                        with_views += key in views
+                        members[f"train/{key}/arrays.npz"] = _npz_bytes(carried)
+                        slim[key] = _sha(arrays_bytes)
         for ev in by_run.get(key, []):
             members[f"eval/{ev.name}/metrics.json"] = (ev / "metrics.json").read_bytes()
             evals += 1
@@ -224,6 +243,7 @@ def export_runs(
         "evaluations": evals,
         "evaluated": evaluated,
         "with_embeddings": len(entries) - len(slim),
+        "with_views": with_views,
         "stale": stale,
         "fell_back": fell_back,
         "bytes": sum(f.stat().st_size for f in files),
@@ -533,24 +553,71 @@ def machine_differences(there: dict, here: dict) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 # The command line's two verbs (python -m reproduce --export-runs / --import-runs)
 # ----------------------------------------------------------------------------------------------------------------
-def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
-    """The training keys of every final run (every seed, at the tuned setting) of the arms in
-    :data:`reproduce.spec.views.EMBEDDING_VIEWS`, on the data sets ``sets``. For an arm whose tuning is incomplete,
-    those at every setting its tuning may choose (a full tuning run there is its seed-0 final run, which an
-    importing machine's views would read). Arms that a profile does not have are skipped."""
-    keys = set()
+@dataclass
+class ViewNeed:
+    """What the views read of one run (:data:`reproduce.spec.views.VIEWS`): the top ``ranks[query]`` candidates of
+    each query, the stored sets ``arrays`` of an analysis, and the batch size its profile trains with (Fig. 7 b's)."""
+
+    ranks: dict = field(default_factory=dict)
+    arrays: set = field(default_factory=set)
+    batch_size: int = 0
+
+    def add(self, view, batch_size: int) -> None:
+        for query, k in view.ranks.items():
+            self.ranks[query] = max(k, self.ranks.get(query, 0))
+        self.arrays |= set(view.arrays)
+        self.batch_size = batch_size
+
+
+def view_needs(profile: str, sets: list[str], cache: runs.RunCache) -> dict[str, ViewNeed]:
+    """``{training key: ViewNeed}`` of every final run (at the tuned setting; the first seed or every seed, as the
+    view reads them) of the arms of :data:`reproduce.spec.views.VIEWS`, on the data sets ``sets``. For an arm whose
+    tuning is incomplete, those at every setting its tuning may choose (a full tuning run there is its seed-0 final
+    run, which an importing machine's views would read). Arms that a profile does not have are skipped."""
+    needs: dict[str, ViewNeed] = {}
     for data in sets:
         study = Study(profile, data, cache=cache, progress=False)
-        for paper, names in EMBEDDING_VIEWS.items():
-            for arm in study.arms(paper):
-                if arm.name not in names:
-                    continue
-                try:
-                    configs = study.configs(arm, train_missing=False)
-                except TuningIncomplete:
-                    configs = tuning.candidate_configs(arm, study.arms(paper), study.profile)
-                keys |= {cache.train_key(c) for c in configs}
-    return keys
+        batch_size = int(study.profile.model["batch_size"])
+        for view in VIEWS.values():
+            for paper, names in view.arms.items():
+                for arm in study.arms(paper):
+                    if arm.name not in names:
+                        continue
+                    try:
+                        configs = study.configs(arm, train_missing=False)
+                    except TuningIncomplete:
+                        configs = tuning.candidate_configs(arm, study.arms(paper), study.profile)
+                    for c in configs:
+                        if not view.first_seed or c.seed == study.seeds[0]:
+                            needs.setdefault(cache.train_key(c), ViewNeed()).add(view, batch_size)
+    return needs
+
+
+def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
+    """The training keys of :func:`view_needs`: the runs some view reads."""
+    return set(view_needs(profile, sets, cache))
+
+
+def view_arrays(need: ViewNeed, config: Config, arrays, test) -> dict:
+    """What the views read of a run (``need``), computed from its test embeddings (``arrays``) on its ``test``
+    split by the views' own functions: its :class:`~reproduce.present.rankings.Ranking` to the depth asked, and each
+    stored set of an analysis (:data:`ARRAY_VIEWS`)."""
+    out = {}
+    if need.ranks:
+        out |= Ranking.of_embeddings(arrays["test_img"], arrays["test_cap"]).to_arrays(need.ranks)
+    for name in sorted(need.arrays):
+        out |= ARRAY_VIEWS[name](need, config, arrays, test)
+    return out
+
+
+def _fig7b(need: ViewNeed, config: Config, arrays, test) -> dict:
+    rel = sndcg_error.training_relevance(test)
+    return sndcg_error.error_arrays(
+        config.seed, arrays["test_img"], arrays["test_cap"], test, rel, batch_size=need.batch_size
+    )
+
+
+ARRAY_VIEWS = {sndcg_error.FIG7B: _fig7b}  # a stored set's name → what computes it from a run's embeddings
 
 
 def read_runs_from(machine: str) -> None:
@@ -563,15 +630,15 @@ def read_runs_from(machine: str) -> None:
 def export_command(args, sets: list[str]) -> int:
     """``--export-runs FILE``: 0 written, 1 nothing to write or too large (said on stderr)."""
     cache = runs.RunCache()
-    keep = {"all": None, "none": set()}.get(args.export_embeddings)
-    if args.export_embeddings == "views":
-        keep = view_keys(args.profile, sets, cache)
+    keep = None if args.export_embeddings == "all" else set()
+    views = view_needs(args.profile, sets, cache) if args.export_embeddings == "views" else {}
     try:
         only = getattr(args, "only_data", None)
         s = export_runs(
             args.export_runs,
             cache,
             keep_embeddings=keep,
+            views=views,
             progress=not args.no_progress,
             datasets=[d for d in only.split(",") if d] if only else None,
         )
@@ -580,7 +647,8 @@ def export_command(args, sets: list[str]) -> int:
         return 1
     print(
         f"reproduce: exported {s['runs']} runs ({s['with_embeddings']} with test embeddings, the others with "
-        f"per-query hits) and {s['evaluations']} evaluations of machine {s['machine']} into "
+        f"per-query hits, {s['with_views']} of them with what the views read) and {s['evaluations']} evaluations "
+        f"of machine {s['machine']} into "
         f"{', '.join(s['files'])} ({s['bytes'] / 2**20:.1f} MiB)"
         + (f"; {s['evaluated']} runs evaluated first (no embeddings travel with them)" if s["evaluated"] else "")
         + (f"; {s['stale']} entries of older code left out" if s["stale"] else "")
@@ -588,7 +656,7 @@ def export_command(args, sets: list[str]) -> int:
         flush=True,
     )
     for data, why in s["unloadable"].items():
-        print(f"reproduce: the {data} runs kept their test embeddings: their test split is not here ({why})")
+        print(f"reproduce: the {data} runs kept their test embeddings: {why}")
     return 0
 
 

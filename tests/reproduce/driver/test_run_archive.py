@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from coherent_itr import runs
@@ -354,20 +355,21 @@ def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     from reproduce.present.analyses import bcls, listwise, sam
     from reproduce.spec import experiments
     from reproduce.spec.profiles import profile_for
-    from reproduce.spec.views import EMBEDDING_VIEWS
+    from reproduce.spec.views import VIEWS
 
     names = {"HN": bcls.HN, "BC": bcls.BC, "lw.TRIP": listwise.TRIP, "lw.BOTH": listwise.BOTH}
     for nb, paper in (("01_bcls", "bcls"), ("02_ladder", "ladder"), ("04_listwise", "listwise")):
         src = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in _cells(nb))
         (args,) = re.findall(r"pg\.qualitative\(\[([^\]]*)\]", src)
         arms = [names.get(a.strip(), a.strip().strip('"')) for a in args.split(",")]
-        assert set(arms) <= set(EMBEDDING_VIEWS[paper]), (nb, arms)
+        assert set(arms) <= set(VIEWS["qualitative"].arms[paper]), (nb, arms)
     src = "".join("".join(c["source"]) for c in _cells("07_explore"))
     paper, arms = re.search(r'PAPER, ARMS = "(\w+)", \[([^\]]*)\]', src).groups()
-    assert {a.strip().strip('"') for a in arms.split(",")} <= set(EMBEDDING_VIEWS[paper])
-    assert set(sam.ARMS_100.values()) <= set(EMBEDDING_VIEWS["sam"])
-    assert listwise.BOTH in EMBEDDING_VIEWS["listwise"]
-    for paper, arms in EMBEDDING_VIEWS.items():
+    assert {a.strip().strip('"') for a in arms.split(",")} <= set(VIEWS["qualitative"].arms[paper])
+    assert set(sam.ARMS_100.values()) <= set(VIEWS["sam_table1"].arms["sam"])
+    assert VIEWS["fig7b"].arms == {"listwise": (listwise.BOTH,)} and VIEWS["fig7b"].arrays == (listwise.FIG7B,)
+    assert {n for v in VIEWS.values() for n in v.arrays} <= set(ra.ARRAY_VIEWS)
+    for paper, arms in [(p, a) for v in VIEWS.values() for p, a in v.arms.items()]:
         known = {a.name for a in experiments.arms(paper, profile_for("default", "synthetic"))}
         assert set(arms) <= known, (paper, set(arms) - known)
 
@@ -389,7 +391,7 @@ sys.meta_path.insert(0, _Block())
 """
 
 
-def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_path):
+def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_path, monkeypatch):
     """``python -m reproduce --skip-notebooks --export-runs`` on the smoke profile's listwise runs of the synthetic
     world, with the imports of the notebook stack and Ray blocked (a GPU machine lacks them); then
     ``--import-runs`` into another cache. (Sentence-BERT stays importable: the synthetic world's caption
@@ -411,13 +413,51 @@ def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_pat
         timeout=1200,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert re.search(r"exported 7 runs \(\d+ with test embeddings", r.stdout), r.stdout[-2000:]
+    m = re.search(r"exported 7 runs \(0 with test embeddings, the others with per-query hits, (\d+) of them", r.stdout)
+    assert m and int(m.group(1)) >= 2, r.stdout[-2000:]  # Triplet (mean) and Triplet + S-NDCG at least
     env2 = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "lab")}
     r = subprocess.run(
         [sys.executable, "-m", "reproduce", "--import-runs", str(archive)], env=env2, capture_output=True, text=True
     )
     assert r.returncode == 0 and "imported 7 runs and 7 evaluations" in r.stdout, r.stdout + r.stderr
     assert "this machine's own keys" in r.stdout
+    _views_read_the_same(tmp_path / "gpu", tmp_path / "lab", monkeypatch)
+
+
+def _views_read_the_same(source, target, monkeypatch):
+    """What the listwise views read — the qualitative rankings of seed 0, Fig. 7 (b) of every seed — is the same
+    from the imported runs (no embeddings) as from the runs that trained."""
+    from reproduce.present import qualitative
+    from reproduce.present.analyses import listwise as lw
+    from reproduce.protocol.study import Study
+    from reproduce.spec.views import VIEW_K
+
+    got = []
+    for root in (source, target):
+        monkeypatch.setenv("COHERENT_ITR_CACHE", str(root))
+        st = Study("smoke", "synthetic", cache=runs.RunCache(), progress=False)
+        test = st.splits().test
+        ranks = qualitative.arm_rankings(st, "listwise", [lw.TRIP, lw.BOTH])
+        b = int(st.profile.model["batch_size"])
+        errors = lw.study_direct_errors(
+            st, "listwise", "table5", lw.BOTH, test, lw.training_relevance(test), batch_size=b
+        )
+        got.append((ranks, errors, st))
+    (full, err_full, st_full), (slim, err_slim, st_slim) = got
+    for arm in full:
+        assert _has_embeddings(st_full, arm) and not _has_embeddings(st_slim, arm)
+        for q in ("image", "caption"):
+            assert np.array_equal(full[arm].top(q, VIEW_K), slim[arm].top(q, VIEW_K))
+            assert np.array_equal(full[arm].values(q, VIEW_K), slim[arm].values(q, VIEW_K))
+    assert len(err_full) and len(set(err_full["seed"])) == len(st_full.seeds)
+    pd.testing.assert_frame_equal(err_full, err_slim)
+
+
+def _has_embeddings(study, arm) -> bool:
+    from reproduce.present import qualitative
+
+    (res,) = qualitative._arm_runs(study, "listwise", [arm]).values()
+    return "test_img" in res.arrays
 
 
 def test_a_machine_without_sentence_bert_skips_the_synthetic_world_with_one_line(tmp_path):
@@ -444,7 +484,8 @@ def test_a_run_whose_test_split_is_not_here_keeps_its_embeddings(source, tmp_pat
 
     monkeypatch.setattr(ra, "_splits_of", missing)
     s = _export(source, tmp_path, keep="none")
-    assert s["with_embeddings"] == 2 and s["unloadable"] == {"toy": "Flickr8k is not configured"}
+    assert s["with_embeddings"] == 2
+    assert s["unloadable"] == {"toy": "their test split is not here (Flickr8k is not configured)"}
     ra.import_runs(s["files"][0], tmp_path / "t")
     assert "test_img" in runs.RunCache(tmp_path / "t").load(B).arrays
 
@@ -478,13 +519,13 @@ def test_the_views_keep_every_run_their_unfinished_tuning_may_choose(tmp_path):
     could never be shown there)."""
     from reproduce.protocol import tuning
     from reproduce.protocol.study import Study
-    from reproduce.spec.views import EMBEDDING_VIEWS
+    from reproduce.spec.views import SAM_K, VIEWS
 
     cache = runs.RunCache(tmp_path / "empty")  # no tuning run: every view arm's tuning is incomplete
     keys = ra.view_keys("default", ["synthetic"], cache)
     profile = Study("default", "synthetic", cache=cache, progress=False).profile
     checked = 0
-    for paper, names in EMBEDDING_VIEWS.items():
+    for paper, names in [(p, a) for v in VIEWS.values() for p, a in v.arms.items()]:
         for arm in tuning.main_arms(profile, paper):
             if arm.name in names:
                 for setting in tuning.grid(arm, profile):
@@ -492,6 +533,21 @@ def test_the_views_keep_every_run_their_unfinished_tuning_may_choose(tmp_path):
                     assert cache.train_key(full) in keys, (paper, arm.name, setting)
                     checked += 1
     assert checked >= 10
+    needs = ra.view_needs("default", ["synthetic"], cache)
+    assert set(needs) == keys
+    study = Study("default", "synthetic", cache=cache, progress=False)
+    for paper, arm_name, view in [(p, a, v) for v in VIEWS.values() for p, arms in v.arms.items() for a in arms]:
+        arm = next(a for a in study.arms(paper) if a.name == arm_name)
+        candidates = tuning.candidate_configs(arm, study.arms(paper), profile)
+        assert len({c.seed for c in candidates}) > 1
+        for c in candidates:
+            need = needs.get(cache.train_key(c))
+            if view.first_seed and c.seed != study.seeds[0]:
+                continue
+            assert need is not None and all(need.ranks.get(q, 0) >= k for q, k in view.ranks.items()), (arm_name, c)
+            assert set(view.arrays) <= need.arrays
+    assert any(n.ranks == {"image": SAM_K} for n in needs.values())
+    assert all(n.batch_size == int(profile.model["batch_size"]) for n in needs.values())
 
 
 def test_only_data_exports_one_data_sets_runs(source, tmp_path, monkeypatch, capsys):
