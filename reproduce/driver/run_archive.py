@@ -413,7 +413,9 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
     those of two GPU sessions, or of two machines of one kind), every member verified as on import.
 
     A run found in several archives travels from the first that holds it, with those of its evaluations that were
-    computed from its stored test embeddings (a run trained twice differs at least in its record's timings); CUDA
+    computed from its stored test embeddings (a run trained twice differs at least in its record's timings); where a
+    later archive's copy of the same trained run carries more arrays (its embeddings, or what the views read), its
+    arrays travel instead (:func:`_carries_more`). CUDA
     runs whose capture failed partway are left out. Returns ``runs``, ``evaluations``, ``duplicates`` (runs found
     again in a later archive), ``fell_back``, ``bytes``, ``files`` and ``machine``."""
     if not inputs:
@@ -447,6 +449,14 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
         for key in keys:
             if f"train/{key}/record.json" in members:
                 duplicates += 1
+                theirs = manifest.get("slim", {}).get(key)
+                if _carries_more(
+                    got[f"train/{key}/arrays.npz"], theirs, members[f"train/{key}/arrays.npz"], slim.get(key)
+                ):
+                    members[f"train/{key}/arrays.npz"] = got[f"train/{key}/arrays.npz"]
+                    slim.pop(key, None)
+                    if theirs is not None:
+                        slim[key] = theirs
                 continue
             for fname in ("record.json", "arrays.npz"):
                 members[f"train/{key}/{fname}"] = got[f"train/{key}/{fname}"]
@@ -489,6 +499,15 @@ def merge_archives(out: str | Path, inputs: list, part_bytes: int = PART_BYTES) 
         "files": [str(f) for f in files],
         "machine": manifest["machine_id"],
     }
+
+
+def _carries_more(new: bytes, new_slim: str | None, old: bytes, old_slim: str | None) -> bool:
+    """Whether a run's ``arrays.npz`` found again in a later archive carries more than the copy kept (its test
+    embeddings, or what the views read, where the kept copy has per-query hits only) of the same trained run (the
+    same embeddings: the sha256 the slim copies name, or the full copy's)."""
+    if (new_slim or _sha(new)) != (old_slim or _sha(old)):
+        return False
+    return set(load_npz(io.BytesIO(new))) > set(load_npz(io.BytesIO(old)))
 
 
 def without_fallen_back(members: dict[str, bytes]) -> tuple[dict[str, bytes], set[str]]:

@@ -565,3 +565,26 @@ def test_only_data_exports_one_data_sets_runs(source, tmp_path, monkeypatch, cap
     assert ra.main(["--export", str(tmp_path / "s.tar.xz"), "--only-data", "synthetic", "--data", ""]) == 1
     assert "no run of the current code of synthetic to export" in capsys.readouterr().err
     assert not (tmp_path / "s.tar.xz").exists()
+
+
+def test_a_merge_keeps_the_copy_of_a_run_that_carries_what_the_views_read(source, tmp_path):
+    """The same trained run in two archives, once with per-query hits only and once with what a view reads too:
+    the merged archive carries the latter, whichever archive comes first; its evaluations stay."""
+    cache = runs.RunCache(source)
+    need = ra.ViewNeed(ranks={"image": 2, "caption": 2})
+    plain = ra.export_runs(tmp_path / "plain.tar.xz", cache, keep_embeddings=set())["files"][0]
+    views = ra.export_runs(tmp_path / "views.tar.xz", cache, keep_embeddings=set(), views={cache.train_key(B): need})
+    assert views["with_views"] == 1
+    for i, order in enumerate(([plain, views["files"][0]], [views["files"][0], plain])):
+        out = tmp_path / "merged.tar.xz"
+        got = ra.merge_archives(out, order)
+        assert (got["runs"], got["evaluations"], got["duplicates"]) == (2, 2, 2)
+        manifest, members = ra.read_archive(out)
+        arrays = np.load(io.BytesIO(members[f"train/{cache.train_key(B)}/arrays.npz"]))
+        assert "view_ranking_image_top" in arrays.files and set(manifest["slim"]) == {
+            cache.train_key(c) for c in (A, B)
+        }
+        target = tmp_path / f"target{i}"
+        ra.import_runs(out, target)
+        there = runs.RunCache(target)
+        assert there.load(B).record["test"] == cache.load(B).record["test"]
