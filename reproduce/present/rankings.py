@@ -29,11 +29,12 @@ AGAIN = "export the run again (python -m reproduce --export-runs FILE, or --expo
 
 
 def code_hash(*objs) -> str:
-    """SHA-256 (first 16 hex digits) of the source of ``objs`` (functions, classes): names the code that
-    computed a stored set, so that a set computed by other code is never read as this code's."""
+    """SHA-256 (first 16 hex digits) of the source of ``objs`` (functions, classes, modules; a string as it is, e.g.
+    another code hash): names the code that computed a stored set, so that a set computed by other code is never
+    read as this code's."""
     h = hashlib.sha256()
     for o in objs:
-        h.update(inspect.getsource(o).encode())
+        h.update((o if isinstance(o, str) else inspect.getsource(o)).encode())
     return h.hexdigest()[:16]
 
 

@@ -5,6 +5,7 @@ embeddings and of random ones (:func:`direct_errors`), read for every seed of th
 Apart from the notebook's other analyses (:mod:`reproduce.present.analyses.listwise`, which re-exports these
 names) because a run archive computes it where the run was trained, for a run exported without its test
 embeddings (:func:`error_arrays`, :mod:`reproduce.present.rankings`): on a GPU machine without the notebook stack.
+Tested in ``tests/reproduce/present/analyses/test_analyses_listwise.py`` with the rest of Fig. 7.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 from coherent_itr import data as data_mod
 from coherent_itr import losses
-from coherent_itr.runs import ImportedRunMissing
+from coherent_itr.runs import ImportedRunMissing, evaluation_code_hash
 
 from reproduce.present import rankings
 
@@ -88,7 +89,7 @@ def error_arrays(seed: int, vi, vc, test, rel_batch, taus=TAUS, batch_size: int 
         raise AssertionError("seed_errors rows are not in (batch, source, τ) order")
     error = np.asarray([r["error"] for r in rows], dtype=np.float64).reshape(n_batches, len(SOURCES), len(taus))
     meta = {"tau": np.asarray(taus, dtype=np.float64), "batch_size": batch_size, "seed": seed}
-    return rankings.stored(FIG7B, {"error": error, **meta}, FIG7B_CODE)
+    return rankings.stored(FIG7B, {"error": error, **meta}, fig7b_code())
 
 
 def run_errors(res, seed: int, test, rel_batch, taus=TAUS, batch_size: int = 128, n_batches: int = 10, run="") -> list:
@@ -100,7 +101,7 @@ def run_errors(res, seed: int, test, rel_batch, taus=TAUS, batch_size: int = 128
             seed, res.arrays["test_img"], res.arrays["test_cap"], test, rel_batch, taus, batch_size, n_batches
         )
     run = run or getattr(res.arrays, "key", "?")
-    got = rankings.read_stored(res.arrays, FIG7B, FIG7B_CODE, run)
+    got = rankings.read_stored(res.arrays, FIG7B, fig7b_code(), run)
     asked = (list(map(float, taus)), int(batch_size), int(n_batches), int(seed))
     have = (got["tau"].tolist(), int(got["batch_size"]), int(got["error"].shape[0]), int(got["seed"]))
     if asked != have:
@@ -132,4 +133,11 @@ def study_direct_errors(
 
 
 FIG7B = "fig7b"  # the stored set's name (reproduce.present.rankings)
-FIG7B_CODE = rankings.code_hash(batch_errors, seed_errors, error_arrays, losses.sndcg)
+
+
+def fig7b_code() -> str:
+    """The code that computes Fig. 7 (b)'s errors: these functions, the S-NDCG loss, and the evaluation code (the
+    relevance they read; an imported run without embeddings is of no use under other evaluation code anyway)."""
+    return rankings.code_hash(
+        batch_errors, seed_errors, error_arrays, training_relevance, losses.sndcg, evaluation_code_hash()
+    )
