@@ -612,11 +612,6 @@ def view_needs(profile: str, sets: list[str], cache: runs.RunCache) -> dict[str,
     return needs
 
 
-def view_keys(profile: str, sets: list[str], cache: runs.RunCache) -> set[str]:
-    """The training keys of :func:`view_needs`: the runs some view reads."""
-    return set(view_needs(profile, sets, cache))
-
-
 def view_arrays(need: ViewNeed, config: Config, arrays, test) -> dict:
     """What the views read of a run (``need``), computed from its test embeddings (``arrays``) on its ``test``
     split by the views' own functions: its :class:`~reproduce.present.rankings.Ranking` to the depth asked, and each

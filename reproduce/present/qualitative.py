@@ -45,16 +45,6 @@ CMAP = "viridis"
 # --------------------------------------------------------------------------------------------------
 # Similarities and the selection rule
 # --------------------------------------------------------------------------------------------------
-def similarities(embeddings: dict) -> dict[str, np.ndarray]:
-    """``{arm: (test_img, test_cap)}`` or ``{arm: RunResult}`` → ``{arm: similarity matrix}``."""
-    out = {}
-    for arm, e in embeddings.items():
-        if hasattr(e, "arrays"):
-            e = (e.arrays["test_img"], e.arrays["test_cap"])
-        out[arm] = similarity(*e)
-    return out
-
-
 def disagreement_rank(sim_a, sim_b, k: int = 5, query: str = "image") -> pd.DataFrame:
     """Queries ordered by how much two arms disagree: ``overlap`` = |top-k(A) ∩ top-k(B)| ascending
     (0 = no common candidate), ties by query index. Columns ``query``, ``overlap``. Each arm is a similarity
@@ -571,7 +561,6 @@ __all__ = [
     "figure_qualitative",
     "image_path",
     "render_query_html",
-    "similarities",
     "similarity",
     "study_views",
     "top_k_indices",
