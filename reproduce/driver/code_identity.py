@@ -8,6 +8,11 @@ profile, both data sets, tuning runs included), of the evaluation code and of th
 (:data:`coherent_itr.cuda_graphs.ENGINE_FILES`); ``--freeze FILE …``: only the sets
 holding those files (an edit that changes numbers: their runs train again, every other key stays).
 See :mod:`coherent_itr.code_identity`.
+
+The same for the code of the arrays a run archive carries for the views (:data:`VIEW_SETS`,
+:mod:`reproduce.present.rankings`): ``--declare-view NAME WHY`` records the current source of the stored set NAME as
+keeping every stored array; ``--freeze-view NAME``: its stored sets name the current code from now on (the archives
+made before must be exported again for the views that read it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import sys
 
 from coherent_itr import code_identity, cuda_graphs, runs
 
+from reproduce.present import rankings
+from reproduce.present.analyses import sndcg_error
 from reproduce.protocol import tuning
 from reproduce.spec import experiments
 from reproduce.spec.profiles import PROFILES, profile_for
@@ -34,6 +41,55 @@ def study_file_sets() -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     return sorted(sets), tuple(runs.evaluation_files())
 
 
+# every stored set of a run archive's view arrays → the code that computes it (rankings.frozen_code's objs)
+VIEW_SETS = {rankings.Ranking.NAME: lambda: rankings.RANKING_SOURCES, sndcg_error.FIG7B: sndcg_error.fig7b_sources}
+
+
+def view_states() -> dict[str, str]:
+    """Per stored set of :data:`VIEW_SETS`: ``frozen`` (its code as frozen), ``declared`` (an edit declared to keep
+    every stored array), ``undeclared`` (an edit not declared: its sets name the live hash) or ``not frozen``."""
+    out = {}
+    for name, sources in VIEW_SETS.items():
+        entry = rankings.declared_codes().get(name)
+        live = rankings.code_hash(*sources())
+        if entry is None:
+            out[name] = "not frozen"
+        elif live not in entry["sources"]:
+            out[name] = "undeclared"
+        else:
+            out[name] = "frozen" if live == entry["code"] else "declared"
+    return out
+
+
+def _write_views(codes: dict) -> None:
+    rankings.VIEW_CODE_FILE.write_text(json.dumps(codes, indent=1, sort_keys=True) + "\n")
+    rankings.declared_codes.cache_clear()
+
+
+def view_command(name: str, why: str | None) -> int:
+    """``--declare-view NAME WHY`` (``why`` given) or ``--freeze-view NAME``."""
+    if name not in VIEW_SETS:
+        print(f"{name}: not a stored view set (those: {', '.join(VIEW_SETS)})", file=sys.stderr)
+        return 2
+    codes = dict(rankings.declared_codes())
+    live = rankings.code_hash(*VIEW_SETS[name]())
+    if why is None:
+        before = (codes.get(name) or {}).get("code")
+        codes[name] = {"code": live, "sources": {live: "frozen"}}
+        again = f"; archives made under code {before} must be exported again" if before not in (None, live) else ""
+        print(f"{name}: frozen at code {live}{again}")
+    elif name not in codes:
+        print(
+            f"{name}: not frozen yet (python -m reproduce.driver.code_identity --freeze-view {name})", file=sys.stderr
+        )
+        return 2
+    else:
+        codes[name] = {**codes[name], "sources": {**codes[name]["sources"], live: why}}
+        print(f"{name}: source {live} declared to keep every stored array (code {codes[name]['code']})")
+    _write_views(codes)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.code_identity", description=__doc__.split("\n")[2])
     ap.add_argument("--freeze", nargs="*", metavar="FILE", help="freeze again: every set, or the sets of these files")
@@ -48,7 +104,19 @@ def main(argv=None) -> int:
         metavar="TYPE[,TYPE]",
         help="with --declare: the device types (cpu, cuda) on which the edit keeps every number; default every one",
     )
+    ap.add_argument(
+        "--declare-view",
+        nargs=2,
+        metavar=("NAME", "WHY"),
+        help="declare the edit of a stored view set's code neutral: its current source keeps every stored array",
+    )
+    ap.add_argument(
+        "--freeze-view", metavar="NAME", help="freeze a stored view set's code again (an edit that changes it)"
+    )
     args = ap.parse_args(argv)
+    if args.declare_view or args.freeze_view:
+        name, why = args.declare_view or (args.freeze_view, None)
+        return view_command(name, why)
     if args.devices and not args.declare:
         ap.error("--devices goes with --declare")
     if args.declare:
@@ -72,7 +140,10 @@ def main(argv=None) -> int:
         for rel, state in sorted(changed.items()):
             print(f"{rel}: {state}")
         print(f"{len(code_identity.load().get('sets', []))} frozen file sets; {len(changed)} file(s) changed since")
-        return 1 if {"undeclared", "missing"} & set(changed.values()) else 0
+        views = view_states()
+        for name, state in views.items():
+            print(f"view set {name}: {state}")
+        return 1 if {"undeclared", "missing"} & set(changed.values()) or {"undeclared"} & set(views.values()) else 0
     sets, evaluation = study_file_sets()
     only = set(args.freeze) or None
     engine = cuda_graphs.ENGINE_FILES  # the CUDA-graph engine a captured run's key names

@@ -10,14 +10,24 @@ instead of a few MB:
   sort) with their similarities, image queries (image→text) and caption queries (text→image);
 * named arrays of an analysis (:func:`stored` / :func:`read_stored`: listwise Fig. 7 (b) errors).
 
-Every stored set names the code that computed it (:func:`code_hash`); a set computed by other code, or asked of a
+Every stored set names the code that computed it (:func:`frozen_code`); a set computed by other code, or asked of a
 run that does not carry it, raises :class:`coherent_itr.runs.ImportedRunMissing` naming the run and what is missing.
+
+The code a set names is frozen as the library's run keys are (:mod:`coherent_itr.code_identity`): ``VIEW_CODE_FILE``
+records, per stored set, the code its archives name and the source hashes that compute it — the one frozen and
+those of edits declared to keep every stored array (``python -m reproduce.driver.code_identity --declare-view NAME
+WHY``). An undeclared edit names its live source hash, so its sets and the archives' are never read as each other's;
+``tests/reproduce/present/test_view_code.py`` fails until the edit is declared or frozen again, and checks pinned
+arrays so that a declaration that moves a number is caught.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import json
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +35,7 @@ from coherent_itr.runs import ImportedRunMissing
 
 QUERIES = ("image", "caption")  # image: image→text (rank captions); caption: text→image (rank images)
 PREFIX = "view_"  # every stored array's name starts with it: view_<set>_<field>
+VIEW_CODE_FILE = Path(__file__).resolve().parents[1] / "data" / "view_code.json"  # {set: {code, sources}}
 AGAIN = "export the run again (python -m reproduce --export-runs FILE, or --export-embeddings all) or train it here"
 
 
@@ -36,6 +47,25 @@ def code_hash(*objs) -> str:
     for o in objs:
         h.update((o if isinstance(o, str) else inspect.getsource(o)).encode())
     return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def declared_codes() -> dict:
+    """``VIEW_CODE_FILE``: ``{set name: {"code": the code its stored sets name, "sources": {source hash: why}}}``
+    (``{}`` when absent: every code live)."""
+    try:
+        return json.loads(VIEW_CODE_FILE.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def frozen_code(name: str, *objs) -> str:
+    """The code the stored set ``name``, computed by ``objs``, names: its frozen code while the source of ``objs``
+    hashes (:func:`code_hash`) to a source recorded for it in ``VIEW_CODE_FILE`` (the frozen one, or an edit declared
+    to keep every stored array), else that live hash."""
+    live = code_hash(*objs)
+    entry = declared_codes().get(name) or {}
+    return entry["code"] if live in entry.get("sources", {}) else live
 
 
 def has_embeddings(arrays) -> bool:
@@ -94,9 +124,13 @@ def similarity(img, cap) -> np.ndarray:
     return img @ cap.T
 
 
-def _oriented(sim: np.ndarray, query: str) -> np.ndarray:
+def _check_query(query: str) -> None:
     if query not in QUERIES:
         raise ValueError(f"query={query!r} must be one of {QUERIES}")
+
+
+def _oriented(sim: np.ndarray, query: str) -> np.ndarray:
+    _check_query(query)
     return sim if query == "image" else sim.T
 
 
@@ -147,15 +181,13 @@ class Ranking:
 
     def kept(self, query: str) -> int:
         """How many candidates per query of direction ``query`` this ranking can give."""
-        if query not in QUERIES:
-            raise ValueError(f"query={query!r} must be one of {QUERIES}")
+        _check_query(query)
         if self._sim is not None:
             return self.shape[1] if query == "image" else self.shape[0]
         return int(self._top[query].shape[1]) if query in self._top else 0
 
     def _check(self, query: str, k: int) -> None:
-        if query not in QUERIES:
-            raise ValueError(f"query={query!r} must be one of {QUERIES}")
+        _check_query(query)
         n = self.shape[1] if query == "image" else self.shape[0]
         if not 1 <= k <= n:
             raise ValueError(f"k={k} must be between 1 and the number of candidates ({n})")
@@ -172,22 +204,23 @@ class Ranking:
             raise ValueError(f"{query} query index out of range: the split has {n_q} {query}s")
         return rows
 
-    def top(self, query: str, k: int, rows=None) -> np.ndarray:
-        """(len(rows), k) candidate indices in rank order of the queries ``rows`` (default: every query)."""
+    def _ranked(self, query: str, k: int, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`top` and :meth:`values` from one sort."""
         self._check(query, k)
         rows = self._rows(query, rows)
         if self._sim is None:
-            return self._top[query][rows, :k].astype(np.int64)
-        return top_k_indices(_oriented(self._sim, query)[rows], k, "image")
+            return self._top[query][rows, :k].astype(np.int64), self._values[query][rows, :k]
+        s = _oriented(self._sim, query)[rows]
+        top = top_k_indices(s, k, "image")
+        return top, np.take_along_axis(s, top, axis=1)
+
+    def top(self, query: str, k: int, rows=None) -> np.ndarray:
+        """(len(rows), k) candidate indices in rank order of the queries ``rows`` (default: every query)."""
+        return self._ranked(query, k, rows)[0]
 
     def values(self, query: str, k: int, rows=None) -> np.ndarray:
         """(len(rows), k) similarities of :meth:`top`'s candidates."""
-        self._check(query, k)
-        rows = self._rows(query, rows)
-        if self._sim is None:
-            return self._values[query][rows, :k]
-        s = _oriented(self._sim, query)[rows]
-        return np.take_along_axis(s, top_k_indices(s, k, "image"), axis=1)
+        return self._ranked(query, k, rows)[1]
 
     def scores(self, k: int) -> np.ndarray:
         """An (n_images, n_captions) matrix on which every image query has the top ``k`` candidates it has on the
@@ -218,8 +251,8 @@ class Ranking:
         (``<query>_top``, int32) and their similarities (``<query>_sim``, float32), with the shape."""
         out = {"shape": np.asarray(self.shape, dtype=np.int64)}
         for query, k in ks.items():
-            out[f"{query}_top"] = self.top(query, k).astype(np.int32)
-            out[f"{query}_sim"] = self.values(query, k).astype(np.float32)
+            top, values = self._ranked(query, k)
+            out[f"{query}_top"], out[f"{query}_sim"] = top.astype(np.int32), values.astype(np.float32)
         return stored(self.NAME, out, RANKING_CODE)
 
     @classmethod
@@ -240,4 +273,5 @@ def as_ranking(x) -> Ranking:
     return x if isinstance(x, Ranking) else Ranking.of_similarity(x)
 
 
-RANKING_CODE = code_hash(_as_float32, similarity, _oriented, top_k_indices, Ranking.top, Ranking.values)
+RANKING_SOURCES = (_as_float32, similarity, _oriented, top_k_indices, Ranking._ranked, Ranking.to_arrays)  # stores
+RANKING_CODE = frozen_code(Ranking.NAME, *RANKING_SOURCES)

@@ -135,9 +135,12 @@ def study_direct_errors(
 FIG7B = "fig7b"  # the stored set's name (reproduce.present.rankings)
 
 
-def fig7b_code() -> str:
+def fig7b_sources() -> tuple:
     """The code that computes Fig. 7 (b)'s errors: these functions, the S-NDCG loss, and the evaluation code (the
     relevance they read; an imported run without embeddings is of no use under other evaluation code anyway)."""
-    return rankings.code_hash(
-        batch_errors, seed_errors, error_arrays, training_relevance, losses.sndcg, evaluation_code_hash()
-    )
+    return batch_errors, seed_errors, error_arrays, training_relevance, losses.sndcg, evaluation_code_hash()
+
+
+def fig7b_code() -> str:
+    """The code Fig. 7 (b)'s stored errors name (:func:`reproduce.present.rankings.frozen_code`)."""
+    return rankings.frozen_code(FIG7B, *fig7b_sources())

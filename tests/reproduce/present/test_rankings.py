@@ -95,9 +95,7 @@ def test_a_set_computed_by_other_code_is_refused():
     assert np.array_equal(rk.read_stored(_through_npz(arrays), "demo", "a" * 16)["x"], np.arange(3))
     with pytest.raises(runs.ImportedRunMissing, match=r"'demo' arrays were computed by other code \(code a{16}\)"):
         rk.read_stored(_through_npz(arrays), "demo", "b" * 16)
-    assert len(rk.RANKING_CODE) == 16 and rk.RANKING_CODE == rk.code_hash(
-        rk._as_float32, rk.similarity, rk._oriented, rk.top_k_indices, rk.Ranking.top, rk.Ranking.values
-    )
+    assert len(rk.RANKING_CODE) == 16  # its frozen code: tests/reproduce/present/test_view_code.py
 
 
 @pytest.mark.parametrize("tied", [False, True])
