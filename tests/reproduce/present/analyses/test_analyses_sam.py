@@ -356,6 +356,33 @@ def test_per_query_metrics_and_fold_pearson_against_loops():
     assert (sam.fold_pearson(const, sam.folds(8, 2)).query("metric == 'binary R^V@5'")["pearson"] == 0.0).all()
 
 
+def test_per_query_metrics_rank_ties_by_the_library_rule_per_column():
+    """On ties every column ranks the less relevant candidate first, relevance being what the column measures
+    (the yardstick for quality, the GT flag for the recalls): written here as a loop over each query's candidates
+    sorted by (−score, relevance, index); NCS@5 is the library's own."""
+    rng = np.random.default_rng(8)
+    ioc = np.repeat(np.arange(8), 5)
+    sim = np.round(rng.normal(size=(8, 40)), 0)  # integer scores: long tie runs across place 5
+    sim[:, :5] = np.round(sim[:, :5])  # GT captions of image 0 tie with others too
+    phi, quality = rng.random((8, 40)), rng.random((8, 40))
+    pq = sam.per_query_metrics(sim, ioc, phi, quality, 5)
+    crossing = 0
+    for q in range(8):
+        order = sorted(range(40), key=lambda c: -sim[q, c])
+        crossing += sim[q, order[4]] == sim[q, order[5]]
+        by_quality = sorted(range(40), key=lambda c: (-sim[q, c], quality[q, c], c))[:5]
+        by_gt = sorted(range(40), key=lambda c: (-sim[q, c], ioc[c] == q, c))[:5]
+        gt = ioc[by_gt] == q
+        assert pq.loc[q, "quality"] == pytest.approx(quality[q, by_quality].mean())
+        assert pq.loc[q, "binary R^V@5"] == float(gt.any()) and pq.loc[q, "R@5 (Eq. 1)"] == gt.sum() / 5
+    assert crossing >= 4  # the case is exercised
+    assert np.allclose(pq["NCS@5 (CIDEr-D)"], sam.ncs_per_query(sim, ioc, phi), equal_nan=True)
+    flat = sam.per_query_metrics(np.zeros((8, 40)), ioc, phi, quality, 5)  # a constant model never looks good
+    assert (flat["binary R^V@5"] == 0).all() and flat["quality"].tolist() == pytest.approx(
+        np.sort(quality, axis=1)[:, :5].mean(axis=1)
+    )
+
+
 def test_per_query_agreement_reads_every_seed_of_each_arm_and_checks_the_record():
     rng = np.random.default_rng(7)
     ioc = np.repeat(np.arange(10), 2)
