@@ -46,19 +46,8 @@ VIEW_SETS = {rankings.Ranking.NAME: lambda: rankings.RANKING_SOURCES, sndcg_erro
 
 
 def view_states() -> dict[str, str]:
-    """Per stored set of :data:`VIEW_SETS`: ``frozen`` (its code as frozen), ``declared`` (an edit declared to keep
-    every stored array), ``undeclared`` (an edit not declared: its sets name the live hash) or ``not frozen``."""
-    out = {}
-    for name, sources in VIEW_SETS.items():
-        entry = rankings.declared_codes().get(name)
-        live = rankings.code_hash(*sources())
-        if entry is None:
-            out[name] = "not frozen"
-        elif live not in entry["sources"]:
-            out[name] = "undeclared"
-        else:
-            out[name] = "frozen" if live == entry["code"] else "declared"
-    return out
+    """Per stored set of :data:`VIEW_SETS`, its state (:func:`reproduce.present.rankings.code_state`)."""
+    return {name: rankings.code_state(name, *sources())[0] for name, sources in VIEW_SETS.items()}
 
 
 def _write_views(codes: dict) -> None:

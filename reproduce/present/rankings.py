@@ -59,13 +59,23 @@ def declared_codes() -> dict:
         return {}
 
 
-def frozen_code(name: str, *objs) -> str:
-    """The code the stored set ``name``, computed by ``objs``, names: its frozen code while the source of ``objs``
-    hashes (:func:`code_hash`) to a source recorded for it in ``VIEW_CODE_FILE`` (the frozen one, or an edit declared
-    to keep every stored array), else that live hash."""
+def code_state(name: str, *objs) -> tuple[str, str]:
+    """``(state, code)`` of the stored set ``name`` computed by ``objs``. The state: ``frozen`` (the source of
+    ``objs`` hashes, :func:`code_hash`, to the frozen one in ``VIEW_CODE_FILE``), ``declared`` (to the source of an
+    edit declared to keep every stored array), ``undeclared`` (to neither) or ``not frozen`` (no entry). The code its
+    sets name: the frozen code in the first two states, else that live hash."""
     live = code_hash(*objs)
-    entry = declared_codes().get(name) or {}
-    return entry["code"] if live in entry.get("sources", {}) else live
+    entry = declared_codes().get(name)
+    if entry is None:
+        return "not frozen", live
+    if live not in entry["sources"]:
+        return "undeclared", live
+    return ("frozen" if live == entry["code"] else "declared"), entry["code"]
+
+
+def frozen_code(name: str, *objs) -> str:
+    """The code the stored set ``name``, computed by ``objs``, names (:func:`code_state`)."""
+    return code_state(name, *objs)[1]
 
 
 def has_embeddings(arrays) -> bool:
