@@ -378,31 +378,22 @@ def ncs_per_query(sim, image_of_caption, rel, k: int = 5, direction: str = "i2t"
     return values[f"ncs{k}_{direction}"]
 
 
-def pessimistic_top(scores, relevance, k: int) -> np.ndarray:
-    """(n_queries, k) each row's top ``k`` candidates under the library's tie rule (:mod:`coherent_itr.metrics._blocks`)
-    for a metric of ``relevance``: decreasing score; among equal scores the less relevant first, then the lower
-    index."""
-    scores, relevance = np.asarray(scores), np.asarray(relevance, dtype=np.float64)
-    idx = np.arange(scores.shape[1])
-    return np.stack([np.lexsort((idx, relevance[q], -scores[q]))[:k] for q in range(scores.shape[0])])
-
-
 def per_query_metrics(sim, image_of_caption, phi, quality_rel, captions_per_image: int) -> pd.DataFrame:
     """Per image query (SAM Table 1, model-based reading): the mean yardstick relevance of the model's top-5
     captions (``quality``) beside the per-query metrics that could report it — binary R^V@5 (a GT caption in
     the top 5), R@5 of Eq. 1 (share of the GT captions in the top 5) and NCS@5 with φ (:func:`ncs_per_query`).
-    Every column ranks ties by the library's one rule (:func:`pessimistic_top`: less relevant first, relevance being
-    what the column measures — the yardstick for ``quality``, the GT flag for the recalls, φ for NCS@5), so a tie at
-    place 5 never flatters one column and not another. ``sim``: the similarity matrix, or a
+    Every column ranks ties by the library's one rule (:func:`coherent_itr.metrics.ranked_top`: less relevant first,
+    relevance being what the column measures — the yardstick for ``quality``, the GT flag for the recalls, φ for
+    NCS@5), so a tie at place 5 never flatters one column and not another. ``sim``: the similarity matrix, or a
     :class:`~reproduce.present.rankings.Ranking` that kept more than each image query's top 5 (every column is then
     computed on its :meth:`~reproduce.present.rankings.Ranking.scores`)."""
     scores = as_ranking(sim).scores(5)
     rows = np.arange(scores.shape[0])[:, None]
     quality_rel, gt = np.asarray(quality_rel), gt_matrix(image_of_caption, scores.shape[0])
-    hits = gt[rows, pessimistic_top(scores, gt, 5)]
+    hits = gt[rows, metrics.ranked_top(scores, 5, key=gt.astype(np.float64))]
     return pd.DataFrame(
         {
-            "quality": quality_rel[rows, pessimistic_top(scores, quality_rel, 5)].mean(axis=1),
+            "quality": quality_rel[rows, metrics.ranked_top(scores, 5, key=quality_rel)].mean(axis=1),
             "binary R^V@5": hits.any(axis=1).astype(float),
             "R@5 (Eq. 1)": hits.sum(axis=1) / captions_per_image,
             "NCS@5 (CIDEr-D)": ncs_per_query(scores, image_of_caption, phi, 5, "i2t"),

@@ -35,7 +35,7 @@ from .human import (
     positive_matrix,
     provider_agreement,
 )
-from .queries import per_query
+from .queries import per_query, ranked_top
 from .retrieval import (
     fold_averaged_retrieval_metrics,
     i2t_map,
@@ -72,6 +72,7 @@ __all__ = [
     "positive_matrix",
     "positive_set_metrics",
     "provider_agreement",
+    "ranked_top",
     "recall_from_ranks",
     "register",
     "registered",

@@ -29,12 +29,21 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from ._blocks import DIRECTIONS, check_direction, check_image_of_caption, check_matrix, check_sim
+from ._blocks import (
+    DIRECTIONS,
+    Ranking,
+    check_direction,
+    check_image_of_caption,
+    check_matrix,
+    check_sim,
+    default_chunk,
+    query_slices,
+)
 from ._engine import GT, Plan, run
 from .registry import Problem
 from .retrieval import i2t_ranks, t2i_ranks
 
-__all__ = ["per_query"]
+__all__ = ["per_query", "ranked_top"]
 
 _NAME = "q"  # the name the relevance matrix / positive set carries inside the engine, stripped from the keys
 
@@ -147,3 +156,33 @@ def _positive_pair(positives, shape) -> tuple:
 def _strip(key: str, name: str) -> str:
     tag = f"_{name}"
     return key[: -len(tag)] if key.endswith(tag) else key
+
+
+def ranked_top(scores, k: int, key=None) -> np.ndarray:
+    """Each row's top ``k`` candidates, best first, under the package's tie rule (:mod:`._blocks`) for a metric of
+    ``key``: decreasing score; among equal scores the smaller ``key`` (the less relevant) first, then the lower index.
+    Rows are ranked in blocks of about a million entries::
+
+        >>> import numpy as np
+        >>> from coherent_itr import metrics
+        >>> metrics.ranked_top(np.array([[0.5, 0.9, 0.5]]), 2, key=np.array([[1.0, 0.0, 0.0]]))
+        array([[1, 2]])
+
+    Args:
+        scores: (n_rows, n_candidates) scores, e.g. the image queries of a similarity matrix.
+        k: how many candidates per row (1 … n_candidates).
+        key: (n_rows, n_candidates) finite numbers that order tied scores, e.g. a relevance or 0/1 ground-truth
+            matrix; None: tied scores by index alone.
+
+    Returns:
+        (n_rows, k) int64 candidate indices, best first.
+    """
+    s = check_sim(scores)
+    if not 1 <= k <= s.shape[1]:
+        raise ValueError(f"k={k} must be between 1 and the number of candidates ({s.shape[1]})")
+    key = None if key is None else check_matrix(key, s.shape, "key")
+    out = np.empty((s.shape[0], k), dtype=np.int64)
+    for a, b in query_slices(s.shape[0], default_chunk(s.shape[1])):
+        rows_key = None if key is None else np.asarray(key[a:b], dtype=np.float64)
+        out[a:b] = Ranking(np.asarray(s[a:b], dtype=np.float64)).order(rows_key)[:, :k]
+    return out

@@ -147,3 +147,24 @@ def test_errors_name_what_is_wrong(problem):
         metrics.per_query(sim, ioc, "ndcg", rel[:, :3])
     with pytest.raises(ValueError, match="needs positives"):
         metrics.per_query(sim, ioc, "positive_sets")
+
+
+def test_ranked_top_is_the_tie_rule_written_as_a_loop():
+    """Decreasing score; among equal scores the smaller key (the less relevant) first, then the lower index — over
+    several blocks of rows, with and without a key."""
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.normal(size=(300, 4000)), 0)  # integer scores: long tie runs; 300 rows = 2 blocks
+    key = rng.integers(0, 3, size=scores.shape).astype(float)
+    got, plain = metrics.ranked_top(scores, 6, key=key), metrics.ranked_top(scores, 6)
+    for q in range(0, 300, 7):
+        assert got[q].tolist() == sorted(range(4000), key=lambda c: (-scores[q, c], key[q, c], c))[:6]
+        assert plain[q].tolist() == sorted(range(4000), key=lambda c: (-scores[q, c], c))[:6]
+
+
+def test_ranked_top_names_bad_input():
+    with pytest.raises(ValueError, match=r"k=0 must be between 1 and the number of candidates \(3\)"):
+        metrics.ranked_top(np.zeros((2, 3)), 0)
+    with pytest.raises(ValueError, match=r"key must have the shape of sim \(2, 3\)"):
+        metrics.ranked_top(np.zeros((2, 3)), 1, key=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"key contains NaN or infinite values \(first at \[0, 0\] = nan\)"):
+        metrics.ranked_top(np.zeros((2, 3)), 1, key=np.full((2, 3), np.nan))
