@@ -9,6 +9,7 @@ import os
 from coherent_itr import paths
 
 from reproduce.spec.paths import PAPER_NOTEBOOKS
+from reproduce.spec.power_seeds import PILOT_ONLY_ENV
 from reproduce.spec.profiles import PROFILES
 
 DESCRIPTION = """Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
@@ -158,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="execute every notebook even if its inputs are unchanged since its last run",
     )
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (log files, CI)")
+    ap.add_argument(
+        "--pilot-only",
+        action="store_true",
+        help="train and draw every arm with its pilot seeds only, without the seeds reproduce/data/power_seeds.toml "
+        "adds, into results/pilot/study/ (the README is left alone): the ledger a seed plan is derived from "
+        f"(results/pilot/README.md; sets ${PILOT_ONLY_ENV} for workers and notebooks)",
+    )
     ap.add_argument(
         "--verify-cache",
         action="store_true",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reproduce.spec.paths import ROOT
+from reproduce.spec.power_seeds import PILOT_ONLY_ENV, pilot_only
 from reproduce.spec.profiles import COSTS, PROFILES, profile_for
 
 NO_ENVIRONMENT = (
@@ -157,7 +158,8 @@ class Outcome:
 
 
 def announce(args, plans: list) -> None:
-    print(f"reproduce: profile {args.profile}; " + "; ".join(args.data_reasons), flush=True)
+    pilot = " (--pilot-only: every arm's pilot seeds, none of power_seeds.toml's)" if pilot_only() else ""
+    print(f"reproduce: profile {args.profile}{pilot}; " + "; ".join(args.data_reasons), flush=True)
     nbs = [p.stem for p in notebooks.notebook_paths(notebooks.for_papers(args.papers))]
     for p in plans:
         what = "tuning runs (seed 0, then the chosen settings with every seed)" if p.tuned else "runs planned"
@@ -457,7 +459,12 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
     failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
     table = ledger_files.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
-    if args.profile != "smoke":
+    if pilot_only():
+        print(
+            f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
+            flush=True,
+        )
+    elif args.profile != "smoke":
         if failed:
             print("reproduce: README.md NOT updated (failures, see above)", flush=True)
         else:
@@ -612,6 +619,8 @@ def main(argv=None) -> int:
                     run_archive.read_runs_from(machine)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
+        if args.pilot_only:  # read by get_profile and the seed plan, here and in every worker and kernel
+            os.environ[PILOT_ONLY_ENV] = "1"
         sets = validate(args)
         if args.verify_cache:
             return verify(args)

@@ -87,6 +87,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from reproduce.spec import power_seeds
+
 HN_WARMUP_FIELD = "warmup_epochs"  # Config field of the interface contract (engine helper)
 
 
@@ -269,10 +271,18 @@ PROFILES = {
 }
 
 
+PILOT_RESULTS = "pilot/study"  # under a profile's results folder: where a --pilot-only study writes
+
+
 def get_profile(name: str) -> Profile:
+    """The profile ``name``; under :func:`reproduce.spec.power_seeds.pilot_only` its results go to
+    ``<results>/pilot/study/`` (the pilot's ledger, never the study's tables)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return PROFILES[name]
+    p = PROFILES[name]
+    if power_seeds.pilot_only():
+        return dataclasses.replace(p, results_dir=f"{p.results_dir}/{PILOT_RESULTS}")
+    return p
 
 
 def profile_for(profile: str | Profile, data: str) -> Profile:

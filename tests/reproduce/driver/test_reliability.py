@@ -421,3 +421,23 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
     assert log.count("Traceback (most recent call last)") == 4
     man = json.loads((tmp_path / "results" / "manifest.json").read_text())
     assert man["failures"]["data_sets"][0]["data"] == "synthetic"
+
+
+def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_readme_alone(tmp_path, monkeypatch):
+    from reproduce.driver import cli as cli
+    from reproduce.driver import ledger_files
+    from reproduce.spec import power_seeds
+
+    monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "0")  # restored after the test: main sets it
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["--pilot-only", "--data", "synthetic", "--verify-cache"]) == 0
+    assert os.environ[power_seeds.PILOT_ONLY_ENV] == "1"
+
+    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    readme_calls = []
+    monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
+    args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--pilot-only"])
+    assert cli.finish(args, ["synthetic"], cli.Outcome(), time.perf_counter()) == 0
+    assert readme_calls == []
+    assert (tmp_path / "results" / "pilot" / "study" / "claims.csv").is_file()
+    assert not (tmp_path / "results" / "claims.csv").exists()

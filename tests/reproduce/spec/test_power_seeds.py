@@ -80,3 +80,30 @@ def test_a_bad_entry_is_named_with_its_file_and_table(tmp_path, monkeypatch, tex
     with pytest.raises(ValueError, match="power_seeds.toml") as err:
         power_seeds.load()
     assert says in str(err.value) and str(path) in str(err.value)
+
+
+def test_pilot_only_trains_the_pilot_seeds_into_a_folder_of_its_own(tmp_path, monkeypatch):
+    """``--pilot-only`` (its variable): every arm trains its pilot seeds, whatever the file gives it, and the
+    results go under ``<results>/pilot/study/``; the file itself still reads whole (``power_plan --keep`` reads it)."""
+    from reproduce.spec.profiles import get_profile, profile_for
+
+    path = _plant(tmp_path, monkeypatch, '[default.flickr8k]\n"bcls/Triplet-SN" = 8\n')
+    for off in (None, "0", ""):
+        if off is None:
+            monkeypatch.delenv(power_seeds.PILOT_ONLY_ENV, raising=False)
+        else:
+            monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, off)
+        flickr = profile_for("default", "flickr8k")
+        assert not power_seeds.pilot_only() and flickr.results_dir == "results/flickr8k"
+        assert _arm("bcls", "Triplet-SN", flickr).seeds(flickr) == tuple(range(8))
+    monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "1")
+    flickr = profile_for("default", "flickr8k")
+    assert power_seeds.pilot_only()
+    assert _arm("bcls", "Triplet-SN", flickr).seeds(flickr) == (0, 1, 2, 3, 4)
+    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN") is None
+    assert power_seeds.most_of_paper("default", "flickr8k", "bcls") == 0
+    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN", path=path) == 8  # a named file reads
+    assert power_seeds.load() == {("default", "flickr8k"): {"bcls/Triplet-SN": 8}}
+    assert get_profile("default").results_dir == "results/pilot/study"
+    assert flickr.results_dir == "results/pilot/study/flickr8k"
+    assert profile_for("smoke", "synthetic").results_dir == "results/smoke/pilot/study"
