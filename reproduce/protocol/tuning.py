@@ -360,22 +360,33 @@ def health_checked_choice(
     """The family's setting under the health check of the other seeds (module docstring): the first
     healthy seed-0 trial, in :func:`select` order, whose other seeds are healthy; a trial whose other seeds
     are not all trained yet is the (pending) choice — the driver trains them and asks again. Each checked
-    trial gets ``other_seeds`` ("k/n collapsed"). Without a cache or a healthy trial: :func:`select`."""
+    trial gets ``other_seeds`` ("k/n collapsed"). Without a cache or a healthy trial: :func:`select`.
+
+    One collapsed seed decides a setting, so ``train_missing`` (a notebook without the driver) trains the missing
+    seeds of a setting only while it is undecided, and of every healthy setting when none passes (their counts then
+    choose): the runs the driver trains, and never one more."""
     ranked = sorted(fam.trials, key=_rank)
     healthy = [t for t in ranked if not t["collapsed"] and t["status"] == "ok"]
     if cache is None or not healthy:
         return ranked[0]
-    checked_trials = []
-    for t in healthy:
-        bad, n, complete = _other_seeds_health(
-            fam.arm, profile, _setting(t), cache, failed_keys, train_missing, is_collapsed
-        )
+
+    def check(t: dict, train: bool) -> int:
+        bad, n, complete = _other_seeds_health(fam.arm, profile, _setting(t), cache, failed_keys, train, is_collapsed)
         t["other_seeds"] = f"{bad}/{n} collapsed" + ("" if complete else " (not all trained)")
-        if bad == 0:
-            return t
         t["collapsed_other_seeds"] = bad
-        checked_trials.append(t)
-    return min(checked_trials, key=lambda t: (t["collapsed_other_seeds"], _rank(t)))
+        return bad if complete or bad else -1  # -1: no collapse yet, not all trained
+
+    for t in healthy:
+        bad = check(t, False)
+        if bad == -1 and train_missing:
+            bad = check(t, True)
+        if bad <= 0:
+            t.pop("collapsed_other_seeds")
+            return t
+    if train_missing:  # none passes: whole counts choose
+        for t in healthy:
+            check(t, True)
+    return min(healthy, key=lambda t: (t["collapsed_other_seeds"], _rank(t)))
 
 
 def _load_record(cache, cfg):

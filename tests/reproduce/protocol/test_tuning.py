@@ -521,6 +521,30 @@ def test_the_health_check_trains_missing_seeds_on_the_spot_when_asked():
     assert len(cache.trained) > n and all(c.seed in (1, 2) for c in cache.trained[n:])
 
 
+def test_a_notebook_trains_no_seed_of_a_setting_one_collapse_has_decided():
+    """A study's notebook (``train_missing``) chose as the driver does but trained the seeds the driver had left
+    out of a setting that had already collapsed on one, inside a view, only to count them: it trains none."""
+    prof = tuned_profile(seeds=(0, 1, 2, 3))
+    papers = ["unified"]
+    cache = FakeCache(
+        planted, collapsed=lambda c: c.lr == 2e-3 or (c.seed == 1 and (c.lr, c.warmup_epochs) == (6e-4, 1))
+    )
+    FakeExecutor().run(tuning.tuning_configs(prof, papers), cache)
+    hn_arm = next(a for a in tuning.main_arms(prof, "unified") if a.name == "Triplet-HN")
+    FakeExecutor().run([hn_arm.config(prof, 1, lr=6e-4, warmup_epochs=1)], cache)  # the driver's first seed back
+    n = len(cache.trained)
+
+    for train_missing in (True, False):
+        fams = tuning.families(prof, papers, cache, train_missing=train_missing, is_collapsed=fake_is_collapsed)
+        hn = next(f for f in fams.values() if f.arm.name == "Triplet-HN")
+        assert (hn.chosen["lr"], hn.chosen["warmup_epochs"]) == (2e-4, 0)
+        checked = {(t["lr"], t["warmup_epochs"]): t.get("other_seeds") for t in hn.trials}
+        assert checked[(6e-4, 1)] == "1/1 collapsed (not all trained)"
+    trained = {(c.lr, c.warmup_epochs, c.seed) for c in cache.trained[n:] if c.loss == "triplet" and not c.loss_params}
+    assert trained == {(2e-4, 0, 1), (2e-4, 0, 2), (2e-4, 0, 3)}  # the chosen setting's seeds, checked
+    assert hn.chosen["other_seeds"] == "0/3 collapsed" and "collapsed_other_seeds" not in hn.chosen
+
+
 def test_health_sentences_say_in_words_what_the_tuning_table_shows():
     rows = [
         # all collapsed on seed 0
