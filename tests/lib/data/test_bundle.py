@@ -266,6 +266,7 @@ def test_a_run_from_a_bundle_has_its_own_key_and_a_release_runs_key_is_unchanged
     cfg = Config(data="flickr8k", **TINY)
     monkeypatch.setenv("FLICKR8K_DIR", str(release))
     blob = {"config": cfg.key(), "code": runs.training_code_hash(cfg), "threads": 1, "torch": torch.__version__}
+    blob |= runs.device_numerics(cfg)  # {} on the reference CPU; another CPU's keys name it
     from_release = runs.run_key(cfg)
     assert from_release == _h.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
     monkeypatch.setenv("FLICKR8K_DIR", str(out))
