@@ -113,7 +113,7 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
         )
         try:
             with _no_weight_loading_bar():
-                embed_captions(captions, progress=progress)
+                embed_captions(captions, progress=progress, within=captions)  # the whole set, as training reads it
         except ImportError as exc:
             raise PrepareError(
                 f"{label}: the Sentence-BERT embeddings of its {len(captions):,} captions are not cached and the model "

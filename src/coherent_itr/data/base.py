@@ -91,11 +91,24 @@ def _subset_pairs_table(value, image_idx: np.ndarray, cap_idx: np.ndarray, n_ima
     return out[(out["image_idx"] >= 0) & (out["caption_idx"] >= 0)].reset_index(drop=True)
 
 
+DATASET_CAPTIONS = "dataset_captions"  # split.extras key: every caption of the data set (train, dev, test, in order)
+
+
 @dataclass
 class DataSplits:
+    """Train/dev/test of one data set. Each split's ``extras[DATASET_CAPTIONS]`` names every caption of the three
+    (one shared list; a split's subsets keep it), so Sentence-BERT relevance reads a caption's row of its data set's
+    whole embedding wherever the split goes (:class:`~coherent_itr.data.sbert.SBERTRelevance`), as training does:
+    a caption embedded with other captions gets other last bits."""
+
     train: CaptionedImages
     dev: CaptionedImages
     test: CaptionedImages
+
+    def __post_init__(self) -> None:
+        every = [c for s in (self.train, self.dev, self.test) for c in s.captions]
+        for s in (self.train, self.dev, self.test):
+            s.extras.setdefault(DATASET_CAPTIONS, every)
 
 
 class RelevanceProvider(Protocol):

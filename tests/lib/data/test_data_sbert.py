@@ -67,6 +67,16 @@ def test_dedupe_and_disk_cache(fake_encoder, tmp_path):
     assert len(fake_encoder) == 2
 
 
+def test_a_second_cache_gets_its_own_file_though_the_process_remembers_the_first(fake_encoder, tmp_path):
+    """The in-process memory is per cache: a cache asked for a set another one holds gets its file (the GPU carry
+    seeds a fresh cache in a process that may have embedded the same world before)."""
+    e1 = sb.embed_captions(CAPS, cache_dir=tmp_path / "a")
+    e2 = sb.embed_captions(CAPS, cache_dir=tmp_path / "b")
+    assert np.array_equal(e1, e2) and [len(list((tmp_path / c).rglob("*.npz"))) for c in "ab"] == [1, 1]
+    sb.embed_captions(CAPS, cache_dir=tmp_path / "b")
+    assert len(fake_encoder) == 2  # then remembered for each
+
+
 def test_modes_and_scales_against_loops(fake_encoder, tmp_path):
     split = _split()
     E = sb.embed_captions(split.captions, cache_dir=tmp_path)
@@ -171,6 +181,45 @@ def test_captions_embedded_within_their_data_set_do_not_depend_on_what_the_cache
     assert np.array_equal(provider.emb, rows)
     with pytest.raises(ValueError, match=r"1 caption\(s\) are not among the 14 of `within`, e.g. 'A cat \.'"):
         sb.embed_captions([*part, "A cat ."], cache_dir=tmp_path, within=whole)
+
+
+def test_a_data_set_is_embedded_whole_even_where_a_larger_cached_set_holds_it(padding_encoder, tmp_path):
+    """The whole set behind ``within`` is read from a file of exactly its captions or embedded alone, never taken
+    from the rows of a larger set a cache happens to hold (whose longest caption gives other bits)."""
+    whole = CAPS[:10]
+    own = sb.embed_captions(whole, cache_dir=tmp_path / "own")
+    sb._MEMO.clear()
+    sb.embed_captions(
+        [*whole, "A much longer caption than any other in this small test data set ."], cache_dir=tmp_path
+    )
+    sb._MEMO.clear()
+    superset_rows = sb.embed_captions(whole, cache_dir=tmp_path)  # without ``within``: a larger set's rows
+    assert not np.array_equal(superset_rows, own)
+    sb._MEMO.clear()
+    assert np.array_equal(sb.embed_captions(whole[5:], cache_dir=tmp_path, within=whole), own[5:])
+    assert np.array_equal(sb.embed_captions(whole, cache_dir=tmp_path), own)  # now cached exactly: that file
+
+
+def test_splits_of_a_data_set_read_their_rows_of_its_embedding_and_key_the_matrix_by_them(padding_encoder, tmp_path):
+    """A split from :class:`DataSplits` gets its data set's rows without being told (``extras``), so an analysis of
+    the test split gives what training and evaluation in a fresh cache give, whatever the cache held; a full matrix
+    cached from other embeddings of the same captions is not served."""
+    from coherent_itr.data import DataSplits
+    from coherent_itr.data.base import DATASET_CAPTIONS
+
+    train, dev, test = _split(CAPS[:5]), _split(CAPS[5:10]), _split(CAPS[10:])
+    stale = relevance_provider("sbert", test, cache_dir=tmp_path).matrix()  # a bare split: its captions alone
+    splits = DataSplits(train, dev, test)
+    assert test.extras[DATASET_CAPTIONS] == CAPS and test.subset_images(np.array([0])).extras[DATASET_CAPTIONS] == CAPS
+    sb._MEMO.clear()
+    rows = sb.embed_captions(CAPS, cache_dir=tmp_path / "fresh")[10:]
+    for cache in (tmp_path, tmp_path / "fresh"):
+        sb._MEMO.clear()
+        provider = relevance_provider("sbert", splits.test, cache_dir=cache)
+        assert np.array_equal(provider.emb, rows)
+        m = provider.matrix()
+        assert not np.array_equal(m, stale)
+        np.testing.assert_array_equal(m, provider._compute_matrix())
 
 
 def _plant_carry(root, emb):

@@ -21,7 +21,7 @@ def test_preparation_featurises_the_later_final_runs_of_its_own_data_sets_only(m
         return make_toy_splits(20, 5, 5, seed=0)
 
     monkeypatch.setattr(prep, "load_for", fake_load)
-    monkeypatch.setattr(prep, "embed_captions", lambda captions, progress=True: None)
+    monkeypatch.setattr(prep, "embed_captions", lambda captions, progress=True, within=None: None)
     todo = [Config(data="flickr8k", train_fraction=0.1, seed=0)]
     later = [Config(data="flickr8k", train_fraction=0.1, seed=s) for s in (1, 2)] + [Config(seed=9)]
     prep.prepare(todo, progress=False, later=later)
