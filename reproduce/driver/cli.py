@@ -17,7 +17,7 @@ from pathlib import Path
 
 from reproduce.spec.paths import ROOT
 from reproduce.spec.power_seeds import PILOT_ONLY_ENV, pilot_only
-from reproduce.spec.profiles import COSTS, PROFILES, profile_for
+from reproduce.spec.profiles import COSTS, get_profile, profile_for
 
 NO_ENVIRONMENT = (
     "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
@@ -125,7 +125,7 @@ def validate(args) -> list[str]:
         raise UsageError(
             f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
         )
-    problem = paths.writable_problem(ROOT / PROFILES[args.profile].results_dir)
+    problem = paths.writable_problem(ROOT / get_profile(args.profile).results_dir)  # --pilot-only: its own folder
     if problem:
         raise UsageError(problem)
     args.data_reasons = why

@@ -370,18 +370,20 @@ def health_checked_choice(
     if cache is None or not healthy:
         return ranked[0]
 
-    def check(t: dict, train: bool) -> int:
+    def check(t: dict, train: bool) -> int | None:
+        """The collapsed other seeds of ``t`` (a failing trial keeps the count: whole counts may choose); None
+        while none has collapsed but not all are trained."""
         bad, n, complete = _other_seeds_health(fam.arm, profile, _setting(t), cache, failed_keys, train, is_collapsed)
         t["other_seeds"] = f"{bad}/{n} collapsed" + ("" if complete else " (not all trained)")
-        t["collapsed_other_seeds"] = bad
-        return bad if complete or bad else -1  # -1: no collapse yet, not all trained
+        if bad:
+            t["collapsed_other_seeds"] = bad
+        return bad if complete or bad else None
 
     for t in healthy:
         bad = check(t, False)
-        if bad == -1 and train_missing:
+        if bad is None and train_missing:
             bad = check(t, True)
-        if bad <= 0:
-            t.pop("collapsed_other_seeds")
+        if not bad:  # 0: it passes; None: the pending choice, whose seeds the driver trains before it asks again
             return t
     if train_missing:  # none passes: whole counts choose
         for t in healthy:

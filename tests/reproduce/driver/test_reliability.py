@@ -430,8 +430,14 @@ def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_rea
 
     monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "0")  # restored after the test: main sets it
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
+    asked = []
+    from coherent_itr import paths
+
+    real = paths.writable_problem
+    monkeypatch.setattr(paths, "writable_problem", lambda p: asked.append(Path(p)) or real(p))
     assert cli.main(["--pilot-only", "--data", "synthetic", "--verify-cache"]) == 0
     assert os.environ[power_seeds.PILOT_ONLY_ENV] == "1"
+    assert asked[-1] == cli.ROOT / "results" / "pilot" / "study"  # the folder it writes is the one checked
 
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     readme_calls = []
