@@ -9,7 +9,7 @@ export PYTHONHASHSEED := 0
 # run cache: the checkout's .cache/ unless COHERENT_ITR_CACHE is set (src/coherent_itr/paths.py), as for
 # python -m reproduce and notebooks in Lab
 
-.PHONY: help reproduce runs test lint smoke lab clean venv site test-site
+.PHONY: help reproduce retrain runs test lint smoke lab clean venv site test-site
 
 help:  ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -26,7 +26,11 @@ $(STAMP): requirements.txt pyproject.toml
 	PYTHON=$(PY) bash scripts/git_filters.sh  # git stores notebooks/*.ipynb without outputs (nbstripout)
 	@touch $(STAMP)
 
-reproduce: $(STAMP) runs  ## the main job: every run, notebook and table of the study (profile=default) into results/
+reproduce: $(STAMP) runs  ## the main job: every notebook, table, figure and verdict from the committed runs, on any machine (trains nothing)
+	$(PY) -m reproduce --profile $(PROFILE) --runs-from committed
+
+retrain: $(STAMP)  ## train every run of the study under this machine's numerics (CPU hours: the plan and its cost come first)
+	$(PY) -m reproduce --profile $(PROFILE) --dry-run
 	$(PY) -m reproduce --profile $(PROFILE)
 
 runs: $(STAMP)  ## merge the committed run archives (results/runs/*.tar.xz, each entry verified) into the run cache

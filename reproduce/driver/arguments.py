@@ -25,6 +25,7 @@ a running notebook).
 """
 PROG = "python -m reproduce"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
+COMMITTED = "committed"  # --runs-from committed: the machine of the committed run archives (results/runs/)
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
 AUTO = "auto"  # --workers auto: chosen from the device (reproduce.driver.executors.auto_workers)
@@ -53,6 +54,8 @@ data: synthetic (embedded, always available); flickr8k needs ${paths.FLICKR8K_EN
   folder (images/, Flickr8k.token.txt, Flickr_8k.*Images.txt, ExpertAnnotations.txt).
 
 examples:
+  {PROG} --runs-from committed           # every table, figure and verdict from the committed runs (make reproduce)
+  {PROG} --dry-run                       # the plan and its cost; trains nothing (make retrain trains it)
   {PROG} --profile smoke                 # minutes: the whole pipeline at its smallest size
   {PROG} --papers bcls --data synthetic  # one paper (its runs, notebook 01 and the ledger)
 """
@@ -202,7 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-from",
         metavar="MACHINE",
         help="read the runs imported from MACHINE (the name --import-runs prints) instead of this machine's; a "
-        f"run missing from them is an error, never trained here (sets ${RUNS_FROM_ENV} for workers and notebooks)",
+        f"run missing from them is an error, never trained here (sets ${RUNS_FROM_ENV} for workers and notebooks); "
+        f"{COMMITTED} = the machine of the committed CPU run archives of the data sets run "
+        "(results/runs/<data>-<profile>-cpu.tar.xz, imported by `make runs`): what `make reproduce` reads, on any "
+        "machine",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (runs to train, their estimated cost on this machine, where the runs come from) and "
+        "exit; trains and executes nothing",
     )
     return ap
 

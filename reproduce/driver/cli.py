@@ -28,7 +28,7 @@ try:  # the study's environment (standard library above, below it what the envir
     from tqdm.auto import tqdm
 
     from reproduce.driver import notebooks
-    from reproduce.driver.arguments import AUTO, DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
+    from reproduce.driver.arguments import AUTO, COMMITTED, DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
     from reproduce.driver.signals import interrupt
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
@@ -172,9 +172,22 @@ def announce(args, plans: list) -> None:
             + f"; results in {p.results_dir.relative_to(ROOT)}/",
             flush=True,
         )
+    print(runs_known_line(plans, args.papers), flush=True)
+
+
+def runs_known_line(plans: list, papers=None) -> str:
+    """What the cache holds of the runs planned before tuning chooses, and how many of them are left to do."""
     total = sum(len(p.todo) for p in plans)
-    none = " (the selected papers train nothing)" if args.papers and all(p.papers == [] for p in plans) else ""
-    print(f"reproduce: {total} run(s) known before tuning{none}; cache {paths.cache_dir()}", flush=True)
+    todo = {c.key() for p in plans for c in p.todo}
+    planned = {c.key() for p in plans for c in p.configs}
+    if papers and all(p.papers == [] for p in plans):
+        return f"reproduce: nothing to train (the selected papers train nothing); cache {paths.cache_dir()}"
+    source = os.environ.get(RUNS_FROM_ENV)
+    where = f"read from machine {source}" if source else "this machine's"
+    return (
+        f"reproduce: {total} run(s) to train or evaluate before tuning chooses; {len(planned - todo)} of the "
+        f"{len(planned)} planned so far are in the cache ({where}); cache {paths.cache_dir()}"
+    )
 
 
 def train_data_set(args, plan, cache, out: Outcome) -> float:
@@ -375,6 +388,24 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
     return time.time()
 
 
+def prepare_notebooks(args, plans: list, cache, out: Outcome) -> None:
+    """What every data set's notebooks compute from the data (image features, caption embeddings), once, before their
+    kernels start side by side (:func:`reproduce.protocol.prepare.prepare_analyses`); a data set whose data cannot
+    be prepared is said and left to its notebooks."""
+    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+    from reproduce.protocol import prepare, study
+
+    failed = {d for d, _ in out.failed_data}
+    for plan in plans:
+        if plan.data in failed:
+            continue
+        s = study.Study(args.profile, plan.data, cache=cache, progress=False)
+        try:
+            out.timings.update(prepare.prepare_analyses({plan.data: s}, progress=not args.no_progress))
+        except prepare.PrepareError as exc:
+            print(f"reproduce [{plan.profile.name}/{plan.data}]: the notebooks' data not prepared: {exc}", flush=True)
+
+
 def notebooks_all(args, plans: list, trained_until: dict, t_start: float, out: Outcome) -> None:
     """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
     idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
@@ -458,7 +489,9 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
     failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
+    before = committed_ledger(base / "claims.csv")
     table = ledger_files.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
+    change = compare_ledgers(before, base / "claims.csv")
     if pilot_only():
         print(
             f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
@@ -498,6 +531,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         by_data=out.by_data,
         failures=failures,
         estimate=estimate,
+        ledger_change=change,
     )
     print(
         f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
@@ -515,6 +549,45 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     if failed:
         print("\n".join(failure_report(out)), file=sys.stderr, flush=True)
     return 1 if failed else 0
+
+
+def committed_ledger(path: Path):
+    """The ledger ``path`` (``results/claims.csv``) as committed at the checkout's ``HEAD`` (``git show``), else as
+    found before this invocation rewrites it; ``None`` if there is neither."""
+    # heavy (pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+    import io
+    import subprocess
+
+    import pandas as pd
+
+    try:
+        rel = path.resolve().relative_to(ROOT)
+        text = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"HEAD:{rel}"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        return pd.read_csv(io.StringIO(text))
+    except (ValueError, OSError, subprocess.SubprocessError, pd.errors.ParserError):
+        pass
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+
+
+def compare_ledgers(before, after_path: Path) -> dict | None:
+    """Print how the rebuilt ledger at ``after_path`` differs from ``before`` (:func:`committed_ledger`): verdicts,
+    and the largest effect change of each unit; returns it for the manifest (``None`` without a ledger before)."""
+    # heavy (pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+    import pandas as pd
+
+    from reproduce.protocol import ledger_compare
+
+    if before is None:
+        return None
+    change = ledger_compare.compare(before, pd.read_csv(after_path))
+    for line in ledger_compare.summary_lines(change, "the committed ledger (results/claims.csv at HEAD)"):
+        print(f"reproduce: {line}", flush=True)
+    return change.as_dict()
 
 
 def run(args, sets: list[str]) -> int:
@@ -541,6 +614,9 @@ def run(args, sets: list[str]) -> int:
         return 2
     out = Outcome(runs_to_do=plan.runs_known)
     out.progress = progress_mod.start(plan, enabled=not args.no_progress)  # the plan's lines and its bar
+    if args.dry_run:
+        print("reproduce: --dry-run: the plan above; nothing trained, no notebook executed", flush=True)
+        return 0
     trained_until = {}
     for plan in plans:
         t = time.perf_counter()
@@ -552,6 +628,7 @@ def run(args, sets: list[str]) -> int:
             trained_until[plan.data] = time.time()
         out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
     if not args.skip_notebooks:
+        prepare_notebooks(args, plans, cache, out)
         notebooks_all(args, plans, trained_until, t_start, out)
     for plan in plans:
         print(
@@ -607,21 +684,32 @@ def main(argv=None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
-        if args.import_runs or args.export_runs or args.runs_from or os.environ.get(RUNS_FROM_ENV):
+        if args.import_runs:
             # heavy (torch, pandas): only the run-archive options load it (tests/reproduce/driver/test_cli.py)
             from reproduce.driver import run_archive
 
-            if args.import_runs:
-                return run_archive.import_command(args)
-            machine = args.runs_from or os.environ.get(RUNS_FROM_ENV)
-            try:  # sets the variable every RunCache reads: workers and kernels inherit it
-                if machine:
-                    run_archive.read_runs_from(machine)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
+            return run_archive.import_command(args)
         if args.pilot_only:  # read by get_profile and the seed plan, here and in every worker and kernel
             os.environ[PILOT_ONLY_ENV] = "1"
         sets = validate(args)
+        machine = args.runs_from or os.environ.get(RUNS_FROM_ENV)
+        if machine:
+            # heavy (torch, pandas): only the run-archive options load it (tests/reproduce/driver/test_cli.py)
+            from reproduce.driver import run_archive
+
+            try:  # sets the variable every RunCache reads: workers and kernels inherit it
+                committed = machine == COMMITTED
+                if committed:
+                    machine = run_archive.committed_machine(args.profile, sets)
+                run_archive.read_runs_from(machine)
+            except ValueError as exc:
+                if committed and machine != COMMITTED:  # the archives name it, but it was never imported here
+                    raise UsageError(
+                        f"--runs-from committed: the committed runs (machine {machine}) are not in the run cache "
+                        f"{paths.cache_dir(create=False)}; `make runs` imports them (python -m reproduce --import-runs "
+                        "results/runs/FILE, each archive)"
+                    ) from None
+                raise UsageError(str(exc)) from None
         if args.verify_cache:
             return verify(args)
         if args.workers == AUTO:
@@ -634,6 +722,8 @@ def main(argv=None) -> int:
             data_warnings_once()
             status = run(args, sets)
         if args.export_runs:
+            from reproduce.driver import run_archive  # heavy (torch, pandas): only the run-archive options load it
+
             status = max(status, run_archive.export_command(args, sets))
         return status
     except UsageError as exc:

@@ -92,6 +92,21 @@ def update_readme(
     return int(summary_counts(df)[STALE].sum()) if len(df) else 0
 
 
+def runs_machine() -> dict:
+    """The machine whose runs this invocation read: ``{"id", "numerics"}`` of the one ``$COHERENT_ITR_RUNS_FROM``
+    names (``--runs-from``; a CPU that its numerics do not name is the reference CPU), else ``{"id": "this
+    machine"}``."""
+    from coherent_itr import runs
+
+    name = os.environ.get(runs.RUNS_FROM_ENV)
+    if not name:
+        return {"id": "this machine"}
+    numerics = runs.load_machine(runs.paths.cache_dir(create=False), name)
+    if "device" not in numerics and "cpu" not in numerics:
+        numerics = {**numerics, "cpu": runs.REFERENCE_CPU}
+    return {"id": name, "numerics": numerics}
+
+
 def write_manifest(
     results_dir: str | os.PathLike,
     profile: str,
@@ -104,6 +119,7 @@ def write_manifest(
     runs_evaluated: int = 0,
     by_data: dict | None = None,
     estimate: dict | None = None,
+    ledger_change: dict | None = None,
 ) -> None:
     """``results/manifest.json``: what produced the results (source hash, profile, data, machine) and
     how long each phase of this invocation took (seconds; cached runs cost nothing).
@@ -119,7 +135,12 @@ def write_manifest(
     data set at a time still shows what each cost.
 
     ``failures``: what failed or is stale in this invocation (``runs``, ``notebooks``, ``stale_claims``).
-    ``estimate``: the plan's estimated against its actual wall time (``reproduce.protocol.progress.finish``)."""
+    ``estimate``: the plan's estimated against its actual wall time (``reproduce.protocol.progress.finish``).
+    ``ledger_change``: the rebuilt ledger against the committed one (``reproduce.protocol.ledger_compare``).
+
+    ``machine`` is the machine of this invocation, which computed the analyses (caption embeddings, relevance,
+    image features); ``runs_machine`` the machine whose runs it read: an imported one (``--runs-from``, its
+    numerics as its archive recorded them) or this one."""
     path = Path(results_dir) / "manifest.json"
     man = {
         "library_source_hash": source_hash(),
@@ -131,6 +152,7 @@ def write_manifest(
         "runs_evaluated": runs_evaluated,
         "failures": failures or {},
         **({"estimate": estimate} if estimate else {}),
+        **({"ledger_vs_committed": ledger_change} if ledger_change else {}),
         "workers": n_workers,
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
@@ -141,6 +163,7 @@ def write_manifest(
             "torch": torch.__version__,
             "cuda": torch.cuda.is_available(),
         },
+        "runs_machine": runs_machine(),
     }
     old = {}
     if path.exists():

@@ -63,6 +63,7 @@ from reproduce.protocol import tuning
 from reproduce.protocol.tuning import TuningIncomplete
 from reproduce.present.analyses import sndcg_error
 from reproduce.present.rankings import Ranking
+from reproduce.spec.paths import ROOT
 from reproduce.spec.views import VIEWS
 
 FORMAT = 1
@@ -632,6 +633,59 @@ def _fig7b(need: ViewNeed, config: Config, arrays, test) -> dict:
 
 
 ARRAY_VIEWS = {sndcg_error.FIG7B: _fig7b}  # a stored set's name → what computes it from a run's embeddings
+
+
+def archive_machine(path: str | Path) -> dict:
+    """The manifest of the archive at ``path`` (``FILE`` or its first part) without its member list: ``machine_id``,
+    ``machine`` (numerics), ``library_source``, … — read from the archive's first member, which :func:`export_runs`
+    writes first, so a look at a large archive costs milliseconds. ``ArchiveError`` if it is not one."""
+    path = Path(path)
+    first = path if path.is_file() else path.with_name(f"{path.name}.part1")
+    try:
+        with tarfile.open(first, mode="r|xz") as tar:
+            info = tar.next()
+            if info is None or info.name != "manifest.json":
+                raise ArchiveError(f"{first}: its first member is not manifest.json; not a run archive of this code")
+            manifest = json.loads(tar.extractfile(info).read())
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        if isinstance(exc, ArchiveError):
+            raise
+        raise ArchiveError(f"{first}: not a readable run archive ({type(exc).__name__}: {exc})") from None
+    return {k: v for k, v in manifest.items() if k not in ("members", "slim")}
+
+
+def committed_archives(profile: str, data_sets, folder: str | Path | None = None) -> dict[str, Path]:
+    """``{data set: archive}``: the committed CPU run archive of each of ``data_sets`` that has one in ``folder``
+    (default ``results/runs/``), named ``<data>-<profile>-cpu.tar.xz`` (or its parts)."""
+    folder = Path(folder) if folder is not None else ROOT / "results" / "runs"
+    out = {}
+    for d in data_sets:
+        f = folder / f"{d}-{profile}-cpu.tar.xz"
+        if f.is_file() or f.with_name(f"{f.name}.part1").is_file():
+            out[d] = f
+    return out
+
+
+def committed_machine(profile: str, data_sets, folder: str | Path | None = None) -> str:
+    """The machine whose runs ``--runs-from committed`` reads: the one machine of the committed CPU archives of
+    ``data_sets`` (:func:`committed_archives`). ``ValueError`` naming what to do when a data set has no archive
+    or the archives name two machines."""
+    found = committed_archives(profile, data_sets, folder)
+    missing = [d for d in data_sets if d not in found]
+    if missing:
+        raise ValueError(
+            f"--runs-from committed: no committed run archive of profile {profile} for {', '.join(missing)} "
+            f"(results/runs/{missing[0]}-{profile}-cpu.tar.xz); train its runs on this machine instead: "
+            f"`make retrain` (python -m reproduce --profile {profile})"
+        )
+    machines = {d: archive_machine(f)["machine_id"] for d, f in found.items()}
+    if len(set(machines.values())) > 1:
+        raise ValueError(
+            "--runs-from committed: the committed archives hold runs of different machines "
+            f"({', '.join(f'{d}: {m}' for d, m in machines.items())}); name one with --runs-from MACHINE and the "
+            "data set with --data"
+        )
+    return next(iter(machines.values()))
 
 
 def read_runs_from(machine: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,9 +252,21 @@ def plan_lines(plan: Plan) -> list[str]:
 
 
 def cpu_line(profile_name: str) -> str:
-    """Which CPU the runs train on, and what that means for their keys (a CPU run's key names its CPU:
+    """Where the runs come from and which CPU computes what the notebooks compute themselves: with
+    ``$COHERENT_ITR_RUNS_FROM`` (``--runs-from``) the imported machine's runs, none trained here; else this CPU, whose
+    runs have keys of their own unless it is the committed archive's (a CPU run's key names its CPU:
     :func:`coherent_itr.runs.cpu_identity`)."""
     here = runs.cpu_identity()
+    source = os.environ.get(runs.RUNS_FROM_ENV)
+    if source:
+        there = runs.load_machine(runs.paths.cache_dir(create=False), source)
+        where = there.get("device") or f"CPU {there.get('cpu', runs.REFERENCE_CPU)}"
+        return (
+            f"plan [{profile_name}]: every run is read from those imported from machine {source} ({where}, torch "
+            f"{there.get('torch')}; --runs-from): none trains here, a missing one is an error; what the notebooks "
+            f"compute themselves (caption embeddings, relevance, image features) is computed on this CPU, {here}, "
+            "and may differ from the committed files in its last bits"
+        )
     if here == runs.REFERENCE_CPU:
         return (
             f"plan [{profile_name}]: runs train on this CPU, {here}: the CPU of the committed run archive "
@@ -261,9 +274,9 @@ def cpu_line(profile_name: str) -> str:
         )
     return (
         f"plan [{profile_name}]: runs train on this CPU, {here}, not the run archive's ({runs.REFERENCE_CPU}): their "
-        "numbers differ, so they have keys of their own and the archive's runs serve only with --runs-from; image "
-        "features and caption embeddings are computed here too, in cache folders named for this CPU "
-        "(coherent_itr.determinism.cpu_tag)"
+        "numbers differ, so they have keys of their own (`make reproduce` reads the archive's instead: --runs-from "
+        "committed); image features and caption embeddings are computed here too, in cache folders named for this "
+        "CPU (coherent_itr.determinism.cpu_tag)"
     )
 
 

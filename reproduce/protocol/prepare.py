@@ -106,21 +106,51 @@ def prepare(configs: Iterable[Config], progress: bool = True, later: Iterable[Co
         if all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):
             print(f"prepare [{label}]: Sentence-BERT embeddings of every caption stored in the bundle", flush=True)
             continue
-        captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
+        embed_all(splits, label, progress)
+    return time.perf_counter() - t0
+
+
+def embed_all(splits, label: str, progress: bool = True) -> None:
+    """The Sentence-BERT embedding of every caption of ``splits`` in one call (the whole set, as training, evaluation
+    and the notebooks' analyses read it: :func:`coherent_itr.data.sbert.embed_captions` with ``within``)."""
+    captions = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
+    print(
+        f"prepare [{label}]: Sentence-BERT embeddings of {len(set(captions)):,} distinct captions "
+        "(cached by caption set)",
+        flush=True,
+    )
+    try:
+        with _no_weight_loading_bar():
+            embed_captions(captions, progress=progress, within=captions)
+    except ImportError as exc:
+        raise PrepareError(
+            f"{label}: the Sentence-BERT embeddings of its {len(set(captions)):,} captions are not cached and the "
+            f"model cannot load ({exc}); install the study's environment (make venv), or on a machine without "
+            f"Sentence-BERT train Flickr8k from a bundle (python -m reproduce.bundle)"
+        ) from None
+
+
+def prepare_analyses(studies: dict, progress: bool = True) -> dict[str, float]:
+    """What the notebooks compute from the data before they draw, once, in the driver, before the notebooks'
+    kernels start: each data set's splits as :meth:`reproduce.protocol.study.Study.splits` loads them (Flickr8k:
+    the features of every dev and test image) and the Sentence-BERT embedding of its every caption. Computed here,
+    the kernels that run side by side read them from the cache instead of each computing them at once (on a fresh
+    machine, ≈ 2,000 images and 63,000 captions). ``studies``: data set → its
+    :class:`~reproduce.protocol.study.Study`. Returns the seconds per data set, ``{"<data>_analyses_prepare_s": s}``."""
+    out = {}
+    for data, study in studies.items():
+        t = time.perf_counter()
+        label = data + (f" ({study.profile.data_scale})" if data == "synthetic" else "")
         print(
-            f"prepare [{label}]: Sentence-BERT embeddings of {len(captions):,} captions (cached by caption set)",
+            f"prepare [{label}]: what the notebooks read: the splits (Flickr8k: dev and test image features)",
             flush=True,
         )
-        try:
-            with _no_weight_loading_bar():
-                embed_captions(captions, progress=progress, within=captions)  # the whole set, as training reads it
-        except ImportError as exc:
-            raise PrepareError(
-                f"{label}: the Sentence-BERT embeddings of its {len(captions):,} captions are not cached and the model "
-                f"cannot load ({exc}); install the study's environment (make venv), or on a machine without "
-                f"Sentence-BERT train Flickr8k from a bundle (python -m reproduce.bundle)"
-            ) from None
-    return time.perf_counter() - t0
+        splits = study.splits(progress=progress)
+        if not all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):
+            embed_all(splits, label, progress)
+        out[f"{data}_analyses_prepare_s"] = time.perf_counter() - t
+        print(f"prepare [{label}]: done in {out[f'{data}_analyses_prepare_s']:.0f} s", flush=True)
+    return out
 
 
 @contextlib.contextmanager

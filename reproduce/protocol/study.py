@@ -55,11 +55,13 @@ class Study:
     def seeds(self) -> tuple[int, ...]:
         return self.profile.seeds
 
-    def splits(self):
+    def splits(self, progress: bool = True):
         """The profile's train/dev/test splits (for data cards and batch-level analyses; Flickr8k training
-        images without cached features have NaN rows: the analyses read their captions only)."""
+        images without cached features have NaN rows: the analyses read their captions only); ``progress``: a bar
+        while Flickr8k's dev and test image features are computed (the driver computes them before the notebooks:
+        :func:`reproduce.protocol.prepare.prepare_analyses`)."""
         p = self.profile
-        return data_mod.load_splits(p.data, scale=p.data_scale, seed=0, train_images="cached")
+        return data_mod.load_splits(p.data, scale=p.data_scale, seed=0, train_images="cached", progress=progress)
 
     def arms(self, paper: str, group: str | None = None) -> list[experiments.Arm]:
         return [a for a in experiments.arms(paper, self.profile) if group is None or a.group == group]
