@@ -48,6 +48,75 @@ def seed_span(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
+DATA_NAMES = {"synthetic": "synthetic", "flickr8k": "Flickr8k"}  # a data set as a figure title names it
+
+# What each figure of a paper notebook compares, by the stem of its file (``<results>/<paper>/<stem>_<data>.png``): the
+# one-line title is this and the data set (:func:`figure_title`); the seeds and the profile go into the footer and the
+# caption. tests/reproduce/present/test_figure_layout.py draws every one of them.
+FIGURE_TITLES = {
+    "bcls": {
+        "fig4": "Fig. 4 analogue — Triplet-HN vs Triplet-SN vs BCLS",
+        "fig5ab": "Fig. 5a–b analogue — α sweep at β = 0.1",
+        "fig5cd": "Fig. 5c–d analogue — β sweep at α = 0.2",
+    },
+    "ladder": {
+        "table1_cs": "Tables I/III analogue — pseudo labels vs independent yardstick",
+        "beta2": "Tables IV/V analogue — weight β₂ of the second ladder",
+        "levels": "Tables VI/VII analogue — number of ladder levels L",
+        "lminmax": "Tables VIII/IX analogue — k-means bounds of the adaptive ladder",
+        "fig6": "Fig. 6 analogue — relevance ladders in training batches",
+        "theta_calibration": "Relevance against the thresholds θ",
+    },
+    "sam": {
+        "fig_fraction": "SAM Tables 2–3 analogue — ± SAM vs share of training images",
+        "fig_grid": "SAM Tables 4–5 analogue — τ × sampling × keep-triplet",
+        "fig_margins": "SAM Eq. 7 — margins of random pairs",
+        "fig3": "SAM Fig. 3 analogue — R@5 vs Semantic Recall@5 as m grows",
+    },
+    "listwise": {
+        "table5_7": "Tables V–VII analogue — the three losses",
+        "fig5": "Fig. 5 analogue — early convergence",
+        "fig6": "Fig. 6 analogue — NDCG-hat vs NDCG in training, τ = 1e-2",
+        "fig7": "Fig. 7 analogue — NDCG-hat approximation error",
+        "fig8": "Fig. 8 analogue — τ sweep",
+        "fig9": "Fig. 9 analogue — τ sweep, mAP@R",
+    },
+    "overview": {
+        "x1_forest": "X1 — test RSUM of every loss family",
+        "x2": "X2 — pseudo label vs independent yardstick",
+    },
+}
+
+
+def data_name(data: str) -> str:
+    """The data set as a reader reads it in a figure title (``flickr8k`` → ``Flickr8k``)."""
+    return DATA_NAMES.get(data, data)
+
+
+def figure_title(what: str, data: str) -> str:
+    """A figure's one-line title: what it compares and on which data set (``"Fig. 8 analogue — τ sweep"`` →
+    ``"Fig. 8 analogue — τ sweep, Flickr8k"``); the seeds and the profile go into its footer and caption
+    (:func:`setup_line`), not here."""
+    return f"{what}, {data_name(data)}"
+
+
+def setup_line(data: str, profile: str, seeds, sweep_seeds=None, seed0_sweeps: bool = False, most: int = 0) -> str:
+    """One line naming data set, profile and seeds, for captions and figure footers: the seeds of the main and
+    primary arms and — where the profile gives them fewer (:meth:`Profile.seeds_for`) — those of the other sweep
+    points (``sweep_seeds``) and of the seed-0 sweeps, so that it never claims more seeds than a sweep's points have;
+    with ``most`` (the most seeds the power analysis gave an arm: :mod:`reproduce.spec.power_seeds`) above the
+    profile's, a note naming it."""
+    seeds = [int(x) for x in seeds]
+    fewer = []
+    if sweep_seeds and [int(x) for x in sweep_seeds] != seeds:
+        fewer.append(f"other sweep points {seed_span(sweep_seeds)}")
+    if seed0_sweeps and seeds != [0]:
+        fewer.append("seed-0 sweeps 0")
+    more = f"; the arms a power analysis asked more of: up to {most} seeds" if most > len(seeds) else ""
+    note = f"seeds {seed_span(seeds)}" + (f" ({'; '.join(fewer)})" if fewer else "") + more
+    return f"{data}, profile {profile}, {note}"
+
+
 YARDSTICK = {  # the relevance that is NOT a training signal of any loss, per data set kind
     True: ("expert", "Flickr8k expert judgements"),
     False: ("true", "true relevance r*"),
@@ -104,34 +173,30 @@ class Page:
 
     @property
     def setup(self) -> str:
-        """One line naming data set, profile and seeds (captions, titles over sweeps): see :attr:`seed_note`."""
-        return f"{self.data}, profile {self.profile}, {self.seed_note}"
+        """One line naming data set, profile and seeds (captions, figure footers): :func:`setup_line`."""
+        prof = self.study.profile
+        return setup_line(self.data, self.profile, self.seeds, prof.sweep_seeds, bool(prof.seed0_groups), self.most)
 
     @property
     def main_setup(self) -> str:
         """The short line for a figure of the main arms only (every one of them has every seed): data set,
-        profile and seeds, without the sweeps' fewer seeds (and with the power analysis's more: :attr:`more_seeds`)."""
-        return f"{self.data}, profile {self.profile}, seeds {seed_span(self.seeds)}{self.more_seeds}"
+        profile and seeds, without the sweeps' fewer seeds (and with the power analysis's more)."""
+        return setup_line(self.data, self.profile, self.seeds, most=self.most)
 
     @property
-    def more_seeds(self) -> str:
-        """``""``, or where ``power_seeds.toml`` gives arms of this paper more seeds than the profile's (the seeds a
-        power analysis asked for: :mod:`reproduce.spec.power_seeds`), a note naming the most."""
-        n = power_seeds.most_of_paper(self.study.profile.name, self.data, self.paper)
-        return f"; the arms a power analysis asked more of: up to {n} seeds" if n > len(self.seeds) else ""
+    def most(self) -> int:
+        """The most seeds ``power_seeds.toml`` gives an arm of this paper (0: none; the seeds a power analysis asked
+        for: :mod:`reproduce.spec.power_seeds`)."""
+        return power_seeds.most_of_paper(self.study.profile.name, self.data, self.paper)
 
     @property
-    def seed_note(self) -> str:
-        """The seeds of the main and primary arms, and — where the profile gives them fewer
-        (:meth:`Profile.seeds_for`) — those of the other sweep points and of the seed-0 sweeps, so that a title
-        over a sweep never claims more seeds than its points have."""
-        prof = self.study.profile
-        fewer = []
-        if prof.sweep_seeds and list(prof.sweep_seeds) != self.seeds:
-            fewer.append(f"other sweep points {seed_span(prof.sweep_seeds)}")
-        if prof.seed0_groups and self.seeds != [0]:
-            fewer.append("seed-0 sweeps 0")
-        return f"seeds {seed_span(self.seeds)}" + (f" ({'; '.join(fewer)})" if fewer else "") + self.more_seeds
+    def data_name(self) -> str:
+        return data_name(self.data)
+
+    def title(self, figure: str) -> str:
+        """The one-line title of this paper's figure ``figure`` (a key of :data:`FIGURE_TITLES`) on this page's data
+        set (:func:`figure_title`)."""
+        return figure_title(FIGURE_TITLES[self.paper][figure], self.data)
 
     @property
     def ours(self) -> str:

@@ -153,9 +153,13 @@ def save_table(
     return out / f"{name}.csv"
 
 
-def save_figure(fig, results_dir, paper: str, name: str) -> Path:
+def save_figure(fig, results_dir, paper: str, name: str, footer: str = "") -> Path:
     """``<results>/<paper>/<name>.png`` and ``.svg`` (written atomically), byte-identical when the figure is: no
-    date in the metadata, the SVG's element ids salted with the figure's name instead of a random salt."""
+    date in the metadata, the SVG's element ids salted with the figure's name instead of a random salt. ``footer``:
+    a small line under the panels (:func:`reproduce.present.analyses.plotting.footer`) naming what the one-line title
+    leaves out — data set, profile, seeds (``Page.setup``) — so that the file reads alone."""
+    if footer:
+        plotting.footer(fig, footer)
     out = Path(results_dir) / paper
     for fmt in ("png", "svg"):
         buf = io.BytesIO()

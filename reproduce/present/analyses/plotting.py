@@ -1,13 +1,16 @@
 """Figure helpers shared by the analyses: one legend outside the panels, text wrapped to fit, a layout check.
 
 * :func:`legend_outside` — one legend for a figure (every panel's entries, each label once) to the right of a
-  panel, the per-panel legends removed;
+  panel, the per-panel legends removed, the figure widened by the legend's width (the panels keep theirs);
+* :func:`footer` — a small line under the panels naming what the title leaves out (data set, profile, seeds);
 * :func:`fit_text` — the figure's title, panel titles, axis labels and categorical tick labels wrapped (and
-  tick labels rotated) until each fits the space it has, then ``tight_layout``; every figure function of
+  tick labels rotated) until each fits the space it has, the figure grown until every panel is at least
+  :data:`MIN_AXES_IN` wide and tall, then ``tight_layout``; every figure function of
   ``reproduce.present.analyses``, :mod:`reproduce.present.report` and :mod:`reproduce.present.qualitative` ends with it;
 * :func:`layout_problems` — what a reader would see as broken: two text elements (titles, axis labels,
   tick labels, legends, annotations) overprinting each other, text leaving the canvas, a legend entry
-  listed twice, or an annotation or legend drawn over the data.
+  listed twice, an annotation or legend drawn over the data, a title of more lines than :data:`MAX_TITLE_LINES`, a
+  panel smaller than :data:`MIN_AXES_IN`, or a y label wrapped to more than :data:`MAX_YLABEL_LINES` lines.
   ``tests/reproduce/present/test_figure_layout.py`` renders every figure function on planted data and asks it for
   an empty list.
 
@@ -37,6 +40,10 @@ BANDS = dict(errorbar=bands.ci95, seed=BOOT_SEED)
 # β₂ = 0.5 read as 0.45 and 0.54 on an axis whose ticks look numeric), large enough that the bars do not overlap
 DODGE = 0.15
 MIN_WRAP = 8  # characters: text is never wrapped narrower than this
+MIN_AXES_IN = 2.5  # inches: the least width and height of a panel (an axes with its axis drawn, not a colour bar)
+MAX_TITLE_LINES = {False: 1, True: 2}  # lines of a figure title: one panel, several panels (a wrapped suptitle)
+MAX_YLABEL_LINES = 3  # lines of a y label: more reads one word a line
+FOOTER_SIZE = 7  # points: the footer line under the panels
 
 
 # --- legends ---------------------------------------------------------------------------------------------
@@ -59,8 +66,31 @@ def legend_outside(fig, ax=None, fontsize: float = 8, title: str | None = None):
     if ax is None:
         top = max(a.get_position().y1 for a in visible)
         ax = max((a for a in visible if abs(a.get_position().y1 - top) < 1e-6), key=lambda a: a.get_position().x1)
-    ax.legend(list(entries.values()), list(entries), fontsize=fontsize, title=title, **LEGEND_RIGHT)
+    leg = ax.legend(list(entries.values()), list(entries), fontsize=fontsize, title=title, **LEGEND_RIGHT)
+    _widen_for(fig, leg)
     return fig
+
+
+def _widen_for(fig, legend) -> None:
+    """Widen ``fig`` by the width of ``legend`` (placed right of the panels) so that ``tight_layout`` leaves the
+    panels their width instead of shrinking them to make room; called again, the earlier widening is replaced."""
+    w, h = fig.get_size_inches()
+    before = getattr(fig, "_legend_room_in", 0.0)
+    room = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi + 0.15
+    fig.set_size_inches(w - before + room, h)
+    fig._legend_room_in = room
+
+
+# --- the footer ------------------------------------------------------------------------------------------
+def footer(fig, text: str, fontsize: float = FOOTER_SIZE):
+    """A small grey line at the bottom left of ``fig`` under its panels: what a one-line title leaves out (data set,
+    profile, seeds) for a figure that stands alone; wrapped to the figure's width and kept clear of the panels by
+    :func:`fit_text`. A second call replaces the first. Returns ``fig`` (text fitted)."""
+    old = getattr(fig, "_footer", None)
+    if old is not None:
+        old.remove()
+    fig._footer = fig.text(0.005, 0.005, text, ha="left", va="bottom", fontsize=fontsize, color="0.35")
+    return fit_text(fig)
 
 
 # --- wrapping --------------------------------------------------------------------------------------------
@@ -167,6 +197,8 @@ def fit_text(fig, rounds: int = 4):
         fig_w = fig.bbox.width
         if fig._suptitle is not None:
             changed |= _fit_one(fig._suptitle, renderer, 0.98 * fig_w)
+        if getattr(fig, "_footer", None) is not None:
+            changed |= _fit_one(fig._footer, renderer, 0.98 * fig_w)
         for ax in fig.axes:
             if not ax.get_visible() or not ax.axison:
                 continue
@@ -176,6 +208,7 @@ def fit_text(fig, rounds: int = 4):
             changed |= _fit_one(ax.xaxis.label, renderer, box.width)
             changed |= _fit_one(ax.yaxis.label, renderer, box.height, along="height")
             changed |= _fit_xticklabels(ax, renderer)
+        changed |= _make_room(fig, renderer)
         if not changed:
             break
         _tight(fig)
@@ -183,12 +216,42 @@ def fit_text(fig, rounds: int = 4):
     return fig
 
 
+def panels(fig) -> list:
+    """The panels of ``fig``: visible axes with their axis drawn, colour bars left out."""
+    return [ax for ax in fig.axes if ax.get_visible() and ax.axison and not hasattr(ax, "_colorbar")]
+
+
+def _make_room(fig, renderer) -> bool:
+    """Grow ``fig`` until its smallest panel is :data:`MIN_AXES_IN` wide and tall: by the shortfall times the
+    number of panel columns (rows), since ``tight_layout`` shares the added inches among them. Returns whether it
+    grew."""
+    axes = panels(fig)
+    if not axes:
+        return False
+    grow = []
+    for along, edge in (("width", "x0"), ("height", "y0")):
+        sizes = [getattr(ax.get_window_extent(renderer), along) / fig.dpi for ax in axes]
+        lines = len({round(getattr(ax.get_position(), edge), 2) for ax in axes})
+        grow.append(max(0.0, MIN_AXES_IN + 0.02 - min(sizes)) * lines)
+    if not any(g > 0.005 for g in grow):
+        return False
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w + grow[0], h + grow[1])
+    return True
+
+
 def _tight(fig) -> None:
     if isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         return
+    rect = (0, 0, 1, 1)
+    foot = getattr(fig, "_footer", None)
+    if foot is not None:  # the panels start above the footer
+        fig.canvas.draw()
+        height = foot.get_window_extent(fig.canvas.get_renderer()).height + 4
+        rect = (0, min(0.3, height / fig.bbox.height), 1, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "not compatible with tight_layout" for colorbar grids
-        fig.tight_layout()
+        fig.tight_layout(rect=rect)
 
 
 # --- the layout check ------------------------------------------------------------------------------------
@@ -282,6 +345,7 @@ def layout_problems(fig, tol: float = 1.0) -> list[str]:
         if twice:
             problems.append(f"legend lists {twice} more than once")
 
+    problems += size_problems(fig, renderer)
     for ax in fig.axes:
         if not ax.get_visible():
             continue
@@ -296,4 +360,28 @@ def layout_problems(fig, tol: float = 1.0) -> list[str]:
                 if path.intersects_bbox(inner, filled=kind == "bar"):
                     problems.append(f"{name} is drawn over a {kind} of the data")
                     break
+    return problems
+
+
+def size_problems(fig, renderer=None) -> list[str]:
+    """What is too big or too small in ``fig`` (drawn), one sentence each: a figure title of more lines than
+    :data:`MAX_TITLE_LINES` (one for a single panel, two for several), a panel (:func:`panels`) narrower or lower than
+    :data:`MIN_AXES_IN`, a y label wrapped to more than :data:`MAX_YLABEL_LINES` lines."""
+    renderer = renderer or fig.canvas.get_renderer()
+    axes = panels(fig)
+    problems = []
+    if fig._suptitle is not None and fig._suptitle.get_text().strip():
+        n, most = len(fig._suptitle.get_text().split("\n")), MAX_TITLE_LINES[len(axes) > 1]
+        if n > most:
+            problems.append(f"figure title runs to {n} lines (at most {most})")
+    for i, ax in enumerate(fig.axes):
+        if ax not in axes:
+            continue
+        box = ax.get_window_extent(renderer)
+        w, h = box.width / fig.dpi, box.height / fig.dpi
+        if min(w, h) < MIN_AXES_IN - 0.005:
+            problems.append(f"axes {i} is {w:.2f} × {h:.2f} in (at least {MIN_AXES_IN:g} × {MIN_AXES_IN:g})")
+        n = len(ax.get_ylabel().split("\n")) if ax.get_ylabel().strip() else 0
+        if n > MAX_YLABEL_LINES:
+            problems.append(f"axes {i} y label runs to {n} lines (at most {MAX_YLABEL_LINES})")
     return problems

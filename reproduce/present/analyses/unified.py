@@ -276,9 +276,10 @@ def epoch_marks(ax, its: pd.DataFrame) -> None:
         ax.axvspan(warm.step.min(), end, color="grey", alpha=0.12, label=f"warm-up on all negatives ({arms})")
 
 
-def fig3(hist: pd.DataFrame, setup: str):
+def fig3(hist: pd.DataFrame, data: str):
     """Fig. 3 analogue: training loss (log scale), validation RSUM and the loss relative to its first epoch
-    (:func:`with_relative_loss`) per epoch, mean over seeds with 95% bands."""
+    (:func:`with_relative_loss`) per epoch, mean over seeds with 95% bands; titled with the data set ``data`` (a
+    reader's name: :func:`reproduce.present.page.data_name`)."""
     fig = report.curves(
         hist,
         [
@@ -286,13 +287,13 @@ def fig3(hist: pd.DataFrame, setup: str):
             ("val_rsum", "validation RSUM (%)"),
             ("train_loss_rel", "training loss ÷ its epoch-1 value"),
         ],
-        title=f"Fig. 3 analogue ({setup}): mean over seeds, band = 95% interval",
+        title=f"Fig. 3 analogue — loss and validation RSUM per epoch, {data}",
     )
     fig.axes[0].set_yscale("log")
     return legend_outside(report.int_epochs(fig))
 
 
-def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS):
+def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, data: str, arms=ARMS):
     """Fig. 4 analogue, similarities: per arm, the mean positive and hardest-negative cosines on the
     validation set after each epoch (top) and in the sampled training batches at each sampled step
     (bottom; :func:`iterations`), mean over seeds with 95% bands."""
@@ -332,13 +333,11 @@ def fig4_similarity(hist: pd.DataFrame, its: pd.DataFrame, setup: str, arms=ARMS
         bottom.set_xlabel("training step")
         for ax in (top, bottom):
             ax.set_ylabel("mean cosine similarity (unitless)")
-    fig.suptitle(
-        f"Fig. 4 analogue: positive vs hardest-negative similarity ({setup}); mean over seeds, band = 95% interval"
-    )
+    fig.suptitle(f"Fig. 4 analogue — positive vs hardest-negative similarity, {data}")
     return legend_outside(report.int_epochs(fig))
 
 
-def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
+def fig4_gradients(its: pd.DataFrame, gamma: float, data: str):
     """Fig. 4 analogue, gradients: the tangent gradient norms of :data:`GRADS` (Unified Eqs. 11–12, 17–18)
     at every sampled training step, mean over seeds with 95% bands, log scale; VLC also ÷ γ (dashed,
     :func:`with_vlc_scaled`)."""
@@ -361,14 +360,11 @@ def fig4_gradients(its: pd.DataFrame, gamma: float, setup: str):
         ax.set_yscale("log")
         ax.set_xlabel("training step")
         ax.set_ylabel(f"{label}\n(tangent norm, loss units; log scale)")
-    fig.suptitle(
-        f"Fig. 4 analogue: tangent gradient norms per sampled training step ({setup}); "
-        "mean over seeds, band = 95% interval"
-    )
+    fig.suptitle(f"Fig. 4 analogue — tangent gradient norms per training step, {data}")
     return legend_outside(fig)
 
 
-def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, setup: str):
+def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, data: str):
     """Fig. 5 analogue: test RSUM along (a) the margin sweep at the study's γ and (b) the scale sweep at
     m = 0.2 with γ = ∞ (Triplet-HN) at the right end; points: mean over seeds with 95% interval bars;
     dashed lines: VLC and Triplet-HN of Tables 1–2 (mean) with their 95% Student-t band over seeds."""
@@ -400,5 +396,5 @@ def fig5(mg: pd.DataFrame, gm: pd.DataFrame, t1: pd.DataFrame, gamma: float, set
     b.set_title("(b) scale sweep at m = 0.2")
     for ax in (a, b):
         ax.set_ylabel("test RSUM (%)")
-    fig.suptitle(f"Fig. 5 analogue ({setup})")
+    fig.suptitle(f"Fig. 5 analogue — margin and scale sweeps, {data}")
     return legend_outside(fig)

@@ -1,11 +1,16 @@
-"""Every figure function of the study, drawn on small planted data with the notebooks' own titles and labels,
-has no overprinted text, no text off the canvas and no annotation or legend over the data
-(:func:`reproduce.present.analyses.plotting.layout_problems`, boxes from matplotlib's renderer). The checker itself is
-shown to fail on planted broken figures, and a source scan makes sure no figure function is left out."""
+"""Every figure function of the study, drawn on small planted data with the notebooks' own titles, labels and footer
+(the longest the study writes: :data:`reproduce.present.page.FIGURE_TITLES` on the data set with the longest name, the
+footer line :func:`reproduce.present.page.setup_line` of the profile with the most seed policies and the most seeds a
+power analysis may ask for), has no overprinted text, no text off the canvas, no annotation or legend over the data, a
+title of one line (two for several panels), every panel at least 2.5 in wide and tall and no y label wrapped word by
+word (:func:`reproduce.present.analyses.plotting.layout_problems`, boxes from matplotlib's renderer). The checker
+itself is shown to fail on planted broken figures, and source scans make sure no figure function and no title is left
+out."""
 
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 import matplotlib
@@ -18,13 +23,41 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from coherent_itr.data.base import CaptionedImages  # noqa: E402
-from reproduce.spec import labels
-from reproduce.present import qualitative
+from reproduce.spec import labels, power_seeds
+from reproduce.spec.claim_data import DATASETS
+from reproduce.spec.profiles import profile_for
+from reproduce.present import page, qualitative
 from reproduce.present import report  # noqa: E402
 from reproduce.present.analyses import bcls, ladder, listwise, plotting, sam, unified  # noqa: E402
 
-SETUP = "flickr8k, profile default, seeds [0, 1, 2]"  # as long as the notebooks' setup line gets
+# the data set whose name makes the longest title, and the longest footer the notebooks write (Page.setup: every seed
+# policy of the default profile and the most seeds the power analysis may give an arm)
+DATA = max(DATASETS, key=lambda d: len(page.data_name(d)))
+FOOTER = max(
+    (
+        page.setup_line(d, "default", p.seeds, p.sweep_seeds, bool(p.seed0_groups), power_seeds.SEED_CAP)
+        for d in DATASETS
+        for p in [profile_for("default", d)]
+    ),
+    key=len,
+)
+NO_FOOTER = {"qualitative", "bcls_b7", "sweep_plot"}  # saved without Page.setup: own caption, a benchmark, a helper
 SEEDS = (0, 1, 2)
+
+
+def title(paper: str, figure: str) -> str:
+    """The notebook's title of ``paper``'s figure ``figure`` (Page.title) on :data:`DATA`."""
+    return page.figure_title(page.FIGURE_TITLES[paper][figure], DATA)
+
+
+def yard_labels(cols):
+    """``(column, label)`` of the yardstick columns ``cols`` (``…_{yard}``) on the yardstick of the longer labels."""
+    return max(
+        ([(c.format(yard=y), labels.label(c.format(yard=y))) for c in cols] for y in ("expert", "true")),
+        key=lambda ys: sum(len(lab) for _, lab in ys),
+    )
+
+
 RNG = np.random.default_rng(0)
 
 
@@ -102,7 +135,7 @@ def qualitative_split(n_img=6, cpi=5):
 # --- every figure function, as its notebook calls it ---------------------------------------------------
 def fig_curves():
     h = history(["Triplet (mean)", "S-NDCG alone", "Triplet + S-NDCG"], ["train_loss", "val_rsum"])
-    return report.curves(h, [(k, labels.label(k)) for k in ("train_loss", "val_rsum")], title=f"Fig. 5 ({SETUP})")
+    return report.curves(h, [(k, labels.label(k)) for k in ("train_loss", "val_rsum")], title=title("listwise", "fig5"))
 
 
 def fig_listwise_fig5():  # 04_listwise: curves + legends_outside(int_epochs(...))
@@ -122,7 +155,7 @@ def fig_bcls_fig4():
     h.loc[h.arm == bcls.SN, "val_rsum"] = h.loc[h.arm == bcls.BC, "val_rsum"].to_numpy() + 0.5  # two close curves
     h.loc[(h.arm == bcls.HN) & (h.epoch > 1), "train_loss"] = 40.0
     h["warmup"] = (h.arm == bcls.HN) & (h.epoch == 1)
-    return bcls.fig4(h, [bcls.HN, bcls.SN, bcls.BC], f"Fig. 4 analogue: Triplet-HN vs Triplet-SN vs BCLS ({SETUP})")
+    return bcls.fig4(h, [bcls.HN, bcls.SN, bcls.BC], title("bcls", "fig4"))
 
 
 def fig_bcls_fig5ab():
@@ -153,7 +186,7 @@ def fig_bcls_fig5ab():
         "relaxation α (S-BERT cosine units)",
         "w/o BCLS (Triplet-SN)",
         "BCLS, mean ± 95% CI",
-        f"Fig. 5a–b analogue: α sweep at β = 0.1 ({SETUP})",
+        title("bcls", "fig5ab"),
         marks={"measured std = 0.167": 0.167},
     )
 
@@ -173,7 +206,7 @@ def fig_bcls_fig5cd():
         "stride β (S-BERT cosine units)",
         "w/o SW-HS (full Kendall, O(N³))",
         "SW-HS, mean ± 95% CI",
-        f"Fig. 5c–d analogue: β sweep at α = 0.2 ({SETUP})",
+        title("bcls", "fig5cd"),
         logx=True,
     )
 
@@ -188,11 +221,7 @@ def fig_bcls_b7():
     return bcls.b7_figure(pd.DataFrame(rows), "B7: Kendall loss cost vs batch size (1 CPU thread)")
 
 
-TABLE1_TITLE = (
-    "Tables I/III: coherence against the training pseudo labels vs the independent yardstick ("
-    + SETUP
-    + "; bars: mean, whiskers: 95% CI over seeds)"
-)
+TABLE1_TITLE = title("ladder", "table1_cs")
 
 
 def fig_ladder_cs_bars():
@@ -213,7 +242,7 @@ def fig_ladder_beta2():
         ladder_frame(arms),
         "true",
         "true relevance r*",
-        f"Tables IV/V: weight β₂ of the second ladder ({SETUP})",
+        title("ladder", "beta2"),
     )
 
 
@@ -223,7 +252,7 @@ def fig_ladder_levels():
         ladder_frame(["L=1", "L=2", "L=3", "L=4"]),
         "true",
         "true relevance r*",
-        f"Tables VI/VII: number of ladder levels ({SETUP})",
+        title("ladder", "levels"),
     )
 
 
@@ -234,22 +263,20 @@ def fig_ladder_lminmax():
         ladder_frame(arms),
         "true",
         "true relevance r*",
-        f"Tables VIII/IX: k-means bounds of the adaptive ladder ({SETUP})",
+        title("ladder", "lminmax"),
     )
 
 
 def fig_ladder_fig6():
     f6 = ladder.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
-    return ladder.fig6_figure(f6, "Fig. 6 analogue: 3 training batches (flickr8k; 95% CI over batches)")
+    return ladder.fig6_figure(f6, title("ladder", "fig6"))
 
 
 def fig_ladder_theta():
     cal = ladder.theta_calibration(CosineProvider(), Train(), n_batches=3, batch_size=40)
     prof = tuple(cal["thetas"])  # the runs use the calibration measured here: same values twice
     cal = ladder.theta_calibration(CosineProvider(), Train(), profile_theta=prof, n_batches=3, batch_size=40)
-    return ladder.theta_figure(
-        cal["values"], cal["table"], "Relevance against θ (synthetic, 50 training batches of 128)"
-    )
+    return ladder.theta_figure(cal["values"], cal["table"], title("ladder", "theta_calibration"))
 
 
 LW_ARMS = [listwise.TRIP, listwise.ALONE, listwise.BOTH]
@@ -262,7 +289,7 @@ def fig_listwise_tables5_7():
         for i, a in enumerate(LW_ARMS)
         for s in SEEDS
     ]
-    return listwise.fig_tables5_7(pd.DataFrame(rows), "expert", f"Tables V–VII analogue ({SETUP})")
+    return listwise.fig_tables5_7(pd.DataFrame(rows), "expert", title("listwise", "table5_7"))
 
 
 def fig_listwise_fig6():
@@ -280,7 +307,7 @@ def fig_listwise_fig6():
         for e in (1, 2, 3)
         for d in ("i2t", "t2i")
     ]
-    return listwise.fig6(pd.DataFrame(rows), f"Fig. 6 analogue ({SETUP}, τ = 1e-2)")
+    return listwise.fig6(pd.DataFrame(rows), title("listwise", "fig6"))
 
 
 def fig_listwise_fig7():
@@ -297,19 +324,27 @@ def fig_listwise_fig7():
         for t in listwise.TAUS
         for s in SEEDS
     ]
-    return listwise.fig7(pd.DataFrame(ep), pd.DataFrame(direct), 128, f"Fig. 7 analogue ({SETUP}); dashed: 0.01")
+    return listwise.fig7(pd.DataFrame(ep), pd.DataFrame(direct), 128, title("listwise", "fig7"))
 
 
-def fig_listwise_fig_tau():
+def tau_sweep(figure: str, ys):
+    """Figs. 8–9 as 04_listwise draws them: one panel per ``(column, label)`` of ``ys``."""
     rows = [
-        {"arm": f"τ={t:g}", "seed": s, "rsum": 160 + noise(3), "mapr_i2t_expert": 12 + noise()}
+        {"arm": f"τ={t:g}", "seed": s, **{c: (160 if c == "rsum" else 12) + noise(3) for c, _ in ys}}
         for t in listwise.TAUS
         for s in SEEDS
     ]
     dft = listwise.with_tau(pd.DataFrame(rows))
-    ys = [(c, labels.label(c)) for c in ("rsum", "mapr_i2t_expert")]
-    base = pd.Series({"rsum": 100.0, "mapr_i2t_expert": 3.0})
-    return listwise.fig_tau(dft, ys, base, f"Fig. 9 analogue ({SETUP}); dashed: {listwise.TRIP}")
+    base = pd.Series({c: 100.0 if c == "rsum" else 3.0 for c, _ in ys})
+    return listwise.fig_tau(dft, ys, base, title("listwise", figure))
+
+
+def fig_listwise_fig8():  # one panel: RSUM
+    return tau_sweep("fig8", [("rsum", labels.label("rsum"))])
+
+
+def fig_listwise_fig9():  # mAP@R of both directions against the yardstick
+    return tau_sweep("fig9", yard_labels(["mapr_i2t_{yard}", "mapr_t2i_{yard}"]))
 
 
 SAM_METHODS = list(sam.METHOD.values())
@@ -328,9 +363,7 @@ def fig_sam_fraction():
         ("nsum_cider", "Nsum, CIDEr-D φ (%)"),
         ("nsum_true", "Nsum against the true relevance r* (%)"),
     ]
-    return sam.fraction_figure(
-        pd.DataFrame(rows), panels, f"SAM Tables 2–3: ± SAM against the share of training images ({SETUP})"
-    )
+    return sam.fraction_figure(pd.DataFrame(rows), panels, title("sam", "fig_fraction"))
 
 
 def fig_sam_grid():
@@ -352,12 +385,12 @@ def fig_sam_grid():
         for s in SEEDS
     ]
     panels = [("rsum", "RSUM (%)"), ("nsum_cider", "Nsum, CIDEr-D φ (%)"), ("nsum_true", "Nsum vs r* (%)")]
-    return sam.grid_figure(pd.DataFrame(rows), panels, f"SAM Tables 4–5: τ × sampling × keep-triplet ({SETUP})")
+    return sam.grid_figure(pd.DataFrame(rows), panels, title("sam", "fig_grid"))
 
 
 def fig_sam_margins():
     phi = [np.random.default_rng(b).uniform(0, 1, size=(30, 30)) for b in range(3)]
-    return sam.margin_figure(phi, (1, 3, 10), "SAM Eq. 7 margins of random pairs, 3 training batches (flickr8k)")
+    return sam.margin_figure(phi, (1, 3, 10), title("sam", "fig_margins"))
 
 
 def fig_sam_fig3():
@@ -374,7 +407,7 @@ def fig_sam_fig3():
         for s in SEEDS
     ]
     f3 = sam.fig3_long(pd.DataFrame(rows), ["cider", "true"])
-    return sam.fig3_figure(f3, f"SAM Fig. 3: R@5 vs Semantic Recall@5 as m grows ({SETUP})")
+    return sam.fig3_figure(f3, title("sam", "fig3"))
 
 
 U_COLS = ["train_loss", "val_rsum", "val_pos_sim", "val_hardneg_sim"]
@@ -408,15 +441,15 @@ def u_iterations():
 
 
 def fig_unified_fig3():
-    return unified.fig3(u_hist(), SETUP)
+    return unified.fig3(u_hist(), page.data_name(DATA))
 
 
 def fig_unified_fig4_similarity():
-    return unified.fig4_similarity(u_hist(), u_iterations(), SETUP)
+    return unified.fig4_similarity(u_hist(), u_iterations(), page.data_name(DATA))
 
 
 def fig_unified_fig4_gradients():
-    return unified.fig4_gradients(u_iterations(), 60.0, SETUP)
+    return unified.fig4_gradients(u_iterations(), 60.0, page.data_name(DATA))
 
 
 def fig_unified_fig5():
@@ -430,7 +463,7 @@ def fig_unified_fig5():
         ]
     )
     t1 = df[df.group == "table1"]
-    return unified.fig5(unified.margin_sweep(df), unified.gamma_sweep(df), t1, 60.0, SETUP)
+    return unified.fig5(unified.margin_sweep(df), unified.gamma_sweep(df), t1, 60.0, page.data_name(DATA))
 
 
 def fig_qualitative():
@@ -471,7 +504,7 @@ COVERS = {
     "listwise.legends_outside": ["listwise_fig5"],
     "listwise.fig6": ["listwise_fig6"],
     "listwise.fig7": ["listwise_fig7"],
-    "listwise.fig_tau": ["listwise_fig_tau"],
+    "listwise.fig_tau": ["listwise_fig8", "listwise_fig9"],
     "sam.fraction_figure": ["sam_fraction"],
     "sam.grid_figure": ["sam_grid"],
     "sam.margin_figure": ["sam_margins"],
@@ -505,8 +538,10 @@ DRAWS = (
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_figure_has_no_overlapping_or_clipped_text(name):
+def test_figure_has_no_overlapping_or_clipped_text_and_room_for_its_panels(name):
     fig = FIGURES[name]()
+    if name not in NO_FOOTER:
+        plotting.footer(fig, FOOTER)  # as report.save_figure(..., footer=pg.setup) adds it
     problems = plotting.layout_problems(fig)
     assert not problems, f"{name}:\n" + "\n".join(problems)
 
@@ -528,7 +563,64 @@ def test_every_figure_function_is_drawn_here():
     assert {c for cases in COVERS.values() for c in cases} <= set(FIGURES)
 
 
+def test_every_figure_title_of_the_notebooks_is_drawn_here():
+    """A source scan: every title of :data:`reproduce.present.page.FIGURE_TITLES` (what ``Page.title`` gives the
+    notebooks) is drawn by a case above, and the notebooks title those figures through ``pg.title``."""
+    import re
+
+    drawn = set(re.findall(r'title\("(\w+)", "(\w+)"\)', Path(__file__).read_text(encoding="utf-8")))
+    drawn |= {("listwise", f) for f in re.findall(r'tau_sweep\("(\w+)"', Path(__file__).read_text(encoding="utf-8"))}
+    wanted = {(paper, f) for paper, figs in page.FIGURE_TITLES.items() if paper != "overview" for f in figs}
+    assert wanted - drawn == set()
+    notebooks = Path(__file__).parents[3] / "notebooks"
+    code = "".join(
+        "".join(c["source"]) + "\n"
+        for nb in notebooks.glob("*.ipynb")
+        for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        if c["cell_type"] == "code"
+    )
+    titled = set(re.findall(r'pg\.title\("(\w+)"\)', code)) | ({"fig8", "fig9"} if "pg.title(stem)" in code else set())
+    assert {f for figs in page.FIGURE_TITLES.values() for f in figs} <= titled
+    assert '({pg.setup})")' not in code and "analogue ({pg.setup}" not in code  # no setup line in a figure title
+
+
+def test_fig8_has_one_title_line_and_a_panel_of_room():
+    """Listwise Fig. 8 (one panel and a legend outside) used to keep its 4.6 in width: the legend took half of it,
+    the panel was 0.5 × 0.9 in and its title and y label wrapped to five and six lines."""
+    fig = FIGURES["listwise_fig8"]()
+    plotting.footer(fig, FOOTER)
+    fig.canvas.draw()
+    box = fig.axes[0].get_window_extent(fig.canvas.get_renderer())
+    assert min(box.width, box.height) / fig.dpi >= plotting.MIN_AXES_IN - 0.005
+    assert fig._suptitle.get_text() == "Fig. 8 analogue — τ sweep, " + page.data_name(DATA)
+    assert len(fig.axes[0].get_ylabel().split("\n")) <= 2
+
+
 # --- the checker can fail -------------------------------------------------------------------------------
+def test_size_problems_finds_a_long_title_a_small_panel_and_a_y_label_one_word_a_line():
+    fig, ax = plt.subplots(figsize=(2.2, 2.0))
+    ax.plot([1, 2, 3], [3, 1, 2])
+    ax.set_ylabel("\n".join("RSUM (sum of R@1,5,10 both directions, %)".split()))
+    fig.suptitle("a title\nof two lines")
+    problems = plotting.size_problems(fig)
+    assert "figure title runs to 2 lines (at most 1)" in problems
+    assert any(p.startswith("axes 0 is ") and "(at least 2.5 × 2.5)" in p for p in problems)
+    assert "axes 0 y label runs to 7 lines (at most 3)" in problems
+
+
+def test_legend_outside_widens_the_figure_and_fit_text_grows_small_panels():
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    ax.plot([0, 1], [0, 1], label="Triplet (mean) (mean over seeds), a long legend entry")
+    plotting.legend_outside(fig)
+    assert fig.get_size_inches()[0] > 4.6 + 1.5  # the legend's width added, not taken from the panel
+    plotting.legend_outside(fig)  # a second call replaces the widening, it does not add to it
+    wide = fig.get_size_inches()[0]
+    plotting.legend_outside(fig)
+    assert fig.get_size_inches()[0] == pytest.approx(wide)
+    plotting.fit_text(fig)
+    assert plotting.size_problems(fig) == []
+
+
 def test_layout_problems_finds_overprinted_tick_labels_and_a_clipped_title():
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.bar(range(4), [1, 2, 3, 4])
@@ -537,7 +629,11 @@ def test_layout_problems_finds_overprinted_tick_labels_and_a_clipped_title():
     problems = plotting.layout_problems(fig)
     assert any("x tick" in p and "overlaps" in p and "x tick" in p.split("overlaps")[1] for p in problems)
     assert any(p.startswith("figure title") and "leaves the canvas" in p for p in problems)
-    plotting.fit_text(fig)  # the fix: wrap and rotate
+    plotting.fit_text(fig)  # wrapped and rotated, nothing overprints or leaves the canvas ...
+    left = plotting.layout_problems(fig)
+    assert left and all(p.startswith("figure title runs to") for p in left)  # ... but a wrapped title is too long
+    fig.suptitle("a short title")
+    plotting.fit_text(fig)
     assert plotting.layout_problems(fig) == []
 
 
@@ -565,7 +661,7 @@ def test_layout_problems_finds_an_annotation_and_a_legend_over_the_data():
 
 
 def test_layout_problems_finds_a_legend_entry_listed_twice():
-    fig, ax = plt.subplots(figsize=(5, 3))
+    fig, ax = plt.subplots(figsize=(6, 4))
     ax.axvline(0.5, label="calibrated θ = 0.508")
     ax.axvline(0.5, label="calibrated θ = 0.508")
     ax.legend(**plotting.LEGEND_RIGHT)
@@ -615,7 +711,7 @@ def test_sweep_marks_are_named_in_the_legend_not_written_on_the_data():
 
 
 def test_layout_problems_is_empty_for_a_clean_figure():
-    fig, ax = plt.subplots(figsize=(5, 3))
+    fig, ax = plt.subplots(figsize=(5, 4))
     ax.plot([0, 1, 2], [0, 1, 2], label="data")
     ax.set(xlabel="x", ylabel="y", title="t")
     plotting.legend_outside(fig)
