@@ -23,6 +23,8 @@ from coherent_itr.runs import cpu_identity, source_hash
 from reproduce.protocol.ledger import (
     RULE,
 )
+from reproduce.spec import claims as registry
+from reproduce.spec.baselines import baselines
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import get_profile
 from reproduce.spec.tables import smoke_banner
@@ -51,7 +53,8 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, stale
     no current execution wrote; their rows are marked ``STALE`` in the note column."""
     results_dir = Path(results_dir)
     rows = _read_notebook_rows(results_dir, stale)
-    df = build_ledger(rows, collapsed=collapsed)
+    seen = {r.get("dataset") for r in rows if isinstance(r.get("dataset"), str)}
+    df = build_ledger(rows, collapsed=collapsed, baselines=baselines(results_dir, [*registry.DATASETS, *sorted(seen)]))
     health_known = collapsed is not None or any("collapsed" in r or "failed_seeds" in r for r in rows)
     df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))

@@ -13,12 +13,16 @@ import pandas as pd
 from reproduce.spec import claims as registry
 from reproduce.protocol.ledger import (
     ALPHA,
+    FRACTION,
     LARGER_THAN_PAPER,
     LEGEND,
     POWER,
+    REVERSAL,
     RULE,
     SEED_CAP,
+    SMALLER,
     STABLE,
+    TAGS,
 )
 from reproduce.protocol.ledger_rows import as_float, is_stale
 from reproduce.spec.tables import fmt_num, md_cell
@@ -79,17 +83,30 @@ def _stale_mask(rows: pd.DataFrame) -> pd.Series:
     return rows["note"].map(lambda n: is_stale({"note": n})).astype(bool)
 
 
-def verdict_cell(r) -> str:
-    """The verdict in bold with its tags: *underpowered* (inconclusive rows below POWER at the paper's effect),
-    *smaller than the paper* and *larger than the paper — check the baseline* (reproduced rows), and the
-    *stale* mark of a row from an earlier run (:func:`is_stale`)."""
-    v = f"**{r['verdict']}**"
+def verdict_tags(r) -> list[str]:
+    """The notes beside a row's verdict, one vocabulary for the ledger, the README, the site and the notebooks:
+    *underpowered* (inconclusive rows below POWER at the paper's effect), *a reversal not excluded* (ruled-out rows
+    whose interval reaches below −δ), *smaller than the paper* (any direction row whose interval lies below the
+    paper's effect), *larger than the paper — check the baseline* (reproduced rows) and, where the verdict
+    changes with δ scaled to our baseline, *δ-sensitive: <verdict> under the scaled δ*."""
+    tags = []
     if r["verdict"] == "inconclusive" and _flag(r.get("underpowered")):
-        v += " (underpowered)"
+        tags.append("underpowered")
+    if r["verdict"] == "ruled out" and _flag(r.get("reversal_not_excluded")):
+        tags.append(REVERSAL)
     if _flag(r.get("smaller_than_paper")):
-        v += " (smaller than the paper)"
+        tags.append(SMALLER)
     if _flag(r.get("larger_than_paper")):
-        v += " (larger than the paper — check the baseline)"
+        tags.append("larger than the paper — check the baseline")
+    if _flag(r.get("delta_sensitive")):
+        tags.append(f"δ-sensitive: {r.get('verdict_scaled')} under the scaled δ")
+    return tags
+
+
+def verdict_cell(r) -> str:
+    """The verdict in bold with its tags (:func:`verdict_tags`), each in parentheses, and the *stale* mark of a row
+    from an earlier run (:func:`is_stale`)."""
+    v = f"**{r['verdict']}**" + "".join(f" ({t})" for t in verdict_tags(r))
     if is_stale(r):
         v += f" — {STALE_MARK}"
     return v
@@ -113,6 +130,46 @@ def stale_sentence(df: pd.DataFrame) -> str:
     )
 
 
+DELTA_ASSUMES = (
+    "δ is in the metric's absolute units: it assumes the paper's effect carries over unchanged from the papers' "
+    "models (RSUM 390–480 on Flickr30K and COCO) to ours (RSUM ≈ 220 on Flickr8k, ≈ 480 on the synthetic set)."
+)
+
+
+def scaled_delta_cell(r) -> str:
+    """The δ sensitivity of a primary row: δ scaled to our baseline and the verdict under it (bold where it
+    differs from the row's verdict); — where the row has no scaled δ."""
+    ds = as_float(r.get("delta_scaled"))
+    if not np.isfinite(ds):
+        return "—"
+    vs = str(r.get("verdict_scaled") or "")
+    return f"{fmt_num(ds)} → " + (f"**{vs}**" if _flag(r.get("delta_sensitive")) else vs)
+
+
+def delta_sentence(df: pd.DataFrame) -> str:
+    """The README's sentence on what δ assumes and which primary verdicts change with δ scaled to our baseline."""
+    prim = df[df["role"] == "primary"] if len(df) else df
+    if "delta_sensitive" not in prim:
+        return ""
+    prim = prim[~_stale_mask(prim)]
+    flips = prim[prim["delta_sensitive"].map(_flag).eq(True)]
+    n = int(prim["delta_scaled"].map(as_float).map(np.isfinite).sum())
+    if not n:
+        return ""
+    which = (
+        "these verdicts change: "
+        + "; ".join(
+            f"{r['id']} {r['dataset']} ({r['verdict']} → {r['verdict_scaled']})" for r in flips.to_dict("records")
+        )
+        if len(flips)
+        else "no verdict changes"
+    )
+    return (
+        f"{DELTA_ASSUMES} With δ scaled to our baseline instead ({FRACTION:g} × paper effect × our baseline ÷ the "
+        f"paper's, for the {n} RSUM rows with a paper effect), {which}; the declared δ stays the verdict."
+    )
+
+
 def _cell(s) -> str:
     return md_cell(s) if isinstance(s, str) and s else "—"
 
@@ -127,9 +184,15 @@ def legend_markdown() -> str:
         "",
     ]
     lines += [f"- **{v}** — {LEGEND[v]}" for v in LEGEND]
+    lines += [f"- *{t}* — {TAGS[t]}" for t in TAGS]
     lines += [
         "",
-        f"**δ** — the smallest effect of interest, half the paper's effect. **Power** — the chance that the row's "
+        f"**δ** — the smallest effect of interest, half the paper's effect. {DELTA_ASSUMES} "
+        f"**δ scaled** — {FRACTION:g} × the paper's effect × our baseline ÷ the paper's baseline (RSUM claims "
+        "with a paper effect: the comparator arm's RSUM, `reproduce/spec/baselines.py`; — elsewhere, the "
+        "`delta_scaled_note` column of `claims.csv` says why); beside it the verdict under that δ, and the verdict "
+        "is flagged *δ-sensitive* where it differs. The declared δ stays the verdict. "
+        "**Power** — the chance that the row's "
         f"interval lies above 0 if the paper's effect were true, at the row's measured seed sd and test-set "
         f"variance; beside it the seeds that would give {POWER:.0%} (cap {SEED_CAP}; `power.md`). "
         "**Stability** — share of bootstrap resamples (seeds and test queries together) with the same verdict; "
@@ -159,8 +222,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "## Primary rows",
         "",
         "| id | claim | data | metric (unit; direction) | our effect [simultaneous interval] | paper's effect | "
-        "δ | ratio | power at the paper's effect | stability | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "δ | δ scaled to our baseline → verdict | ratio | power at the paper's effect | stability | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
@@ -171,7 +234,8 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         out.append(
             f"| {r['id']} | {_cell(r['statement'])} | {r['dataset']} | {_cell(r['metric'])} "
             f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | {fmt_num(r['delta'])} | "
-            f"{fmt_num(r['ratio'], 2) if np.isfinite(as_float(r['ratio'])) else '—'} | {power_cell(r)} | "
+            f"{scaled_delta_cell(r)} | {fmt_num(r['ratio'], 2) if np.isfinite(as_float(r['ratio'])) else '—'} | "
+            f"{power_cell(r)} | "
             f"{stability_cell(r)} | {verdict_cell(r)} |"
         )
     for role in ("secondary", "exploratory"):
@@ -237,12 +301,15 @@ def summary_markdown(df: pd.DataFrame) -> str:
             + " |"
         )
     tallies = []
+    t = t[~t["id"].isin(set(df.loc[check_rows(df), "id"]))]
     for d in datasets:
         n = t[d].value_counts()
         tallies.append(
             f"{d}: " + ", ".join(f"{n.get(v, 0)} {v}" for v in (*LEGEND, STALE) if v in LEGEND or n.get(v, 0))
         )
-    return "\n".join(rows) + "\n\nPrimary rows — " + "; ".join(tallies) + ".\n"
+    checks = ", ".join(dict.fromkeys(df.loc[check_rows(df), "id"]))
+    also = f" (device and identity checks {checks}: one measurement each, not counted)" if checks else ""
+    return "\n".join(rows) + "\n\nPrimary rows" + also + " — " + "; ".join(tallies) + ".\n"
 
 
 SUMMARY_CATEGORIES = (
@@ -254,6 +321,34 @@ SUMMARY_CATEGORIES = (
     "not testable",
     STALE,
 )
+
+
+DEVICE_CHECKS = {"B7": "a timing of the loss on this machine, not of either data set"}  # one measurement each
+
+
+def check_rows(df: pd.DataFrame) -> pd.Series:
+    """Boolean Series: the primary rows that are device or identity checks (:data:`DEVICE_CHECKS`, identity claims):
+    one measurement, listed under every data set, counted once in the README's summary (:func:`checks_line`)."""
+    if not len(df):
+        return pd.Series(False, index=df.index)
+    kind = df["kind"] if "kind" in df else pd.Series("", index=df.index)
+    return (df["role"] == "primary") & (df["id"].isin(list(DEVICE_CHECKS)) | kind.eq("identity"))
+
+
+def checks_line(df: pd.DataFrame) -> str:
+    """The summary's line on the device and identity checks: each once, with its verdict(s) over the data sets."""
+    rows = df[check_rows(df)]
+    if not len(rows):
+        return ""
+    parts = []
+    for cid, g in rows.groupby("id", sort=False):
+        what = DEVICE_CHECKS.get(cid, "an identity, exact up to floating point")
+        verdicts = " / ".join(dict.fromkeys(STALE if is_stale(r) else r["verdict"] for r in g.to_dict("records")))
+        parts.append(f"{cid} {verdicts} ({what})")
+    return (
+        f"- **device and identity checks** ({len(parts)}, one measurement each, shown under every data set but "
+        "counted once and not above): " + "; ".join(parts)
+    )
 
 
 def summary_counts(df: pd.DataFrame) -> pd.DataFrame:
@@ -314,12 +409,17 @@ def plain_summary(df: pd.DataFrame) -> str:
     :func:`caveat` sentence and the rule that chose it. Empty without primary rows."""
     if not len(df) or not (df["role"] == "primary").any():
         return ""
-    counts = summary_counts(df)
+    checks = check_rows(df)
+    counts = summary_counts(df[~checks])
     lines = [
-        f"- **{d}** ({int(row.sum())} claims): "
+        f"- **{d}** ({int(row.sum())} claims{' besides the checks' if checks.any() else ''}): "
         + ", ".join(f"{int(row[c])} {c}" for i, c in enumerate(SUMMARY_CATEGORIES) if i < 5 or row[c])
         for d, row in counts.iterrows()
     ]
+    lines += [line for line in (checks_line(df),) if line]
+    delta = delta_sentence(df)
+    if delta:
+        lines += ["", delta]
     cav = caveat(df)
     rule = (
         " _(The caveat is the largest of three shares: reproduced effects more than "

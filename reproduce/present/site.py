@@ -37,7 +37,7 @@ import pandas as pd
 
 from reproduce.spec.tables import fmt_num
 
-from reproduce.present.ledger_render import summary_counts
+from reproduce.present.ledger_render import summary_counts, verdict_tags
 from reproduce.spec.paths import ROOT
 
 SKIP_DIRS = {"site", "smoke", "benchmarks", "notebooks", "cache"}
@@ -239,11 +239,8 @@ STATEMENT_CHARS = 70  # a claim's statement is cut here in the one-line table (t
 
 def _verdict_html(r: dict) -> str:
     colour = VERDICT_COLOURS.get(r["verdict"], "black")
-    tags = [t for t in ("underpowered", "smaller_than_paper") if str(r.get(t)).lower() == "true"]
-    if r["verdict"] != "inconclusive" and "underpowered" in tags:
-        tags.remove("underpowered")
-    words = {"underpowered": "underpowered", "smaller_than_paper": "smaller than the paper"}
-    tag = f" ({', '.join(words[t] for t in tags)})" if tags else ""
+    tags = verdict_tags(r)
+    tag = f" ({', '.join(tags)})" if tags else ""
     return f'<b style="color:{colour}">{html.escape(str(r["verdict"]))}</b>{html.escape(tag)}'
 
 

@@ -46,13 +46,17 @@ Smallest effect of interest δ
     number; otherwise the claim is decided on its direction alone (no δ: it can be reproduced or reversed,
     never ruled out) and its reason says so. Seed noise never sets δ. An equivalence claim's δ is its
     declared tolerance.
+    δ assumes that the paper's effect carries over in absolute units from the paper's models to ours. For an
+    RSUM claim whose baselines are known (:mod:`reproduce.spec.baselines`) the ledger also decides the row with
+    δ scaled to our baseline, :func:`scaled_delta` = FRACTION × |paper effect| × our baseline ÷ the paper's
+    baseline, and flags a verdict that changes under it (``delta_sensitive``); the declared δ stays the verdict.
 
 Verdicts (direction claim, interval [L, U] at the family's level)
-    * ``reproduced``: L > 0. Beside it, *smaller than the paper* when U < |paper effect| (the paper's own
-      effect is excluded), and *larger than the paper — check the baseline* when the ratio exceeds
+    * ``reproduced``: L > 0. Beside it *larger than the paper — check the baseline* when the ratio exceeds
       LARGER_THAN_PAPER.
     * ``reversed``: U < 0 (the opposite of the claim, significant).
-    * ``ruled out``: L ≤ 0 ≤ U < δ — even half the claimed gain is excluded.
+    * ``ruled out``: L ≤ 0 ≤ U < δ — even half the claimed gain is excluded. Beside it *a reversal not
+      excluded* when L < −δ: the interval is also compatible with an opposite effect at least as large as δ.
     * ``inconclusive``: anything else (the interval contains 0 and reaches δ, or there is no δ); tagged
       *underpowered* when the planned power at 1× the paper's effect is below POWER.
     * failed seeds: a seed on which an arm's run collapsed (``coherent_itr.health.is_collapsed``; an arm the claim
@@ -64,6 +68,8 @@ Verdicts (direction claim, interval [L, U] at the family's level)
     Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
     (TOST at ALPHA/m), ``ruled out`` when it lies entirely outside, else ``inconclusive``. Identity claim:
     ``reproduced`` when the largest deviation is within the tolerance, else ``ruled out``.
+    Beside any verdict of a direction row, *smaller than the paper* when U < |paper effect| (the paper's own
+    effect is excluded), whether the row is reproduced, ruled out, inconclusive or reversed.
     So no row whose interval excludes 0 is called anything but reproduced or reversed, and no row is ruled
     out while its interval still contains δ.
 
@@ -105,25 +111,33 @@ STABLE = 0.80  # stability below this share of resamples → fragile
 N_STABILITY = 1000  # bootstrap resamples of a row for the stability column
 LARGER_THAN_PAPER = 5.0  # a reproduced effect more than this many times the paper's → check the baseline
 CROSS_PAPER = "Across papers"  # the family of the cross-paper claims
+SMALLER = "smaller than the paper"  # tag of a direction row whose interval lies below the paper's effect
+REVERSAL = "a reversal not excluded"  # tag of a ruled-out row whose interval reaches below −δ
 
 VERDICTS = ("reproduced", "reversed", "ruled out", "inconclusive", "not testable")
 KINDS = ("direction", "equivalence", "identity")
 ROLES = ("primary", "secondary", "exploratory")
 
 LEGEND = {
-    "reproduced": "direction claim: the interval lies above 0 (the effect is in the claimed direction); "
-    "*smaller than the paper* beside it when the interval also lies below the paper's effect. Equivalence "
-    "claim: the interval lies inside ±δ; identity: the largest deviation is within the tolerance.",
+    "reproduced": "direction claim: the interval lies above 0 (the effect is in the claimed direction). "
+    "Equivalence claim: the interval lies inside ±δ; identity: the largest deviation is within the tolerance.",
     "reversed": "direction claim: the interval lies below 0 — the opposite of the claim.",
     "ruled out": "direction claim: the interval contains 0 and lies below δ = half the paper's effect — even "
-    "half the claimed gain is excluded. Equivalence claim: the interval lies outside ±δ; identity: a deviation "
-    "exceeds the tolerance.",
+    f"half the claimed gain is excluded; *{REVERSAL}* beside it when the interval also reaches below −δ (an "
+    "opposite effect as large as δ is not excluded). Equivalence claim: the interval lies outside ±δ; identity: "
+    "a deviation exceeds the tolerance.",
     "inconclusive": "none of the above: the interval contains 0 and reaches δ (or the claim has no δ), fewer "
     "than 2 seeds give no interval, or the contrast was not computed (the reason column says which); "
     "*underpowered* when the seeds had < 80% power at the paper's effect.",
     "not testable": "a row of an older claim file whose arm collapsed (coherent_itr.health.is_collapsed): the "
     "comparison would measure a training failure, not the method. A current row is decided on all its seeds and, "
     "beside it, without the seeds on which an arm failed (the failures column).",
+}
+TAGS = {  # the notes beside a verdict, in every table that shows one
+    SMALLER: "beside any verdict of a direction claim (inconclusive, ruled out and reversed ones too): the "
+    "interval lies below the paper's effect, so the paper's own effect is excluded.",
+    REVERSAL: "beside a ruled-out direction claim whose interval reaches below −δ: the gain is ruled out, but an "
+    "opposite effect as large as δ is not.",
 }
 RULE = (
     f"interval: Bonferroni at 1 − {ALPHA:g}/m over the m claims of a paper on a data set (seeds + test "
@@ -350,17 +364,40 @@ def decide(
         return "inconclusive", f"interval overlaps ±{delta:.3g}", lo, hi
     lo, hi = est.interval(1 - alpha)
     pe = abs(paper_effect) if paper_effect is not None and np.isfinite(paper_effect) else math.nan
+    smaller = f"; {SMALLER} (below its {pe:.3g})" if smaller_than_paper(hi, pe) else ""
     if lo > 0:
-        if np.isfinite(pe) and hi < pe:
-            return "reproduced", f"interval above 0; smaller than the paper (below its {pe:.3g})", lo, hi
-        return "reproduced", "interval above 0", lo, hi
+        return "reproduced", "interval above 0" + smaller, lo, hi
     if hi < 0:
-        return "reversed", "interval below 0", lo, hi
+        return "reversed", "interval below 0" + smaller, lo, hi
     if not np.isfinite(delta):
-        return "inconclusive", "interval contains 0; direction alone (the paper gives no effect to rule out)", lo, hi
+        why = "interval contains 0; direction alone (the paper gives no effect to rule out)"
+        return "inconclusive", why + smaller, lo, hi
     if hi < delta:
-        return "ruled out", f"interval contains 0 and lies below δ = {delta:.3g}", lo, hi
-    return "inconclusive", f"interval contains 0 and reaches δ = {delta:.3g}", lo, hi
+        rev = f"; {REVERSAL} (its lower end {lo:.3g} is below −δ)" if reversal_not_excluded(lo, delta) else ""
+        return "ruled out", f"interval contains 0 and lies below δ = {delta:.3g}" + rev + smaller, lo, hi
+    return "inconclusive", f"interval contains 0 and reaches δ = {delta:.3g}" + smaller, lo, hi
+
+
+def smaller_than_paper(ci_high: float, paper_effect: float) -> bool:
+    """The *smaller than the paper* tag of a direction row, whatever its verdict: its interval lies below the
+    paper's effect (U < |paper effect|), so the paper's own effect is excluded."""
+    pe = abs(paper_effect) if paper_effect is not None and np.isfinite(paper_effect) else math.nan
+    return bool(np.isfinite(pe) and np.isfinite(ci_high) and ci_high < pe)
+
+
+def reversal_not_excluded(ci_low: float, delta: float) -> bool:
+    """The *a reversal not excluded* tag of a ``ruled out`` direction row: its interval reaches below −δ, so an
+    effect opposite to the claim, as large as δ, is still compatible with the data."""
+    return bool(np.isfinite(ci_low) and np.isfinite(delta) and ci_low < -delta)
+
+
+def scaled_delta(paper_effect: float, our_baseline: float, paper_baseline: float) -> float:
+    """δ of the sensitivity column: FRACTION × |paper effect| × our baseline ÷ the paper's baseline — the paper's
+    effect read as a share of its baseline model's score instead of as absolute points; NaN without both baselines."""
+    ok = all(x is not None and np.isfinite(x) for x in (paper_effect, our_baseline, paper_baseline))
+    if not ok or paper_effect == 0 or paper_baseline <= 0 or our_baseline <= 0:
+        return math.nan
+    return FRACTION * abs(float(paper_effect)) * float(our_baseline) / float(paper_baseline)
 
 
 def bonferroni(p: float, m: int) -> float:

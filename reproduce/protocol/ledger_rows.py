@@ -41,9 +41,13 @@ from reproduce.protocol.ledger import (
     power_at,
     pseudo_effects,
     seeds_for_power,
+    reversal_not_excluded,
+    scaled_delta,
+    smaller_than_paper,
     smallest_effect,
     stability,
 )
+from reproduce.spec import baselines as baselines_spec
 
 
 COLUMNS = [
@@ -67,6 +71,9 @@ COLUMNS = [
     "family_size",
     "level",
     "delta",
+    "delta_scaled",
+    "verdict_scaled",
+    "delta_sensitive",
     "paper_effect",
     "ratio",
     "seed_sd",
@@ -80,6 +87,7 @@ COLUMNS = [
     "failures",
     "without_failures",
     "smaller_than_paper",
+    "reversal_not_excluded",
     "larger_than_paper",
     "verdict",
     "reason",
@@ -91,6 +99,9 @@ COLUMNS = [
     "tolerance",
     "source",
     "paper_source",
+    "our_baseline",
+    "paper_baseline",
+    "delta_scaled_note",
     "note",
     "health_evaluated",
     "seed_effects",
@@ -304,6 +315,14 @@ class LedgerRow:
     direction: str = ""
     larger_than_paper: bool | None = None
     smaller_than_paper: bool = False
+    reversal_not_excluded: bool = False
+    # the δ sensitivity (_delta_sensitivity): δ scaled to our baseline and the verdict under it
+    our_baseline: float = math.nan
+    paper_baseline: float = math.nan
+    delta_scaled: float = math.nan
+    verdict_scaled: str = ""
+    delta_sensitive: bool | None = None
+    delta_scaled_note: str = ""
     # a primary row's power and stability (_power_columns)
     power: float = math.nan
     seeds_for_power: float = math.nan
@@ -324,10 +343,17 @@ class LedgerRow:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
-def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dict | None = None) -> pd.DataFrame:
+def build_ledger(
+    nb_rows: list[dict],
+    datasets=registry.DATASETS,
+    collapsed: dict | None = None,
+    baselines: dict | None = None,
+) -> pd.DataFrame:
     """Every row of the ledger, decided by the rule of :mod:`.ledger` (see its docstring).
 
-    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``.
+    ``nb_rows`` — the notebooks' claim-file rows (dicts); ``collapsed`` — ``{(dataset, arm): reason}``;
+    ``baselines`` — ``{(claim id, data set): (our baseline, the paper's baseline)}`` for the δ sensitivity
+    (:func:`reproduce.spec.baselines.baselines`; None or a missing key: no scaled δ, the note says why).
 
     The steps: each notebook row becomes a :class:`LedgerRow`, the primary ones recognised (:func:`_notebook_rows`);
     a placeholder stands for every primary no row tests (:func:`_placeholder_rows`); each row's family, level, δ
@@ -348,10 +374,36 @@ def build_ledger(nb_rows: list[dict], datasets=registry.DATASETS, collapsed: dic
         row.larger_than_paper = (
             bool(row.verdict == "reproduced" and row.ratio > LARGER_THAN_PAPER) if np.isfinite(row.ratio) else None
         )
-        row.smaller_than_paper = bool(
-            row.verdict == "reproduced" and row.kind == "direction" and row.ci_high < abs(row.paper_effect)
+        direction = row.kind == "direction" and not row.collapsed
+        row.smaller_than_paper = direction and smaller_than_paper(row.ci_high, row.paper_effect)
+        row.reversal_not_excluded = (
+            direction and row.verdict == "ruled out" and reversal_not_excluded(row.ci_low, row.delta)
         )
+        if row.role == "primary":
+            _delta_sensitivity(row, (baselines or {}).get((row.id, row.dataset)))
     return _ordered(rows, datasets)
+
+
+def _delta_sensitivity(row: LedgerRow, pair: tuple[float, float] | None) -> None:
+    """A primary row's δ scaled to our baseline (:func:`reproduce.protocol.ledger.scaled_delta`), its verdict under
+    that δ at the same level, and ``delta_sensitive`` when that verdict differs from the declared one; where there
+    is no scaled δ the note says why (:func:`reproduce.spec.baselines.why_none`)."""
+    why = baselines_spec.why_none(row.id)
+    if not why and row.kind == "direction" and (row.missing or row.collapsed or row.estimate.n < 2):
+        why = "no interval to decide"
+    ours, paper = pair if pair is not None else (math.nan, math.nan)
+    row.our_baseline, row.paper_baseline = ours, paper
+    if not why and not (np.isfinite(ours) and np.isfinite(paper)):
+        why = "our baseline table is missing" if not np.isfinite(ours) else "the paper's baseline is missing"
+    if why:
+        row.delta_scaled_note = why
+        return
+    row.delta_scaled = scaled_delta(row.paper_effect, ours, paper)
+    row.verdict_scaled = decide(row.kind, row.estimate, alpha=row.alpha, delta=row.delta_scaled)[0]
+    row.delta_sensitive = bool(row.verdict_scaled != row.verdict)
+    row.delta_scaled_note = (
+        f"δ × our baseline {ours:.4g} ÷ the paper's {paper:.4g} ({baselines_spec.BASELINES[row.id].name}, RSUM)"
+    )
 
 
 def _notebook_rows(nb_rows: list[dict], collapsed: dict | None) -> tuple[list[LedgerRow], dict]:

@@ -498,9 +498,10 @@ def test_readme_table_counts_primary_rows_only(tmp_path):
     table = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| id")]
     assert len(table) == len(registry.CLAIMS) and text.endswith("rest\n") and "old" not in text
     n_prim = (df["role"] == "primary").sum()
-    tally = text[text.index("Primary rows — ") :]
+    tally = text[text.index("Primary rows (device and identity checks B7, U6: one measurement each, not counted) — ") :]
     counts = re.findall(r"(\d+) (?:reproduced|not reproduced|no effect|inconclusive|not testable)", tally)
-    assert sum(int(c) for c in counts) == n_prim
+    n_checks = int(ledger_render.check_rows(df).sum())  # B7 and U6 on each data set
+    assert n_checks == 2 * len(set(df["dataset"])) and sum(int(c) for c in counts) == n_prim - n_checks
     # the plain summary opens the block, and no verdict goes without its ratio column
     assert text.index("**In short.**") < text.index("| id |") and "synthetic: ratio to paper" in text
     b1 = next(ln for ln in table if ln.startswith("| B1 |"))

@@ -70,3 +70,12 @@ def test_x3_cost_ratio_and_margin_effects(df):
     assert cost.loc["BCLS", "× VSE++"] == pytest.approx((t / base).mean())
     assert eff["BCLS"] == pytest.approx(list(0.15 - (t / base - 1)))
     assert ov.BASE not in eff and cost.loc[ov.BASE, "× VSE++"] == pytest.approx(1.0)
+
+
+def test_x3_cost_leaves_out_an_arm_that_is_the_base_itself(df):
+    """An arm whose runs are VSE++'s own (the warm-up variant the tuning chose) has a ratio of exactly 1 on every
+    seed: it compares VSE++ with itself and gets no X3 row; the cost table still lists it."""
+    same = df[df.arm == ov.BASE].assign(arm="VSE++ without warm-up")
+    cost, eff = ov.x3_cost(pd.concat([df, same], ignore_index=True))
+    assert "VSE++ without warm-up" not in eff and cost.loc["VSE++ without warm-up", "× VSE++"] == pytest.approx(1.0)
+    assert set(eff) == {a for a, _ in ARMS} - {ov.BASE}
