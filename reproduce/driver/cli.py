@@ -604,6 +604,10 @@ def run(args, sets: list[str]) -> int:
             args.workers,
             {d: c["notebooks_s"] for d, c in COSTS.items()},
         )
+        # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
+        from reproduce.protocol.prepare import analyses_estimate_s
+
+        nb_s += analyses_estimate_s(sets)  # the notebooks' data, prepared before them (cold on a fresh cache)
     plan = plan_mod.make_plan(args.profile, sets, args.papers, cache, args.workers, nb_s)  # once, read by all below
     plans = args.plans = plan.data_sets  # args.plans: counted if interrupted
     announce(args, plans)

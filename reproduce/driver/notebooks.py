@@ -350,3 +350,21 @@ def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path
                     "by a successful execution with the current inputs",
                 )
     return out
+
+
+def stale_notebooks(profile: str, results_dirs: dict[str, str | Path], pkg: Path | None = None) -> list[str]:
+    """The executed notebooks under ``results_dirs`` (data set → results folder) that no successful execution with
+    the current inputs (:func:`inputs_hash`; ``pkg``: the ``reproduce`` folder) vouches for, each with why: what a
+    landing that changes code the notebooks execute must regenerate (``make reproduce``, on any machine)."""
+    out = []
+    for data, rd in results_dirs.items():
+        for nb in notebook_paths():
+            where = f"{_rel(Path(rd) / 'notebooks' / nb.name)} [{data}]"
+            st = read_stamp(stamp_path(rd, nb))
+            if not st:
+                out.append(f"{where}: no stamp")
+            elif st.get("status") != "ok":
+                out.append(f"{where}: its last execution failed")
+            elif st.get("inputs") != (now := inputs_hash(nb, profile, data, pkg)):
+                out.append(f"{where}: executed with inputs {st.get('inputs')}, the code's are {now}")
+    return out

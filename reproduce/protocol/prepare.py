@@ -130,6 +130,28 @@ def embed_all(splits, label: str, progress: bool = True) -> None:
         ) from None
 
 
+def analyses_estimate_s(data_sets, cache_dir=None) -> float:
+    """Estimated seconds of :func:`prepare_analyses` for ``data_sets`` on this machine: each data set's measured cold
+    cost (``reproduce.spec.profiles.COSTS[data]["analyses_prepare_s"]``) while this CPU's caches hold nothing of the
+    kind it computes — no Sentence-BERT folder of the model on this CPU, and for Flickr8k no image-feature folder of
+    this CPU (a fresh cache: what a fresh clone's ``make reproduce`` pays) — else 0 (read from the caches in
+    seconds)."""
+    from coherent_itr.data.sbert import model_id
+    from coherent_itr.determinism import cpu_tag
+
+    from reproduce.spec.profiles import COSTS
+
+    root = paths.cache_dir(cache_dir, create=False)
+    sbert = root / "sbert" / model_id(cache_dir).replace("/", "_")
+    warm_text = sbert.is_dir() and any(sbert.glob("*.npz"))
+    tag = cpu_tag()
+    warm_images = any(
+        f.is_dir() and (f.name.endswith(tag) if tag else "@" not in f.name) for f in (root / "features").glob("*")
+    )
+    cold = [d for d in data_sets if not warm_text or (d == "flickr8k" and not warm_images)]
+    return sum(COSTS.get(d, {}).get("analyses_prepare_s", 0.0) for d in cold)
+
+
 def prepare_analyses(studies: dict, progress: bool = True) -> dict[str, float]:
     """What the notebooks compute from the data before they draw, once, in the driver, before the notebooks'
     kernels start: each data set's splits as :meth:`reproduce.protocol.study.Study.splits` loads them (Flickr8k:

@@ -170,6 +170,13 @@ class RunProgress:
         return eta_seconds(self.remaining_est_s, self.done_est_s, elapsed, self.workers)
 
     def open(self, desc: str) -> "RunProgress":
+        """Open the bar of a phase; none while the plan has no run to do (reading imported runs: no empty bar in the
+        log, once a phase)."""
+        self._opened = time.perf_counter()
+        self._desc = desc
+        if self.total <= self.done:
+            self._bar = None
+            return self
         self._bar = tqdm(
             total=self.total,
             initial=self.done,

@@ -311,14 +311,35 @@ def profile_for(profile: str | Profile, data: str) -> Profile:
 #   (final runs only: tuning runs store no test metrics);
 # * data preparation 85 s / 746 s (Flickr8k: EfficientNet-Lite0 features of 7,999 photos ≈ 560 s, Sentence-BERT
 #   of 40,000 captions ≈ 185 s); the notebooks ≈ 300 s / 121 s (the previous protocol's cold run).
+# * what the notebooks compute from the data, prepared once before them (``analyses_prepare_s``: the splits as the
+#   notebooks load them and every caption's Sentence-BERT embedding; Flickr8k: the features of its 2,000 dev and test
+#   photos ≈ 75 s and 39,748 captions ≈ 110 s), measured cold on a 2-core AMD EPYC with AVX-512, quiet: 54 s / 189 s;
 # * how many epochs a run trains before early stopping ends it: ``EXPECTED_EPOCHS`` below.
 # ``val_s``: the validation part of an epoch (the reduced-data runs of S1 validate ~10× as often).
 #: the model ``COSTS`` were measured with; ``reproduce.protocol.cost`` scales them to another model by the
 #: step's FLOP
 COSTS_MODEL = dict(embed_dim=128, word_dim=128, text_hidden=128, batch_size=128)
 COSTS = {
-    "synthetic": dict(fixed_s=1.0, eval_s=5.1, epoch_s=4.1, val_s=0.3, steps=118, prepare_s=85.0, notebooks_s=300.0),
-    "flickr8k": dict(fixed_s=2.5, eval_s=5.7, epoch_s=12.0, val_s=0.6, steps=235, prepare_s=746.0, notebooks_s=121.0),
+    "synthetic": dict(
+        fixed_s=1.0,
+        eval_s=5.1,
+        epoch_s=4.1,
+        val_s=0.3,
+        steps=118,
+        prepare_s=85.0,
+        notebooks_s=300.0,
+        analyses_prepare_s=54.0,
+    ),
+    "flickr8k": dict(
+        fixed_s=2.5,
+        eval_s=5.7,
+        epoch_s=12.0,
+        val_s=0.6,
+        steps=235,
+        prepare_s=746.0,
+        notebooks_s=121.0,
+        analyses_prepare_s=189.0,
+    ),
 }
 # Seconds a training epoch of the synthetic world (118 steps) costs beyond Triplet-HN's, per loss: half the
 # difference of a Flickr8k epoch's training seconds (235 steps) in the learning curves, two workers side by side.

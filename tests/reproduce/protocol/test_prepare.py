@@ -62,3 +62,27 @@ def test_the_notebooks_data_is_prepared_once_as_their_study_loads_it(monkeypatch
     calls.clear()
     prep.prepare_analyses({"flickr8k": FakeStudy(splits)}, progress=True)
     assert calls == [("splits", True)]
+
+
+def test_the_notebooks_data_is_priced_cold_only_on_a_cache_without_it(tmp_path):
+    """The plan prices the notebooks' data at its measured cold cost where this CPU's caches hold none of it (a fresh
+    clone), and at nothing once they hold the caption embeddings (and, for Flickr8k, this CPU's image features)."""
+    from coherent_itr.data.sbert import model_id
+    from coherent_itr.determinism import cpu_tag
+
+    from reproduce.protocol import prepare as prep
+    from reproduce.spec.profiles import COSTS
+
+    cold = {d: COSTS[d]["analyses_prepare_s"] for d in ("synthetic", "flickr8k")}
+    both = ["synthetic", "flickr8k"]
+    assert prep.analyses_estimate_s(both, tmp_path) == cold["synthetic"] + cold["flickr8k"]
+    sbert = tmp_path / "sbert" / model_id(str(tmp_path)).replace("/", "_")
+    sbert.mkdir(parents=True)
+    (sbert / "0123.npz").write_bytes(b"")
+    assert prep.analyses_estimate_s(both, tmp_path) == cold["flickr8k"]
+    (tmp_path / "features" / f"efficientnet-lite0-x{cpu_tag() or ''}").mkdir(parents=True)
+    assert prep.analyses_estimate_s(both, tmp_path) == 0.0
+    other = "@SomeOtherCPU" if cpu_tag() == "" else ""
+    for f in (tmp_path / "features").iterdir():
+        f.rename(f.with_name("efficientnet-lite0-x" + other))
+    assert prep.analyses_estimate_s(["flickr8k"], tmp_path) == cold["flickr8k"]

@@ -114,3 +114,15 @@ def test_runs_found_ready_take_the_place_of_their_stand_ins(monkeypatch):
     bar = progress.RunProgress({"synthetic": est}, workers=2, notebooks_s=0.0, enabled=False)
     bar.ready("synthetic", [], [_cfg(0, lr=4e-4), _cfg(1, lr=1e-4)])
     assert bar.total == 2
+
+
+def test_a_plan_with_no_run_to_do_opens_no_bar(capsys):
+    """Reading imported runs: every phase of a plan with nothing to train leaves no empty "0/0 runs" bar in the log."""
+    prog = progress.RunProgress({}, workers=2, notebooks_s=0.0, enabled=True)
+    for phase in ("tuning (now synthetic)", "training runs (now flickr8k)"):
+        prog.open(phase)
+        assert prog._bar is None
+        prog.close()
+    said = capsys.readouterr()
+    assert "0/0" not in said.err + said.out and said.err == ""
+    assert prog.log_line().startswith("training runs (now flickr8k): 0/0 runs done")
