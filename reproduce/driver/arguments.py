@@ -12,16 +12,19 @@ from reproduce.spec.paths import PAPER_NOTEBOOKS
 from reproduce.spec.power_seeds import PILOT_ONLY_ENV
 from reproduce.spec.profiles import PROFILES
 
-DESCRIPTION = """Reproduce the study: train every run it needs, execute its notebooks, collect the claims ledger.
+DESCRIPTION = """Reproduce the study: train every run it needs (or, with --runs-from, read imported ones and train
+none), execute its notebooks, collect the claims ledger. `make reproduce` reads the committed runs (--runs-from
+committed) on any machine; `make retrain` trains them under this machine's numerics.
 
 Per data set: plan the runs of the profile -> prepare their data once (image features, Sentence-BERT
-embeddings) -> train the runs the cache lacks. Then execute every data set's notebooks with papermill
-in one pool of ``--workers`` kernels, collect
+embeddings) -> train the runs the cache lacks. Then prepare what the notebooks read of the data, execute every
+data set's notebooks with papermill in one pool of ``--workers`` kernels, collect
 the claims ledger, write it into README.md (profiles other than smoke, and only when nothing failed
 and no claim is stale) and write the manifest. Exit status: 0 done, 1 a run or notebook failed
 (the others still finish), 2 a bad argument or setting (reported before any work), 130 / 143 stopped by
 Ctrl-C / SIGTERM (finished runs stay cached: rerun to continue; a second Ctrl-C exits without waiting for
-a running notebook).
+a running notebook). With a ledger committed before, it ends comparing the two: verdicts, and the largest change
+of an effect in each metric's units.
 """
 PROG = "python -m reproduce"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)

@@ -742,11 +742,14 @@ def import_command(args) -> int:
         return 2
     differs = "; ".join(f"{k}: {there} there, {here} here" for k, (there, here) in s.get("differs", {}).items())
     use = (
-        "they are this machine's own keys: `make reproduce` reads them"
+        "they are this machine's own keys"
         if s["local"]
-        else f"they were trained on another machine ({differs or 'other numerics'}), so this machine's runs have other "
-        f"keys and `make reproduce` trains its own; read these with `python -m reproduce --runs-from {s['machine']}` "
-        f"(or {runs.RUNS_FROM_ENV}={s['machine']})"
+        else f"they were trained on another machine ({differs or 'other numerics'}), so this machine's own runs have "
+        "other keys"
+    ) + (
+        f"; read them with `python -m reproduce --runs-from {s['machine']}` (or {runs.RUNS_FROM_ENV}={s['machine']}; "
+        "`make reproduce` reads the committed CPU archives' machine on any machine: --runs-from committed); "
+        "`make retrain` trains this machine's own"
     )
     print(
         f"reproduce: imported {s['runs']} runs and {s['evaluations']} evaluations from machine {s['machine']} into "

@@ -101,7 +101,8 @@ def test_an_archive_imported_on_another_cpu_says_so(source, tmp_path, monkeypatc
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "other"))
     assert ra.import_command(argparse.Namespace(import_runs=summary["files"][0])) == 0
     out = capsys.readouterr().out
-    assert f"cpu: {here} there, {other} here" in out and "trains its own" in out
+    assert f"cpu: {here} there, {other} here" in out and "`make retrain` trains this machine's own" in out
+    assert "--runs-from committed" in out
     assert not runs.RunCache(tmp_path / "other").has(A)  # this CPU's key is another
     monkeypatch.setenv(runs.RUNS_FROM_ENV, out.split("--runs-from ")[1].split("`")[0])
     assert runs.RunCache(tmp_path / "other").has(A)
