@@ -588,3 +588,24 @@ def test_a_merge_keeps_the_copy_of_a_run_that_carries_what_the_views_read(source
         ra.import_runs(out, target)
         there = runs.RunCache(target)
         assert there.load(B).record["test"] == cache.load(B).record["test"]
+
+
+def test_committed_names_the_machine_of_the_committed_cpu_archives(tmp_path):
+    """``--runs-from committed``: the one machine of the data sets' committed CPU archives, read from each archive's
+    first member; a data set without one, or archives of two machines, is an error that says what to do."""
+    import shutil
+
+    folder = REPO / "results" / "runs"
+    found = ra.committed_archives("default", ["synthetic", "flickr8k"], folder)
+    assert sorted(found) == ["flickr8k", "synthetic"]
+    machine = ra.committed_machine("default", ["synthetic", "flickr8k"], folder)
+    assert machine == ra.archive_machine(found["flickr8k"])["machine_id"] and machine.startswith("cpu-")
+    with pytest.raises(ValueError, match="no committed run archive of profile smoke.*make retrain"):
+        ra.committed_machine("smoke", ["synthetic"], folder)
+    shutil.copy(found["synthetic"], tmp_path / "synthetic-default-cpu.tar.xz")
+    shutil.copy(folder / "flickr8k-default-cuda-sm90.tar.xz", tmp_path / "flickr8k-default-cpu.tar.xz")
+    with pytest.raises(ValueError, match="different machines.*synthetic: cpu-.*flickr8k: cuda-sm90"):
+        ra.committed_machine("default", ["synthetic", "flickr8k"], tmp_path)
+    (tmp_path / "bad-default-cpu.tar.xz").write_bytes(b"not an archive")
+    with pytest.raises(ra.ArchiveError, match="not a readable run archive"):
+        ra.archive_machine(tmp_path / "bad-default-cpu.tar.xz")
