@@ -388,16 +388,36 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
     return time.time()
 
 
-def prepare_notebooks(args, plans: list, cache, out: Outcome) -> None:
+def notebook_targets(args, plans: list, trained_until: dict, t_start: float) -> list:
+    """``[(data, results folder, fresh_after)]``: a notebook re-executes when its inputs changed, when another kind
+    of machine executed it, when any run of its data set trained in this invocation (``trained_until``), or always
+    with ``--rerun-notebooks`` (:func:`reproduce.driver.notebooks.is_current`)."""
+    targets = []
+    for plan in plans:
+        fresh_after = t_start if args.rerun_notebooks else (trained_until[plan.data] if plan.todo else None)
+        targets.append((plan.data, plan.results_dir, fresh_after))
+    return targets
+
+
+def prepare_notebooks(args, plans: list, targets: list, cache, out: Outcome) -> None:
     """What every data set's notebooks compute from the data (image features, caption embeddings), once, before their
-    kernels start side by side (:func:`reproduce.protocol.prepare.prepare_analyses`); a data set whose data cannot
-    be prepared is said and left to its notebooks."""
+    kernels start side by side (:func:`reproduce.protocol.prepare.prepare_analyses`), for the data sets with a
+    notebook to execute; a data set whose data cannot be prepared is said and left to its notebooks."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.protocol import prepare, study
 
     failed = {d for d, _ in out.failed_data}
+    only = notebooks.for_papers(args.papers)
+    due = {
+        data
+        for data, results_dir, fresh_after in targets
+        if any(
+            not notebooks.is_current(nb, plans[0].profile.name, data, results_dir, fresh_after)
+            for nb in notebooks.notebook_paths(only)
+        )
+    }
     for plan in plans:
-        if plan.data in failed:
+        if plan.data in failed or plan.data not in due:
             continue
         s = study.Study(args.profile, plan.data, cache=cache, progress=False)
         try:
@@ -406,15 +426,10 @@ def prepare_notebooks(args, plans: list, cache, out: Outcome) -> None:
             print(f"reproduce [{plan.profile.name}/{plan.data}]: the notebooks' data not prepared: {exc}", flush=True)
 
 
-def notebooks_all(args, plans: list, trained_until: dict, t_start: float, out: Outcome) -> None:
+def notebooks_all(args, plans: list, targets: list, out: Outcome) -> None:
     """Every data set's notebooks in one pool of ``--workers`` kernels, after all training (one pool: no core
-    idles through one data set's last notebook). A notebook re-executes when its inputs changed, or when any
-    run of its data set trained in this invocation (``trained_until``), or always with ``--rerun-notebooks``."""
+    idles through one data set's last notebook); ``targets``: :func:`notebook_targets`."""
     t = time.perf_counter()
-    targets = []
-    for plan in plans:
-        fresh_after = t_start if args.rerun_notebooks else (trained_until[plan.data] if plan.todo else None)
-        targets.append((plan.data, plan.results_dir, fresh_after))
     fails = notebooks.execute_all(
         plans[0].profile.name,
         targets,
@@ -632,8 +647,9 @@ def run(args, sets: list[str]) -> int:
             trained_until[plan.data] = time.time()
         out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
     if not args.skip_notebooks:
-        prepare_notebooks(args, plans, cache, out)
-        notebooks_all(args, plans, trained_until, t_start, out)
+        targets = notebook_targets(args, plans, trained_until, t_start)
+        prepare_notebooks(args, plans, targets, cache, out)
+        notebooks_all(args, plans, targets, out)
     for plan in plans:
         print(
             f"reproduce [{plan.profile.name}/{plan.data}]: "

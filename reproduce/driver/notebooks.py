@@ -8,10 +8,12 @@ A notebook whose inputs have not changed since it last succeeded is not executed
 inputs are the notebook file, the ``reproduce`` package (its modules and every file under
 ``reproduce/data/``: the claims file, the papers' tables), the library source hash (which fixes
 every cached run), the profile and the data set; their hash is stamped next to the executed copy
-(``.<notebook>.inputs``, JSON: inputs hash, status ``ok``/``failed``, when it started, and the claim
-files it wrote). The driver asks for an execution that started after its own training ended
-(``fresh_after``) whenever it trained a run for that data set (a GPU may give other numbers than
-the CPU that made the committed results).
+(``.<notebook>.inputs``, JSON: inputs hash, status ``ok``/``failed``, when it started, the claim
+files it wrote, and the machine that executed it: :func:`analyses_machine`). A notebook executed on another kind of
+machine is executed again: what it computes from the data differs there in its last bits, and a fresh clone's
+``make reproduce`` rebuilds every table from the runs. The driver asks for an execution that started after its own
+training ended (``fresh_after``) whenever it trained a run for that data set (a GPU may give other numbers than the
+CPU that made the committed results).
 
 Two drivers on one results folder never execute a notebook side by side: each notebook is
 executed under a file lock (``.<notebook>.lock``, :mod:`filelock`); the second driver waits, then
@@ -185,16 +187,10 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
     out, stamp = results_dir / "notebooks" / nb.name, stamp_path(results_dir, nb)
     key = inputs_hash(nb, profile, data)
     old = read_stamp(stamp)
-    if (
-        old
-        and old.get("status") == "ok"
-        and old.get("inputs") == key
-        and out.exists()
-        and (fresh_after is None or float(old.get("started") or 0) >= fresh_after)
-    ):
+    if is_current(nb, profile, data, results_dir, fresh_after, key):
         print(
-            f"notebook {nb.name} [{data}]: inputs unchanged since its execution at {_when(old.get('started'))}, "
-            "not executed again",
+            f"notebook {nb.name} [{data}]: inputs unchanged since its execution on this machine at "
+            f"{_when(old.get('started'))}, not executed again",
             flush=True,
         )
         return None
@@ -227,10 +223,48 @@ def _execute_one(nb: Path, profile: str, data: str, results_dir: Path, progress:
     own = _claim_folder(nb)  # notebooks may run side by side: only this notebook's folder is its own
     claims = sorted(p for p, m in after.items() if before.get(p) != m and p.split("/", 1)[0] == own)
     atomic_write_json(
-        stamp, {"inputs": key, "status": "ok", "started": started, "finished": time.time(), "claims": claims}
+        stamp,
+        {
+            "inputs": key,
+            "status": "ok",
+            "started": started,
+            "finished": time.time(),
+            "claims": claims,
+            "machine": analyses_machine(),
+        },
     )
     print(f"notebook {nb.name} [{data}]: executed in {time.time() - started:.0f} s", flush=True)
     return None
+
+
+def analyses_machine() -> str:
+    """What of this machine changes the numbers a notebook computes from the data itself (caption embeddings,
+    relevance, image features: float32 kernels on the CPU): the CPU's vendor and kernel instruction set
+    (:func:`coherent_itr.determinism.cpu_identity`, which reads ``ATEN_CPU_CAPABILITY``) and torch's version."""
+    import torch
+
+    from coherent_itr.determinism import cpu_identity
+
+    return f"{cpu_identity()} torch {torch.__version__}"
+
+
+def is_current(
+    nb: Path, profile: str, data: str, results_dir: str | Path, fresh_after: float | None = None, key=None
+) -> bool:
+    """Whether the executed copy of ``nb`` under ``results_dir`` stands for an execution now: its stamp says it
+    succeeded with the current inputs (``key``: :func:`inputs_hash`, computed when not given), on this machine
+    (:func:`analyses_machine`: a notebook drawn elsewhere is drawn again here, so that ``make reproduce`` on a fresh
+    clone rebuilds every table from the runs), and not before ``fresh_after``."""
+    results_dir = Path(results_dir)
+    old = read_stamp(stamp_path(results_dir, nb))
+    return bool(
+        old
+        and old.get("status") == "ok"
+        and old.get("inputs") == (key if key is not None else inputs_hash(nb, profile, data))
+        and old.get("machine") == analyses_machine()
+        and (results_dir / "notebooks" / nb.name).exists()
+        and (fresh_after is None or float(old.get("started") or 0) >= fresh_after)
+    )
 
 
 def execute(

@@ -267,6 +267,34 @@ def test_ledger_collects_its_own_profile_only(tmp_path):
     assert set(df.loc[df["id"].isin(["B3", "B4"]), "verdict"]) == {"inconclusive"}  # listed as untested
 
 
+def test_a_notebook_another_kind_of_machine_executed_is_executed_again_here(tmp_path, monkeypatch):
+    """A fresh clone's committed notebooks were drawn on another machine: its ``make reproduce`` draws them again
+    (what they compute from the data differs there in its last bits); on the machine that drew them, they stand. The
+    stale check of the committed stamps reads the inputs alone, whatever the machine."""
+    import papermill
+
+    from reproduce.driver import notebooks
+
+    ran = []
+    monkeypatch.setattr(
+        papermill, "execute_notebook", lambda src, out, **kw: ran.append(src) or open(out, "w").write("{}")
+    )
+    monkeypatch.setattr(notebooks, "kernel_name", lambda: "python3")
+    notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
+    nb = notebooks.notebook_paths(["06"])[0]
+    assert notebooks.is_current(nb, "smoke", "synthetic", tmp_path) and len(ran) == 1
+    stamp = notebooks.stamp_path(tmp_path, nb)
+    st = json.loads(stamp.read_text())
+    assert st["machine"] == notebooks.analyses_machine()
+    stamp.write_text(json.dumps({**st, "machine": "GenuineIntel/AVX512 torch 2.13.0+cpu"}))
+    assert not notebooks.is_current(nb, "smoke", "synthetic", tmp_path)
+    assert not any("06_data" in line for line in notebooks.stale_notebooks("smoke", {"synthetic": tmp_path}))
+    notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
+    assert len(ran) == 2 and notebooks.is_current(nb, "smoke", "synthetic", tmp_path)
+    notebooks.execute("smoke", "synthetic", tmp_path, only=["06"], progress=False)
+    assert len(ran) == 2
+
+
 def test_notebooks_with_unchanged_inputs_are_not_executed_again(tmp_path, monkeypatch):
     import papermill
 
