@@ -1,8 +1,8 @@
 """The failed-seed rule on planted runs: a run fails when it collapsed or when its validation or test RSUM is below
 half the median of its arm's other seeds (docs/protocol.md); an arm's failed seeds are counted on the primary row,
-the row is decided on all its seeds, and beside it on the seeds without a failure; the arm a claim predicts to fail
-is never counted; every primary row has a failures cell; a claim file without its seeds keeps the earlier rule
-(``not testable``)."""
+whether an arm contrast or a notebook-measured row (S3's grid), the row is decided on all its seeds, and beside it
+on the seeds without a failure; the arm a claim predicts to fail is never counted; every primary row has a failures
+cell; a claim file without its seeds keeps the earlier rule (``not testable``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 
 from reproduce.driver import ledger_files
+from reproduce.present import ledger_render
+from reproduce.present.analyses import sam_claims
 from reproduce.protocol import claim_rows, ledger_rows
-from reproduce.protocol.ledger import decide, estimate, family_alpha, smallest_effect
+from reproduce.protocol.ledger import ClaimResult, decide, estimate, family_alpha, smallest_effect
 from reproduce.spec import claims as registry
 
 
@@ -157,6 +159,78 @@ def test_failed_seeds_of_an_arm_contrast_follow_the_relative_rule(tmp_path):
     assert got["failures"] == row["failures"] and got["without_failures"].endswith("on 4 seeds")
 
 
+def _grid(seed4_collapsed_sn: bool = True) -> pd.DataFrame:
+    """SAM as written, τ ∈ {3, 10} × keep-triplet × SN / HN, seeds 0–4: SN ≈ 110, HN ≈ 210 test RSUM; at seed 4 the
+    SN τ=3 SAM-only run collapsed and both HN SAM-only cells ended at 9.2 (validation 3.8× chance: not collapsed)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for tau in (3, 10):
+        for keep in (True, False):
+            for sampling, mean in (("SN", 110.0), ("HN", 210.0)):
+                arm = f"τ={tau} {sampling} keep={keep}"
+                for s in range(5):
+                    x = mean + rng.normal(0.0, 2.0)
+                    bad = False
+                    if s == 4 and not keep and sampling == "HN":
+                        x = 9.2
+                    if s == 4 and not keep and sampling == "SN" and tau == 3 and seed4_collapsed_sn:
+                        x, bad = 5.0, True
+                    rows.append(
+                        {
+                            "arm": arm,
+                            "seed": s,
+                            "loss": "sam",
+                            "variant": "as written",
+                            "tau": float(tau),
+                            "sampling": sampling,
+                            "keep": keep,
+                            "rsum": x,
+                            "selected_val_rsum": 12.2 if x == 9.2 else x + 10.0,
+                            "collapsed": bad,
+                            "collapse_reason": "planted",
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def _s3_primary(grid: pd.DataFrame) -> ClaimResult:
+    rows = sam_claims.primary_roles(sam_claims.grid_claims(grid), "flickr8k")
+    r = next(r for r in rows if r.get("role") == "primary")
+    return ClaimResult(
+        r["cid"], "SAM", r["source"], r["statement"], r["metric"], "flickr8k", r["arms"], r["effects"],
+        notebook="03_sam", note=r["note"], role="primary", failures=r.get("failures") or {},
+    )  # fmt: skip
+
+
+def test_s3_a_notebook_measured_row_carries_its_failed_seed_its_rates_and_both_verdicts(tmp_path):
+    cr = _s3_primary(_grid())
+    assert cr.failures["seeds"] == "0;1;2;3;4" and cr.failures["failed_seeds"] == "4"
+    assert cr.failures["failures"] == (
+        "τ=3 SN keep=False failed 1 of 5 seeds (4); τ=3 HN keep=False failed 1 of 5 seeds (4); "
+        "τ=10 HN keep=False failed 1 of 5 seeds (4)"
+    )
+    ledger_rows.write_claims([cr], tmp_path, "sam", "flickr8k")
+    got = ledger_files.collect(tmp_path).set_index(["id", "dataset", "role"]).loc[("S3", "flickr8k", "primary")]
+    assert got["failures"] == cr.failures["failures"] and got["n_seeds"] == 5
+    effects = [float(x) for x in got["seed_effects"].split(";")]
+    alpha, delta = family_alpha(int(got["family_size"])), smallest_effect(got["paper_effect"])
+    v_all = decide("direction", estimate(effects), alpha, delta, got["paper_effect"])
+    v_kept = decide("direction", estimate(effects[:4]), alpha, delta, got["paper_effect"])
+    assert got["verdict"] == v_all[0]
+    assert got["without_failures"] == f"{v_kept[0]} [{v_kept[2]:.3g}, {v_kept[3]:.3g}] on 4 seeds"
+    assert v_kept[0] == "reversed"  # the planted grid: SN ≈ 100 below HN on every healthy seed
+    tags = ledger_render.verdict_tags(got.to_dict())
+    assert f"failed seeds: {cr.failures['failures']}; without them {got['without_failures']}" in tags
+
+
+def test_a_grid_without_a_failed_run_states_zero():
+    grid = _grid()
+    grid.loc[grid["seed"] == 4, "rsum"] = grid.loc[grid["seed"] == 3, "rsum"].to_numpy()
+    grid.loc[grid["seed"] == 4, "selected_val_rsum"] = grid.loc[grid["seed"] == 3, "selected_val_rsum"].to_numpy()
+    grid["collapsed"] = False
+    assert _s3_primary(grid).failures == {"seeds": "0;1;2;3;4", "failed_seeds": "", "failures": "0 of 5 seeds"}
+
+
 def test_a_notebook_row_names_its_arms_and_one_without_trained_arms_says_so():
     runs = _runs({"Triplet + S-NDCG": [300.0, 301.0, 299.0], "Triplet (mean)": [295.0, 296.0, 9.0], "Triplet": [1.0]})
     assert claim_rows.named_arms("Triplet + S-NDCG vs Triplet (mean)", runs["arm"]) == [
@@ -187,3 +261,22 @@ def test_every_primary_row_has_a_failures_cell(tmp_path):
     assert (
         prim.set_index(["id", "dataset"]).loc[("B2", "synthetic"), "failures"] == "no runs measured (no notebook row)"
     )
+
+
+def test_a_page_fills_the_failures_of_a_notebook_primary_it_was_not_given():
+    from reproduce.present import page
+
+    class _Study:
+        def results(self, paper):
+            return _runs({"Triplet + S-NDCG": [300.0, 301.0, 299.0], "Triplet (mean)": [295.0, 296.0, 9.0]})
+
+    pg = page.Page("listwise", "04_listwise", "smoke", "synthetic", study=_Study())
+    pg.claim("N7", "Fig. 5", "", "m", "Triplet + S-NDCG vs Triplet (mean)", [1.0, 2.0, 3.0], role="primary")
+    pg.claim("N1", "Table V", "a secondary row", "rsum", "Triplet + S-NDCG vs Triplet (mean)", [1.0, 2.0, 3.0])
+    given = {"seeds": "0;1;2", "failed_seeds": "", "failures": "0 of 3 seeds"}
+    pg.claim("N3", "Fig. 7", "", "m", "x", [0.1, 0.2], role="primary", failures=given)
+    n7, n1, n3 = pg.notebook_rows()
+    assert n7.failures == {"seeds": "0;1;2", "failed_seeds": "2", "failures": "Triplet (mean) failed 1 of 3 seeds (2)"}
+    assert n1.failures == {} and n3.failures == given  # a secondary row is not filled; what the notebook gave is kept
+    row = n7.row()
+    assert row["failed_seeds"] == "2" and row["seeds"] == "0;1;2" and "failures" not in n1.row()
