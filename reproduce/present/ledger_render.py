@@ -13,6 +13,7 @@ import pandas as pd
 from reproduce.spec import claims as registry
 from reproduce.protocol.ledger import (
     ALPHA,
+    FAILED,
     FRACTION,
     LARGER_THAN_PAPER,
     LEGEND,
@@ -88,7 +89,8 @@ def verdict_tags(r) -> list[str]:
     *underpowered* (inconclusive rows below POWER at the paper's effect), *a reversal not excluded* (ruled-out rows
     whose interval reaches below −δ), *smaller than the paper* (any direction row whose interval lies below the
     paper's effect), *larger than the paper — check the baseline* (reproduced rows) and, where the verdict
-    changes with δ scaled to our baseline, *δ-sensitive: <verdict> under the scaled δ*."""
+    changes with δ scaled to our baseline, *δ-sensitive: <verdict> under the scaled δ*, and where an arm failed
+    seeds, *failed seeds* with the failure rates and the verdict without them."""
     tags = []
     if r["verdict"] == "inconclusive" and _flag(r.get("underpowered")):
         tags.append("underpowered")
@@ -100,6 +102,9 @@ def verdict_tags(r) -> list[str]:
         tags.append("larger than the paper — check the baseline")
     if _flag(r.get("delta_sensitive")):
         tags.append(f"δ-sensitive: {r.get('verdict_scaled')} under the scaled δ")
+    without = r.get("without_failures")
+    if isinstance(without, str) and without.strip():
+        tags.append(f"{FAILED}: {r.get('failures')}; without them {without}")
     return tags
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -29,7 +29,7 @@ from reproduce.spec import labels, power_seeds
 
 from reproduce.present import qualitative, report
 from reproduce.spec import claims as registry
-from reproduce.protocol.claim_rows import per_query_of, primary_row
+from reproduce.protocol.claim_rows import notebook_failure_cells, per_query_of, primary_row
 from reproduce.spec.labels import in_text
 from reproduce.protocol.ledger import ClaimResult
 from reproduce.spec.tables import fmt_num
@@ -245,9 +245,23 @@ class Page:
 
     # --- claims ----------------------------------------------------------------------------------
     def claim(
-        self, cid, source, statement, metric, arms, effects, note="", kind="direction", tolerance=None, role=""
+        self,
+        cid,
+        source,
+        statement,
+        metric,
+        arms,
+        effects,
+        note="",
+        kind="direction",
+        tolerance=None,
+        role="",
+        failures: dict | None = None,
     ) -> None:
-        """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0)."""
+        """A notebook-measured row of claim ``cid`` (per-seed ``effects`` oriented so the claim predicts > 0);
+        ``failures``: its cells ``seeds``, ``failed_seeds``, ``failures``
+        (:func:`reproduce.protocol.claim_rows.failure_cells`; a primary row without them gets them in
+        :meth:`finish`)."""
         c = registry.claim(cid)  # an unknown id is an error here, not a silent extra row
         if role == "primary":  # a notebook-measured primary: the registry's statement, never a retyped one
             if c.primary.measure != "notebook":
@@ -268,6 +282,7 @@ class Page:
                 notebook=self.notebook,
                 note=note,
                 role=role,
+                failures=dict(failures or {}),
             )
         )
 
@@ -288,10 +303,27 @@ class Page:
             rows.append(primary_row(c.id, self.data, df, per_query=pq, image_of_caption=ioc))
         return rows
 
+    def notebook_rows(self) -> list[ClaimResult]:
+        """The rows of :meth:`claim`, every notebook-measured primary with its failure cells: those the notebook
+        passed, else the failed seeds of the arms its ``arms`` text names
+        (:func:`reproduce.protocol.claim_rows.notebook_failure_cells`; the failure rule of ``docs/protocol.md``)."""
+        if not any(r.role == "primary" and not r.failures for r in self.claims):
+            return list(self.claims)
+        try:
+            runs = self.study.results(self.paper)
+        except (KeyError, ValueError):  # a page without trained arms of its own (no runs to judge)
+            runs = pd.DataFrame()
+        return [
+            replace(r, failures=notebook_failure_cells(runs, r.arms, len(r.effects)))
+            if r.role == "primary" and not r.failures
+            else r
+            for r in self.claims
+        ]
+
     def finish(self, show: bool = True) -> pd.DataFrame:
         """Write this notebook's claim file (its rows + the primary rows by claim id) and show the effects
         (no verdicts: the ledger decides them for all claims of the data set at once)."""
-        df = write_claims([*self.claims, *self.primary_rows()], self.out, self.paper, self.data)
+        df = write_claims([*self.notebook_rows(), *self.primary_rows()], self.out, self.paper, self.data)
         if show:
             display(Markdown(effects_markdown(df)))
         return df

@@ -20,6 +20,8 @@ test images table; ``test_images`` says over how many), which the ledger adds to
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -83,22 +85,118 @@ def _contrast_effects(results: pd.DataFrame, p, dataset: str) -> tuple[list[floa
     )
 
 
+#: a run whose validation or test RSUM is below this share of the median of its arm's other seeds is failed
+FAIL_FRACTION = 0.5
+#: the fewest other seeds of the arm that give that median; with fewer, only the collapse rule applies
+FAIL_MIN_OTHERS = 2
+#: the per-run numbers the relative rule reads: ``Study.results``' column → its name in a reason
+FAIL_NUMBERS = {"selected_val_rsum": "validation RSUM", "rsum": "test RSUM"}
+
+
+def _flag(value) -> bool:
+    """A ``collapsed`` cell as a bool (NaN, None: False)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    try:
+        return bool(value) and not (isinstance(value, float) and np.isnan(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def run_failures(results: pd.DataFrame) -> pd.DataFrame:
+    """Per (arm, seed) run of ``results`` (``Study.results``), whether it failed and why — the failure definition of
+    ``docs/protocol.md`` (training protocol, item 3): (a) collapsed (the ``collapsed`` column:
+    :func:`coherent_itr.health.is_collapsed`), or (b) its validation RSUM at the selected checkpoint
+    (``selected_val_rsum``) or its test RSUM (``rsum``) below :data:`FAIL_FRACTION` × the median of the same number
+    over the same arm's other seeds (at least :data:`FAIL_MIN_OTHERS` of them). Columns ``arm, seed, failed, why``;
+    empty when ``results`` has neither a health column nor an RSUM."""
+    have = [c for c in FAIL_NUMBERS if c in results.columns]
+    if "collapsed" not in results.columns and not have:
+        return pd.DataFrame(columns=["arm", "seed", "failed", "why"])
+    runs = results.drop_duplicates(["arm", "seed"]).reset_index(drop=True)
+    out = []
+    for arm, g in runs.groupby("arm", sort=False):
+        for i, r in g.iterrows():
+            why = []
+            if "collapsed" in g.columns and _flag(r["collapsed"]):
+                why.append(f"collapsed ({r.get('collapse_reason') or 'its health record'})")
+            others = g.drop(index=i)
+            for col in have:
+                vals = pd.to_numeric(others[col], errors="coerce").dropna()
+                own = pd.to_numeric(pd.Series([r[col]]), errors="coerce").iloc[0]
+                if len(vals) < FAIL_MIN_OTHERS or not np.isfinite(own):
+                    continue
+                med = float(vals.median())
+                if own < FAIL_FRACTION * med:
+                    why.append(
+                        f"{FAIL_NUMBERS[col]} {own:.1f} < {FAIL_FRACTION:g} × {med:.1f}, the median of its "
+                        f"{len(vals)} other seeds"
+                    )
+            out.append({"arm": arm, "seed": int(r["seed"]), "failed": bool(why), "why": "; ".join(why)})
+    return pd.DataFrame(out, columns=["arm", "seed", "failed", "why"])
+
+
 def failed_seeds(results: pd.DataFrame, arms: list[str], seeds: list[int], predicted_to_fail: str = "") -> tuple:
-    """``(failed, text)``: the seeds of ``seeds`` on which an arm of ``arms`` failed — its run is collapsed
-    (``results``' ``collapsed`` column: :func:`coherent_itr.health.is_collapsed`, the failure definition of
-    ``docs/protocol.md``) —, and each failing arm's failure rate in words ("Triplet-HN failed 2 of 29 seeds (3,
-    17)"); ``(None, "")`` when ``results`` has no health column. The arm the claim predicts to fail is not
-    counted: its collapse is the predicted outcome."""
+    """``(failed, text)``: the seeds of ``seeds`` on which an arm of ``arms`` failed (:func:`run_failures`, the
+    failure definition of ``docs/protocol.md``), and each arm's failure rate in words ("Triplet-HN failed 2 of 29
+    seeds (3, 17)"; "0 of 5 seeds" when no arm failed); ``(None, "")`` when ``results`` has no health column (the
+    runs' health unknown: nothing is claimed). The arm the claim predicts to fail is not counted: its failure is the
+    predicted outcome."""
     if "collapsed" not in results.columns:
         return None, ""
+    runs = run_failures(results)
+    seeds = [int(s) for s in seeds]
     failed, parts = set(), []
     for arm in dict.fromkeys(a for a in arms if a != predicted_to_fail):
-        sub = results[(results["arm"] == arm) & results["seed"].isin(seeds)]
-        bad = sorted(int(s) for s in sub.loc[sub["collapsed"].astype(bool), "seed"])
+        sub = runs[(runs["arm"] == arm) & runs["seed"].isin(seeds)]
+        bad = sorted(int(s) for s in sub.loc[sub["failed"].astype(bool), "seed"])
         if bad:
             failed |= set(bad)
             parts.append(f"{arm} failed {len(bad)} of {len(sub)} seeds ({', '.join(map(str, bad))})")
-    return sorted(failed), "; ".join(parts)
+    return sorted(failed), "; ".join(parts) if parts else f"0 of {len(seeds)} seeds"
+
+
+def failure_cells(results: pd.DataFrame, arms: list[str], seeds: list[int], predicted_to_fail: str = "") -> dict:
+    """The claim-file cells ``seeds``, ``failed_seeds`` and ``failures`` of a row measured on ``arms`` over ``seeds``
+    (:func:`failed_seeds`); ``{}`` when ``results`` says nothing about the runs' health."""
+    failed, text = failed_seeds(results, arms, seeds, predicted_to_fail)
+    if failed is None:
+        return {}
+    return {"seeds": ";".join(map(str, seeds)), "failed_seeds": ";".join(map(str, failed)), "failures": text}
+
+
+#: the failures cell of a notebook-measured primary row that names no trained arm (a timing, a relevance source)
+NO_TRAINED_ARM = "not applicable: the contrast names no trained arm"
+
+
+def named_arms(arms_text: str, names) -> list[str]:
+    """The arms of ``names`` that a row's ``arms`` text names: each part of it (split at " vs " and " − ") that is an
+    arm name, or starts with one and a space or comma ("Triplet + S-NDCG test embeddings, τ = 0.001" → "Triplet +
+    S-NDCG"; the longest such name); in the text's order, each once."""
+    names = sorted({str(n) for n in names}, key=len, reverse=True)
+    out = []
+    for part in re.split(r" vs | − ", str(arms_text or "")):
+        part = part.strip()
+        hit = next((n for n in names if part == n or part.startswith((n + " ", n + ","))), None)
+        if hit is not None and hit not in out:
+            out.append(hit)
+    return out
+
+
+def notebook_failure_cells(results: pd.DataFrame, arms_text: str, n_effects: int) -> dict:
+    """The failure cells of a notebook-measured primary row whose notebook passed none: the failed seeds
+    (:func:`failure_cells`) of the arms its ``arms`` text names (:func:`named_arms`), over the seeds all of them
+    have; ``seeds`` only when there are as many as the row's ``n_effects`` per-seed effects (a row over test
+    batches has no seed per effect: its failure rate is reported, its verdict without failures is not computed).
+    A row that names no arm of ``results``: :data:`NO_TRAINED_ARM`."""
+    names = named_arms(arms_text, results["arm"].unique()) if "arm" in results.columns else []
+    if not names:
+        return {"failed_seeds": "", "failures": f"{NO_TRAINED_ARM} ({arms_text})"}
+    seeds = sorted(set.intersection(*(set(results.loc[results["arm"] == a, "seed"].astype(int)) for a in names)))
+    cells = failure_cells(results, names, seeds)
+    if cells and len(seeds) != n_effects:
+        cells.pop("seeds")
+    return cells
 
 
 def metric_text(m) -> str:

@@ -59,10 +59,11 @@ Verdicts (direction claim, interval [L, U] at the family's level)
       excluded* when L < −δ: the interval is also compatible with an opposite effect at least as large as δ.
     * ``inconclusive``: anything else (the interval contains 0 and reaches δ, or there is no δ); tagged
       *underpowered* when the planned power at 1× the paper's effect is below POWER.
-    * failed seeds: a seed on which an arm's run collapsed (``coherent_itr.health.is_collapsed``; an arm the claim
-      predicts to fail is not counted) is a failure of that arm. The row is decided as above on all its seeds,
-      and again, beside it, on the seeds without a failure (``reproduce.protocol.ledger_rows``:
-      ``failures``, ``without_failures``).
+    * failed seeds: a seed on which an arm's run failed (``reproduce.protocol.claim_rows.run_failures``: collapsed by
+      ``coherent_itr.health.is_collapsed``, or a validation or test RSUM below half the median of its arm's other
+      seeds; an arm the claim predicts to fail is not counted) is a failure of that arm. The row is decided as
+      above on all its seeds, and again, beside it, on the seeds without a failure
+      (``reproduce.protocol.ledger_rows``: ``failures``, ``without_failures``).
     * ``not testable``: only a row of a claim file written before the failed seeds (no ``failed_seeds`` column)
       with a collapsed arm: the comparison would measure a training failure.
     Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
@@ -113,6 +114,7 @@ LARGER_THAN_PAPER = 5.0  # a reproduced effect more than this many times the pap
 CROSS_PAPER = "Across papers"  # the family of the cross-paper claims
 SMALLER = "smaller than the paper"  # tag of a direction row whose interval lies below the paper's effect
 REVERSAL = "a reversal not excluded"  # tag of a ruled-out row whose interval reaches below −δ
+FAILED = "failed seeds"  # tag of a row on which an arm failed seeds: the failure rates and the verdict without them
 
 VERDICTS = ("reproduced", "reversed", "ruled out", "inconclusive", "not testable")
 KINDS = ("direction", "equivalence", "identity")
@@ -138,6 +140,9 @@ TAGS = {  # the notes beside a verdict, in every table that shows one
     "interval lies below the paper's effect, so the paper's own effect is excluded.",
     REVERSAL: "beside a ruled-out direction claim whose interval reaches below −δ: the gain is ruled out, but an "
     "opposite effect as large as δ is not.",
+    FAILED: "beside the verdict of a row on which an arm failed seeds (a collapsed run, or a validation or test RSUM "
+    "below half the median of its arm's other seeds; docs/protocol.md): each failing arm's failure rate and the "
+    "verdict on the seeds without a failure, at the same level and δ.",
 }
 RULE = (
     f"interval: Bonferroni at 1 − {ALPHA:g}/m over the m claims of a paper on a data set (seeds + test "
@@ -582,11 +587,13 @@ class ClaimResult:
     notebook: str = ""
     note: str = ""
     role: str = ""  # "exploratory" for a row added after seeing results; the registry decides primary
+    failures: dict = field(default_factory=dict)  # the cells seeds, failed_seeds, failures (claim_rows.failure_cells)
 
     def row(self) -> dict:
         v, m, lo, hi = verdict(self.kind, self.effects, self.tolerance)
         d = asdict(self)
         eff = d.pop("effects")
+        cells = d.pop("failures")
         if not d["role"]:
             d.pop("role")
         return {
@@ -597,6 +604,7 @@ class ClaimResult:
             "ci_high": hi,
             "verdict": v,
             "seed_effects": ";".join(repr(float(x)) for x in eff),
+            **cells,
         }
 
 

@@ -370,6 +370,7 @@ def build_ledger(
         _decide_row(row)
         if row.role == "primary":
             _power_columns(row)
+            row.failures = row.failures or _failures_unknown(row)
         row.direction = _direction(row.kind)
         row.larger_than_paper = (
             bool(row.verdict == "reproduced" and row.ratio > LARGER_THAN_PAPER) if np.isfinite(row.ratio) else None
@@ -637,6 +638,16 @@ def _decide_row(row: LedgerRow) -> None:
         failures = row.failures or "failed seeds " + ", ".join(map(str, row.failed))
         why += f"; {failures}; without them: {row.without_failures}"
     row.verdict, row.reason, row.ci_low, row.ci_high = verdict, why, lo, hi
+
+
+def _failures_unknown(row: LedgerRow) -> str:
+    """The failures cell of a primary row whose claim file names no failed seeds: no notebook row (a placeholder),
+    an arm the run cache says collapsed (a claim file written before the failure rate), or not collected."""
+    if row.missing:
+        return "no runs measured (no notebook row)"
+    if row.collapsed:
+        return f"collapsed arm ({row.collapse_reason}); failure rate not collected"
+    return "not collected: the claim file names no seeds (written before the failure rule)"
 
 
 def _without_failures(row: LedgerRow) -> str:

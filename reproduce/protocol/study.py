@@ -128,9 +128,16 @@ class Study:
 
 def _collapse_columns(record) -> dict:
     """``collapsed`` (True / False) and its reason, from the
-    run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses)."""
+    run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses), and the
+    validation RSUM at the selected checkpoint (``selected_val_rsum``; the ledger's failure rule,
+    :func:`reproduce.protocol.claim_rows.run_failures`)."""
     collapsed, reason = tuning._default_is_collapsed(tuning._validation_view(record))
-    return {"collapsed": collapsed, "collapse_reason": reason}
+    val = (record.get("health") or {}).get("val_rsum")
+    return {
+        "collapsed": collapsed,
+        "collapse_reason": reason,
+        "selected_val_rsum": float(val) if val is not None else float("nan"),
+    }
 
 
 def paired_effect(df: pd.DataFrame, metric: str, arm_a: str, arm_b: str) -> list[float]:

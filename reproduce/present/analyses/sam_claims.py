@@ -8,13 +8,15 @@ import numpy as np
 import pandas as pd
 
 from reproduce.spec import claims as registry
+from reproduce.protocol import claim_rows
 from reproduce.protocol.study import paired_effect
 from reproduce.present.analyses.sam import ARMS_100, NOTE_BACKBONE, VARIANT, arm_name
 
 
 # --- claims S1–S5 -------------------------------------------------------------------------------------------
-def _row(cid, source, statement, metric, arms, effects, note=""):
-    return dict(cid=cid, source=source, statement=statement, metric=metric, arms=arms, effects=list(effects), note=note)
+def _row(cid, source, statement, metric, arms, effects, note="", failures=None):
+    row = dict(cid=cid, source=source, statement=statement, metric=metric, arms=arms, effects=list(effects), note=note)
+    return {**row, "failures": failures} if failures is not None else row
 
 
 def fraction_claims(df: pd.DataFrame, metrics: list[tuple[str, str]]) -> list[dict]:
@@ -43,16 +45,33 @@ def fraction_claims(df: pd.DataFrame, metrics: list[tuple[str, str]]) -> list[di
     return rows
 
 
-def sampling_effects(grid: pd.DataFrame, other: str, metric: str = "rsum", best: str = "SN") -> tuple[list, int]:
-    """S3 (SAM Tables 4–5): per seed, the mean over the τ × keep-triplet cells of ``best`` − ``other`` sampling;
-    and the number of cells. Empty when a sampling is missing."""
+def sampling_series(grid: pd.DataFrame, other: str, metric: str = "rsum", best: str = "SN") -> tuple[pd.Series, int]:
+    """S3 (SAM Tables 4–5): per seed (the index, in order), the mean over the τ × keep-triplet cells of ``best`` −
+    ``other`` sampling; and the number of cells. Empty when a sampling is missing."""
     if grid.empty:
-        return [], 0
+        return pd.Series(dtype=float), 0
     piv = grid.pivot_table(index=["seed", "tau", "keep"], columns="sampling", values=metric)
     n_cells = piv.reset_index()[["tau", "keep"]].drop_duplicates().shape[0]
     if not {best, other} <= set(piv.columns):
-        return [], n_cells
-    return (piv[best] - piv[other]).groupby("seed").mean().tolist(), n_cells
+        return pd.Series(dtype=float), n_cells
+    return (piv[best] - piv[other]).groupby("seed").mean(), n_cells
+
+
+def sampling_effects(grid: pd.DataFrame, other: str, metric: str = "rsum", best: str = "SN") -> tuple[list, int]:
+    """S3 (SAM Tables 4–5): :func:`sampling_series`'s per-seed effects as a list, and the number of cells."""
+    eff, n_cells = sampling_series(grid, other, metric, best)
+    return eff.tolist(), n_cells
+
+
+def grid_failures(grid: pd.DataFrame, samplings, seeds) -> dict | None:
+    """The failure cells of a grid contrast (:func:`reproduce.protocol.claim_rows.failure_cells`): the failed seeds
+    of every cell (arm) of ``grid`` with one of ``samplings``, over ``seeds``; None when ``grid`` carries no runs'
+    health (a frame without ``collapsed``) or no seed."""
+    seeds = [int(s) for s in seeds]
+    if "collapsed" not in grid.columns or "arm" not in grid.columns or not seeds:
+        return None
+    arms = list(dict.fromkeys(grid.loc[grid["sampling"].isin(list(samplings)), "arm"]))
+    return claim_rows.failure_cells(grid, arms, seeds) or None
 
 
 def keep_effects(grid: pd.DataFrame, metric: str = "rsum") -> list:
@@ -81,7 +100,7 @@ def grid_claims(grid: pd.DataFrame) -> list[dict]:
             else f"τ run: {taus}; SN / HN = the code's 'soft' (near-hardest) / 'hard' (near-easiest) negative"
         )
         for other in ("HN", "RS"):
-            eff, n = sampling_effects(g, other)
+            eff, n = sampling_series(g, other)
             rows.append(
                 _row(
                     "S3",
@@ -89,8 +108,9 @@ def grid_claims(grid: pd.DataFrame) -> list[dict]:
                     f"SN sampling beats {other} on average over τ × keep-triplet (RSUM){who}",
                     "rsum",
                     f"{tag} SN vs {other}, mean over {n} cells",
-                    eff,
+                    eff.tolist(),
                     note,
+                    failures=grid_failures(g, ("SN", other), eff.index),
                 )
             )
         rows.append(

@@ -479,6 +479,8 @@ def test_grid_claims_rows_per_variant():
     g = grid_frame()
     assert rows[3]["effects"] == pytest.approx(sam_claims.sampling_effects(g[g["variant"] == "authors' code"], "HN")[0])
     assert len(sam_claims.grid_claims(g[g["variant"] == "as written"])) == 3
+    assert rows[0]["failures"] == {"seeds": "0;1;2", "failed_seeds": "", "failures": "0 of 3 seeds"}  # zero stated
+    assert "failures" not in sam_claims.grid_claims(g.drop(columns="collapsed"))[0]  # health unknown: not claimed
 
 
 def test_primary_roles_drop_arm_primaries_and_mark_notebook_primaries():
