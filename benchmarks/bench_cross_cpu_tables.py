@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from reproduce.protocol import ledger_compare
+
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"manifest.json"}
 # columns that are bookkeeping, not results: a timing differs run to run on any CPU
@@ -38,6 +40,11 @@ def tables(folder: Path) -> dict[str, Path]:
     return out
 
 
+def _text(col: pd.Series) -> pd.Series:
+    """A column as text, a missing cell as the empty string."""
+    return col.astype(object).where(col.notna(), "").astype(str)
+
+
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     """The largest absolute change of a numeric cell between two versions of one table (same shape expected), the
     column and row label where it is, the number of numeric cells and of those that differ, and whether the
@@ -50,7 +57,7 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> dict:
         va, vb = pd.to_numeric(a[col], errors="coerce"), pd.to_numeric(b[col], errors="coerce")
         numeric = va.notna() | vb.notna()
         if not numeric.any():
-            text_equal &= a[col].fillna("").astype(str).equals(b[col].fillna("").astype(str))
+            text_equal &= _text(a[col]).equals(_text(b[col]))
             continue
         if any(v in str(col).lower() for v in VOLATILE):
             continue
@@ -85,18 +92,16 @@ def main(argv=None) -> int:
         rows.append({"table": name, **compare_table(pd.read_csv(ta[name]), pd.read_csv(tb[name]))})
     df = pd.DataFrame(rows)
     df.to_csv(args.out.with_suffix(".csv"), index=False)
-    la, lb = pd.read_csv(args.a / "claims.csv"), pd.read_csv(args.b / "claims.csv")
-    keys = ["id", "dataset", "role", "metric", "arms"]
-    both = la.merge(lb, on=keys, suffixes=("_a", "_b"))
-    changed = both[both["verdict_a"] != both["verdict_b"]]
+    change = ledger_compare.compare(pd.read_csv(args.a / "claims.csv"), pd.read_csv(args.b / "claims.csv"))
     ok = df[df["comparable"] == True]  # noqa: E712 (a column of bools and NaN)
-    flipped = ", ".join(f"{r.id} {r.dataset} {r.role}" for r in changed.itertuples())
+    flipped = ", ".join(f"{r}: {a} → {b}" for r, a, b in change.verdicts)
     lines = [
         f"# The study's tables drawn on two CPU kinds: {args.label_a} vs {args.label_b}",
         "",
-        f"Every CSV table of `{args.a.name}` and `{args.b.name}`, each rebuilt by `make reproduce` from the same "
+        f"Every CSV table of two results folders ({args.label_a}; {args.label_b}), each rebuilt by `make reproduce` "
+        "from the same "
         "committed runs (`benchmarks/bench_cross_cpu_tables.py`). Ledger rows compared: "
-        f"{len(both)}; verdicts that differ: {len(changed)}"
+        f"{change.rows}; verdicts that differ: {len(change.verdicts)}"
         + (f" ({flipped})" if flipped else "")
         + f". Tables: {len(df)}; with a moved cell: {int((ok['moved'] > 0).sum())}; whose text differs: "
         f"{int((ok['text_equal'] == False).sum())}; not comparable: {int((df['comparable'] == False).sum())}.",  # noqa: E712
