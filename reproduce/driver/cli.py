@@ -399,16 +399,11 @@ def notebook_targets(args, plans: list, trained_until: dict, t_start: float) -> 
     return targets
 
 
-def prepare_notebooks(args, plans: list, targets: list, cache, out: Outcome) -> None:
-    """What every data set's notebooks compute from the data (image features, caption embeddings), once, before their
-    kernels start side by side (:func:`reproduce.protocol.prepare.prepare_analyses`), for the data sets with a
-    notebook to execute; a data set whose data cannot be prepared is said and left to its notebooks."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.protocol import prepare, study
-
-    failed = {d for d, _ in out.failed_data}
+def notebooks_due(args, plans: list, targets: list) -> set[str]:
+    """The data sets with a notebook to execute (:func:`reproduce.driver.notebooks.is_current`): the ones whose data
+    the driver prepares for them."""
     only = notebooks.for_papers(args.papers)
-    due = {
+    return {
         data
         for data, results_dir, fresh_after in targets
         if any(
@@ -416,14 +411,6 @@ def prepare_notebooks(args, plans: list, targets: list, cache, out: Outcome) -> 
             for nb in notebooks.notebook_paths(only)
         )
     }
-    for plan in plans:
-        if plan.data in failed or plan.data not in due:
-            continue
-        s = study.Study(args.profile, plan.data, cache=cache, progress=False)
-        try:
-            out.timings.update(prepare.prepare_analyses({plan.data: s}, progress=not args.no_progress))
-        except prepare.PrepareError as exc:
-            print(f"reproduce [{plan.profile.name}/{plan.data}]: the notebooks' data not prepared: {exc}", flush=True)
 
 
 def notebooks_all(args, plans: list, targets: list, out: Outcome) -> None:
@@ -443,22 +430,6 @@ def notebooks_all(args, plans: list, targets: list, out: Outcome) -> None:
         print(f"notebook failed: {name} [{data}]: {last}", file=sys.stderr)
         out.failed_notebooks.append((data, name, tb))
     log_failures("notebooks", [f"{name} [{data}]\n{tb}" for data, name, tb in fails])
-
-
-def collapsed_arms(args, sets: list[str]) -> dict:
-    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
-    ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.protocol import claim_rows, study
-
-    out: dict = {}
-    for d in sets:
-        out.update(
-            claim_rows.collapsed_arms(
-                study.Study(args.profile, d, cache=run_cache().RunCache(), progress=False), papers=args.papers
-            )
-        )
-    return out
 
 
 FAILURE_LOG = "failures.log"  # in the run cache's folder: every failed run's and notebook's full traceback
@@ -504,9 +475,11 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
     failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
-    before = committed_ledger(base / "claims.csv")
-    table = ledger_files.collect(base, stale=stale, collapsed=None if failed else collapsed_arms(args, sets))
-    change = compare_ledgers(before, base / "claims.csv")
+    before = ledger_files.committed_ledger(base / "claims.csv")
+    table = ledger_files.collect(
+        base, stale=stale, collapsed=None if failed else ledger_files.collapsed_arms(args.profile, sets, args.papers)
+    )
+    change = ledger_files.compare_ledgers(before, base / "claims.csv")
     if pilot_only():
         print(
             f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
@@ -566,49 +539,10 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
     return 1 if failed else 0
 
 
-def committed_ledger(path: Path):
-    """The ledger ``path`` (``results/claims.csv``) as committed at the checkout's ``HEAD`` (``git show``), else as
-    found before this invocation rewrites it; ``None`` if there is neither."""
-    # heavy (pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    import io
-    import subprocess
-
-    import pandas as pd
-
-    try:
-        rel = path.resolve().relative_to(ROOT)
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"HEAD:{rel}"], capture_output=True, text=True, check=True, timeout=30
-        ).stdout
-        return pd.read_csv(io.StringIO(text))
-    except (ValueError, OSError, subprocess.SubprocessError, pd.errors.ParserError):
-        pass
-    try:
-        return pd.read_csv(path)
-    except (OSError, ValueError):
-        return None
-
-
-def compare_ledgers(before, after_path: Path) -> dict | None:
-    """Print how the rebuilt ledger at ``after_path`` differs from ``before`` (:func:`committed_ledger`): verdicts,
-    and the largest effect change of each unit; returns it for the manifest (``None`` without a ledger before)."""
-    # heavy (pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    import pandas as pd
-
-    from reproduce.protocol import ledger_compare
-
-    if before is None:
-        return None
-    change = ledger_compare.compare(before, pd.read_csv(after_path))
-    for line in ledger_compare.summary_lines(change, "the committed ledger (results/claims.csv at HEAD)"):
-        print(f"reproduce: {line}", flush=True)
-    return change.as_dict()
-
-
 def run(args, sets: list[str]) -> int:
     t0, t_start = time.perf_counter(), time.time()
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.protocol import plan as plan_mod, progress as progress_mod
+    from reproduce.protocol import plan as plan_mod, prepare, progress as progress_mod
 
     cache = run_cache().RunCache()
     nb_s = 0.0
@@ -619,10 +553,7 @@ def run(args, sets: list[str]) -> int:
             args.workers,
             {d: c["notebooks_s"] for d, c in COSTS.items()},
         )
-        # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-        from reproduce.protocol.prepare import analyses_estimate_s
-
-        nb_s += analyses_estimate_s(sets)  # the notebooks' data, prepared before them (cold on a fresh cache)
+        nb_s += prepare.analyses_estimate_s(sets)  # the notebooks' data, prepared before them (cold on a fresh cache)
     plan = plan_mod.make_plan(args.profile, sets, args.papers, cache, args.workers, nb_s)  # once, read by all below
     plans = args.plans = plan.data_sets  # args.plans: counted if interrupted
     announce(args, plans)
@@ -648,7 +579,12 @@ def run(args, sets: list[str]) -> int:
         out.timings[f"{plan.data}_total_s"] = time.perf_counter() - t  # preparation, tuning and training
     if not args.skip_notebooks:
         targets = notebook_targets(args, plans, trained_until, t_start)
-        prepare_notebooks(args, plans, targets, cache, out)
+        failed = {d for d, _ in out.failed_data}
+        for data in sorted(notebooks_due(args, plans, targets) - failed, key=list(DATA_SETS).index):
+            try:  # what the notebooks compute from the data, once, before their kernels start side by side
+                out.timings.update(prepare.prepare_analyses(args.profile, data, progress=not args.no_progress))
+            except prepare.PrepareError as exc:
+                print(f"reproduce [{args.profile}/{data}]: the notebooks' data not prepared: {exc}", flush=True)
         notebooks_all(args, plans, targets, out)
     for plan in plans:
         print(
@@ -704,19 +640,16 @@ def main(argv=None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
     try:
-        if args.import_runs:
+        machine = args.runs_from or os.environ.get(RUNS_FROM_ENV)
+        if args.import_runs or args.export_runs or machine:
             # heavy (torch, pandas): only the run-archive options load it (tests/reproduce/driver/test_cli.py)
             from reproduce.driver import run_archive
-
+        if args.import_runs:
             return run_archive.import_command(args)
         if args.pilot_only:  # read by get_profile and the seed plan, here and in every worker and kernel
             os.environ[PILOT_ONLY_ENV] = "1"
         sets = validate(args)
-        machine = args.runs_from or os.environ.get(RUNS_FROM_ENV)
         if machine:
-            # heavy (torch, pandas): only the run-archive options load it (tests/reproduce/driver/test_cli.py)
-            from reproduce.driver import run_archive
-
             try:  # sets the variable every RunCache reads: workers and kernels inherit it
                 committed = machine == COMMITTED
                 if committed:
@@ -742,8 +675,6 @@ def main(argv=None) -> int:
             data_warnings_once()
             status = run(args, sets)
         if args.export_runs:
-            from reproduce.driver import run_archive  # heavy (torch, pandas): only the run-archive options load it
-
             status = max(status, run_archive.export_command(args, sets))
         return status
     except UsageError as exc:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import io
 import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +20,8 @@ import pandas as pd
 import torch
 
 from coherent_itr.io import atomic_write_json, atomic_write_text
-from coherent_itr.runs import cpu_identity, source_hash
+from coherent_itr import paths
+from coherent_itr.runs import REFERENCE_CPU, RUNS_FROM_ENV, RunCache, cpu_identity, load_machine, source_hash
 
 from reproduce.protocol.ledger import (
     RULE,
@@ -28,7 +31,9 @@ from reproduce.spec.baselines import baselines
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import get_profile
 from reproduce.spec.tables import smoke_banner
+from reproduce.protocol import claim_rows, ledger_compare
 from reproduce.protocol.ledger_rows import _read_notebook_rows, build_ledger
+from reproduce.protocol.study import Study
 from reproduce.present.ledger_render import (
     NO_HEALTH,
     STALE,
@@ -99,15 +104,50 @@ def runs_machine() -> dict:
     """The machine whose runs this invocation read: ``{"id", "numerics"}`` of the one ``$COHERENT_ITR_RUNS_FROM``
     names (``--runs-from``; a CPU that its numerics do not name is the reference CPU), else ``{"id": "this
     machine"}``."""
-    from coherent_itr import runs
-
-    name = os.environ.get(runs.RUNS_FROM_ENV)
+    name = os.environ.get(RUNS_FROM_ENV)
     if not name:
         return {"id": "this machine"}
-    numerics = runs.load_machine(runs.paths.cache_dir(create=False), name)
+    numerics = load_machine(paths.cache_dir(create=False), name)
     if "device" not in numerics and "cpu" not in numerics:
-        numerics = {**numerics, "cpu": runs.REFERENCE_CPU}
+        numerics = {**numerics, "cpu": REFERENCE_CPU}
     return {"id": name, "numerics": numerics}
+
+
+def collapsed_arms(profile: str, sets: list[str], papers=None) -> dict:
+    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
+    ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
+    out: dict = {}
+    for d in sets:
+        out.update(claim_rows.collapsed_arms(Study(profile, d, cache=RunCache(), progress=False), papers=papers))
+    return out
+
+
+def committed_ledger(path: Path) -> pd.DataFrame | None:
+    """The ledger ``path`` (``results/claims.csv``) as committed at the checkout's ``HEAD`` (``git show``), else as
+    found before this invocation rewrites it; ``None`` if there is neither."""
+    try:
+        rel = Path(path).resolve().relative_to(ROOT)
+        text = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"HEAD:{rel}"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        return pd.read_csv(io.StringIO(text))
+    except (ValueError, OSError, subprocess.SubprocessError, pd.errors.ParserError):
+        pass
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+
+
+def compare_ledgers(before: pd.DataFrame | None, after_path: Path) -> dict | None:
+    """Print how the rebuilt ledger at ``after_path`` differs from ``before`` (:func:`committed_ledger`): verdicts,
+    and the largest effect change of each unit; returns it for the manifest (``None`` without a ledger before)."""
+    if before is None:
+        return None
+    change = ledger_compare.compare(before, pd.read_csv(after_path))
+    for line in ledger_compare.summary_lines(change, "the committed ledger (results/claims.csv at HEAD)"):
+        print(f"reproduce: {line}", flush=True)
+    return change.as_dict()
 
 
 def write_manifest(

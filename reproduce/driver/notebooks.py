@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -241,11 +242,10 @@ def analyses_machine() -> str:
     """What of this machine changes the numbers a notebook computes from the data itself (caption embeddings,
     relevance, image features: float32 kernels on the CPU): the CPU's vendor and kernel instruction set
     (:func:`coherent_itr.determinism.cpu_identity`, which reads ``ATEN_CPU_CAPABILITY``) and torch's version."""
-    import torch
+    # heavy (torch): __main__ imports this module for --help
+    from coherent_itr.runs import cpu_identity
 
-    from coherent_itr.determinism import cpu_identity
-
-    return f"{cpu_identity()} torch {torch.__version__}"
+    return f"{cpu_identity()} torch {importlib.metadata.version('torch')}"
 
 
 def is_current(

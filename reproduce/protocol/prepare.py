@@ -24,7 +24,11 @@ from coherent_itr import paths
 from coherent_itr.config import Config
 from coherent_itr.data.bundle import is_bundle
 from coherent_itr.data.flickr8k import flickr8k_index
-from coherent_itr.data.sbert import embed_captions
+from coherent_itr.data.sbert import embed_captions, model_id
+from coherent_itr.determinism import cpu_tag
+
+from reproduce.protocol.study import Study
+from reproduce.spec.profiles import COSTS
 
 
 def train_rows(config: Config, n_images: int) -> np.ndarray:
@@ -136,11 +140,6 @@ def analyses_estimate_s(data_sets, cache_dir=None) -> float:
     kind it computes — no Sentence-BERT folder of the model on this CPU, and for Flickr8k no image-feature folder of
     this CPU (a fresh cache: what a fresh clone's ``make reproduce`` pays) — else 0 (read from the caches in
     seconds)."""
-    from coherent_itr.data.sbert import model_id
-    from coherent_itr.determinism import cpu_tag
-
-    from reproduce.spec.profiles import COSTS
-
     root = paths.cache_dir(cache_dir, create=False)
     sbert = root / "sbert" / model_id(cache_dir).replace("/", "_")
     warm_text = sbert.is_dir() and any(sbert.glob("*.npz"))
@@ -152,27 +151,25 @@ def analyses_estimate_s(data_sets, cache_dir=None) -> float:
     return sum(COSTS.get(d, {}).get("analyses_prepare_s", 0.0) for d in cold)
 
 
-def prepare_analyses(studies: dict, progress: bool = True) -> dict[str, float]:
-    """What the notebooks compute from the data before they draw, once, in the driver, before the notebooks'
-    kernels start: each data set's splits as :meth:`reproduce.protocol.study.Study.splits` loads them (Flickr8k:
-    the features of every dev and test image) and the Sentence-BERT embedding of its every caption. Computed here,
-    the kernels that run side by side read them from the cache instead of each computing them at once (on a fresh
-    machine, ≈ 2,000 images and 63,000 captions). ``studies``: data set → its
-    :class:`~reproduce.protocol.study.Study`. Returns the seconds per data set, ``{"<data>_analyses_prepare_s": s}``."""
-    out = {}
-    for data, study in studies.items():
-        t = time.perf_counter()
-        label = data + (f" ({study.profile.data_scale})" if data == "synthetic" else "")
-        print(
-            f"prepare [{label}]: what the notebooks read: the splits (Flickr8k: dev and test image features)",
-            flush=True,
-        )
-        splits = study.splits(progress=progress)
-        if not all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):
-            embed_all(splits, label, progress)
-        out[f"{data}_analyses_prepare_s"] = time.perf_counter() - t
-        print(f"prepare [{label}]: done in {out[f'{data}_analyses_prepare_s']:.0f} s", flush=True)
-    return out
+def prepare_analyses(profile: str, data: str, progress: bool = True) -> dict[str, float]:
+    """What the notebooks of ``data`` compute from the data before they draw, once, in the driver, before the
+    notebooks' kernels start: the splits as :meth:`reproduce.protocol.study.Study.splits` loads them (Flickr8k: the
+    features of every dev and test image) and the Sentence-BERT embedding of every caption. Computed here, the
+    kernels that run side by side read them from the cache instead of each computing them at once (on a fresh
+    machine, ≈ 2,000 images and 63,000 captions). Returns the seconds, ``{"<data>_analyses_prepare_s": s}``."""
+    t = time.perf_counter()
+    study = Study(profile, data, progress=False)
+    label = data + (f" ({study.profile.data_scale})" if data == "synthetic" else "")
+    print(
+        f"prepare [{label}]: what the notebooks read: the splits (Flickr8k: dev and test image features)",
+        flush=True,
+    )
+    splits = study.splits(progress=progress)
+    if not all("sbert_embeddings" in s.extras for s in (splits.train, splits.dev, splits.test)):
+        embed_all(splits, label, progress)
+    took = time.perf_counter() - t
+    print(f"prepare [{label}]: done in {took:.0f} s", flush=True)
+    return {f"{data}_analyses_prepare_s": took}
 
 
 @contextlib.contextmanager

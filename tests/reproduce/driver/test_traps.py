@@ -534,7 +534,7 @@ def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
 plan_mod.make_plan = make_plan
 tuning.run_protocol = stall
 prepare.prepare = stall if PHASE == "preparation" else (lambda todo, progress, later=(): 0.0)
-prepare.prepare_analyses = lambda studies, progress=True: {}  # the notebooks' data: the test's world has none
+prepare.prepare_analyses = lambda profile, data, progress=True: {}  # the notebooks' data: the test's world has none
 executors.make_executor = lambda *a, **k: Stalling()
 notebooks.execute_all = stall
 driver.runs_cached = lambda plans: 0

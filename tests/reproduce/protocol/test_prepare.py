@@ -29,7 +29,7 @@ def test_preparation_featurises_the_later_final_runs_of_its_own_data_sets_only(m
 
 
 def test_the_notebooks_data_is_prepared_once_as_their_study_loads_it(monkeypatch, capsys):
-    """``prepare_analyses``: each data set's splits as its Study loads them for the notebooks (with the bar asked
+    """``prepare_analyses``: the data set's splits as its Study loads them for the notebooks (with the bar asked
     for), then one Sentence-BERT call over every caption of the three splits, ``within`` the whole set (the file the
     notebooks' relevance reads); a split that carries its embeddings (a bundle) embeds nothing."""
     from coherent_itr.data.toy import make_toy_splits
@@ -37,31 +37,34 @@ def test_the_notebooks_data_is_prepared_once_as_their_study_loads_it(monkeypatch
     from reproduce.protocol import prepare as prep
 
     calls = []
+    splits = make_toy_splits(20, 5, 5, seed=0)
 
     class FakeStudy:
-        def __init__(self, splits, scale="default"):
-            self._splits, self.profile = splits, type("P", (), {"data_scale": scale})()
+        def __init__(self, profile, data, progress=True):
+            calls.append(("study", profile, data, progress))
+            self.profile = type("P", (), {"data_scale": "default"})()
 
         def splits(self, progress=True):
             calls.append(("splits", progress))
-            return self._splits
+            return splits
 
     def embed(captions, progress=True, within=None):
         calls.append(("embed", len(captions), within == captions))
 
+    monkeypatch.setattr(prep, "Study", FakeStudy)
     monkeypatch.setattr(prep, "embed_captions", embed)
-    splits = make_toy_splits(20, 5, 5, seed=0)
     n = sum(len(s.captions) for s in (splits.train, splits.dev, splits.test))
-    took = prep.prepare_analyses({"synthetic": FakeStudy(splits)}, progress=False)
-    assert calls == [("splits", False), ("embed", n, True)] and set(took) == {"synthetic_analyses_prepare_s"}
+    took = prep.prepare_analyses("default", "synthetic", progress=False)
+    assert calls == [("study", "default", "synthetic", False), ("splits", False), ("embed", n, True)]
+    assert set(took) == {"synthetic_analyses_prepare_s"}
     said = capsys.readouterr().out
     distinct = len({c for s in (splits.train, splits.dev, splits.test) for c in s.captions})
     assert f"Sentence-BERT embeddings of {distinct:,} distinct captions" in said
     for s in (splits.train, splits.dev, splits.test):
         s.extras["sbert_embeddings"] = None
     calls.clear()
-    prep.prepare_analyses({"flickr8k": FakeStudy(splits)}, progress=True)
-    assert calls == [("splits", True)]
+    prep.prepare_analyses("default", "flickr8k", progress=True)
+    assert calls == [("study", "default", "flickr8k", False), ("splits", True)]
 
 
 def test_the_notebooks_data_is_priced_cold_only_on_a_cache_without_it(tmp_path):
