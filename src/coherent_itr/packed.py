@@ -1,0 +1,445 @@
+"""Many runs as one model: E training runs that share a data set, a model shape and a loss, trained together with a
+leading member dimension so that every kernel serves all of them (HFTA, Wang et al., MLSys 2021; PyTorch's model
+ensembling recipe). A GPU engine: on a small CPU a pack is slower per run than the solo loop's fused GRU kernel,
+and the CPU keeps :func:`coherent_itr.train.train` and its run keys.
+
+What each member keeps of its own (as in :func:`coherent_itr.train.train`, run by run):
+
+* its parameters, drawn from its seed exactly as the solo run draws them (:class:`PackedVSE` stacks one
+  :class:`coherent_itr.models.VSEModel` per member);
+* its batch order, from its own generator seeded as the solo run's (:func:`coherent_itr.train._batches`);
+* its loss, a module of its own (its parameters, its warm-up switch, its random draws): the pack's similarities are
+  ``[E, B, B]`` and member e's loss reads ``sim[e]`` only;
+* its Adam state, learning rate and schedule, step count and gradient-norm clip (:class:`PackedAdam`,
+  :func:`clip_per_member`);
+* its selection and early stopping: a member that stops is frozen (its update masked), its best checkpoint kept
+  on the device; validation of every member in one pass.
+
+**Numerics.** A member's numbers must not depend on its neighbours or its slot. Every operation is per member
+(batched matrix products, element-wise arithmetic, reductions along a member's own row); the GRU runs one time
+step at a time with each step's input projection of fixed shape (B × W), so the width of the pack's longest
+caption changes how many steps run, never the arithmetic of a member's own steps (a GRU is causal; the steps
+after a caption's last token get exactly zero gradient). Packs are padded to a fixed width with dummy members
+(replicas of the first member, discarded) so that the pack's shape is the same whoever is in it.
+``tests/lib/test_packed.py`` holds one config's record and embeddings bit-equal in different packs and slots.
+
+The packed GRU is the recurrence of :class:`torch.nn.GRU` written as matrix products, not its fused kernel: a
+packed run is not bit-equal to its solo run, and a packed run's key must name the engine and the pack width (a
+packed result is never served for a solo key, nor the reverse). Not yet packed: bf16 autocast, the sampled
+gradient diagnostics and a training subset (``train_fraction`` < 1 gives each seed its own vocabulary), and the
+losses' per-step diagnostics (a member's history keeps its mean training loss).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import data as data_mod
+from . import health, losses, metrics
+from .config import Config
+from .determinism import resolve_device, seed_everything, use_deterministic_kernels
+from .models import VSEModel, Vocabulary
+from .train import RunResult, _batches
+
+#: fields every member of a pack shares (the data, the model's shape, the batches' shape, the loss's name)
+SHARED_FIELDS = (
+    "data",
+    "data_scale",
+    "data_dir",
+    "data_seed",
+    "train_fraction",
+    "relevance",
+    "relevance_params",
+    "embed_dim",
+    "word_dim",
+    "text_hidden",
+    "vocab_min_count",
+    "loss",
+    "batch_size",
+    "sampling",
+    "device",
+    "bf16",
+    "eval_fold_size",
+    "grad_diag_every",
+    "max_eval_captions",
+)
+DEFAULT_WIDTH = 8  # members per pack, dummies included
+
+
+def check_packable(configs: Sequence[Config]) -> None:
+    """Raise ``ValueError`` naming the field, the members and their values when ``configs`` cannot share a pack."""
+    if not configs:
+        raise ValueError("a pack needs at least one config")
+    first = configs[0]
+    for name in SHARED_FIELDS:
+        values = [getattr(c, name) for c in configs]
+        if any(v != values[0] for v in values):
+            odd = [i for i, v in enumerate(values) if v != values[0]]
+            raise ValueError(
+                f"configs cannot share a pack: {name} differs (member 0: {values[0]!r}; members {odd}: "
+                f"{[values[i] for i in odd]!r}); a pack shares {', '.join(SHARED_FIELDS)}"
+            )
+    if first.bf16:
+        raise ValueError("the packed engine has no bf16 autocast: bf16=False, or train these runs solo")
+    if first.grad_diag_every:
+        raise ValueError("the packed engine logs no gradient diagnostics: grad_diag_every=0, or train these solo")
+    if first.train_fraction < 1.0:
+        raise ValueError(
+            f"train_fraction={first.train_fraction:g}: each seed draws its own training subset (and vocabulary), "
+            "so these runs cannot share a pack; train them solo"
+        )
+
+
+class PackedVSE(nn.Module):
+    """E :class:`coherent_itr.models.VSEModel` stacked along a leading member dimension: ``image([E, n, F])`` and
+    ``text([E, n, T], [E, n])`` return ``[E, n, D]`` L2-normalised embeddings, member e computed from member e's
+    parameters only."""
+
+    def __init__(self, models: Sequence[VSEModel]) -> None:
+        super().__init__()
+
+        def stack(get):
+            return nn.Parameter(torch.stack([get(m).detach().clone() for m in models]))
+
+        self.img_w = stack(lambda m: m.image.fc.weight)  # [E, D, F]
+        self.img_b = stack(lambda m: m.image.fc.bias)  # [E, D]
+        self.embed = stack(lambda m: m.text.embed.weight)  # [E, V, W]
+        self.w_ih = stack(lambda m: m.text.gru.weight_ih_l0)  # [E, 3H, W]
+        self.w_hh = stack(lambda m: m.text.gru.weight_hh_l0)  # [E, 3H, H]
+        self.b_ih = stack(lambda m: m.text.gru.bias_ih_l0)  # [E, 3H]
+        self.b_hh = stack(lambda m: m.text.gru.bias_hh_l0)  # [E, 3H]
+        proj = models[0].text.proj
+        self.proj_w = stack(lambda m: m.text.proj.weight) if proj is not None else None  # [E, D, H]
+        self.proj_b = stack(lambda m: m.text.proj.bias) if proj is not None else None  # [E, D]
+
+    @property
+    def members(self) -> int:
+        return self.img_w.shape[0]
+
+    def image(self, features: torch.Tensor) -> torch.Tensor:
+        x = F.normalize(features, dim=-1)
+        return F.normalize(torch.baddbmm(self.img_b.unsqueeze(1), x, self.img_w.transpose(1, 2)), dim=-1)
+
+    def text(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Embeddings of ``tokens`` ([E, n, T], 0-padded) whose real lengths are ``lengths`` ([E, n], each in [1, T]):
+        the GRU's state after each caption's last real token (:class:`coherent_itr.models.text.TextEncoder`)."""
+        e, n, width = tokens.shape
+        lo, hi = int(lengths.min()), int(lengths.max())
+        if lo < 1 or hi > width:
+            raise ValueError(f"caption lengths must lie in [1, {width}] (the padded width); got [{lo}, {hi}]")
+        vocab = self.embed.shape[1]
+        offset = (torch.arange(e, device=tokens.device) * vocab).view(e, 1, 1)
+        x = F.embedding(tokens + offset, self.embed.reshape(e * vocab, -1))  # [E, n, T, W]
+        w_ih, w_hh = self.w_ih.transpose(1, 2), self.w_hh.transpose(1, 2)
+        b_ih, b_hh = self.b_ih.unsqueeze(1), self.b_hh.unsqueeze(1)
+        h = x.new_zeros(e, n, self.w_hh.shape[2])
+        last = torch.zeros_like(h)
+        at = (lengths.to(tokens.device) - 1).unsqueeze(-1)  # [E, n, 1]
+        for t in range(hi):
+            i_r, i_z, i_n = torch.baddbmm(b_ih, x[:, :, t], w_ih).chunk(3, dim=-1)
+            h_r, h_z, h_n = torch.baddbmm(b_hh, h, w_hh).chunk(3, dim=-1)
+            r = torch.sigmoid(i_r + h_r)
+            z = torch.sigmoid(i_z + h_z)
+            cand = torch.tanh(i_n + r * h_n)
+            h = (1 - z) * cand + z * h  # torch.nn.GRU's update
+            last = torch.where(at == t, h, last)
+        if self.proj_w is not None:
+            last = torch.baddbmm(self.proj_b.unsqueeze(1), last, self.proj_w.transpose(1, 2))
+        return F.normalize(last, dim=-1)
+
+
+class PackedAdam:
+    """Adam (``torch.optim.Adam``'s single-tensor arithmetic, no weight decay) over stacked parameters with a
+    learning rate, a step count and an on/off switch per member: ``step(lr, active)`` with ``lr`` and ``active``
+    ``[E]``; a member that is not active keeps its parameters, moments and step count."""
+
+    def __init__(self, params: Sequence[torch.Tensor], betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = [p for p in params if p is not None]
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        e = self.params[0].shape[0]
+        self.steps = torch.zeros(e, dtype=torch.float64)  # on the host: the bias corrections are host arithmetic
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, lr: Sequence[float], active: torch.Tensor) -> None:
+        active = torch.as_tensor(active, dtype=torch.bool)
+        self.steps += active.double()
+        steps = self.steps.clamp(min=1)
+        step_size = torch.as_tensor(lr, dtype=torch.float64) / (1 - self.beta1**steps)
+        bc2_sqrt = (1 - self.beta2**steps).sqrt()
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            if p.grad is None:
+                continue
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            on = active.to(p.device).view(shape)
+            g = p.grad
+            m.copy_(torch.where(on, torch.lerp(m, g, 1 - self.beta1), m))
+            v.copy_(torch.where(on, (v * self.beta2).addcmul_(g, g, value=1 - self.beta2), v))
+            denom = (v.sqrt() / bc2_sqrt.to(p.device, p.dtype).view(shape)).add_(self.eps)
+            update = (-step_size).to(p.device, p.dtype).view(shape) * m / denom
+            p.copy_(torch.where(on, p + update, p))
+
+    def state(self) -> list[torch.Tensor]:
+        return [*self.exp_avg, *self.exp_avg_sq]
+
+
+@torch.no_grad()
+def clip_per_member(params: Sequence[torch.Tensor], max_norm: Sequence[float]) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` per member: member e's gradients (row e of every parameter) scaled by
+    min(1, max_norm[e] / (‖g_e‖ + 1e-6)); a ``max_norm`` of 0 leaves that member unclipped. Returns the norms."""
+    grads = [p.grad for p in params if p is not None and p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads], dim=1)
+    total = torch.linalg.vector_norm(norms, dim=1)  # [E]
+    limit = torch.as_tensor(max_norm, dtype=total.dtype, device=total.device)
+    coef = torch.where(limit > 0, (limit / (total + 1e-6)).clamp(max=1.0), torch.ones_like(total))
+    for g in grads:
+        g.mul_(coef.view((-1,) + (1,) * (g.dim() - 1)))
+    return total
+
+
+@dataclass
+class _Member:
+    config: Config
+    generator: torch.Generator
+    crit: nn.Module
+    warm: int  # warm-up epochs that change this loss (0 when it selects no hardest negatives)
+    history: list
+    best_rsum: float = -math.inf
+    best_epoch: int = 0
+    best_row: dict | None = None
+    stopped: bool = False
+
+
+def _lr(c: Config, epoch: int) -> float:
+    """VSE++ schedule (:func:`coherent_itr.train._set_lr`): lr · decay^(epoch // lr_decay_epoch), 0-based epoch."""
+    return c.lr * c.lr_decay ** (epoch // max(1, c.lr_decay_epoch))
+
+
+@torch.no_grad()
+def _encode(model: PackedVSE, split, vocab: Vocabulary, device, batch: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every member's embeddings of ``split``'s images and captions, ``[E, n, D]`` on the device."""
+    e = model.members
+    feats = torch.from_numpy(np.ascontiguousarray(split.features, dtype=np.float32)).to(device)
+    img = torch.cat([model.image(feats[s : s + batch].expand(e, -1, -1)) for s in range(0, len(feats), batch)], 1)
+    caps = []
+    for s in range(0, split.n_captions, batch):
+        tok, lens = vocab.encode_batch(split.captions[s : s + batch])
+        caps.append(model.text(tok.to(device).expand(e, -1, -1), lens.expand(e, -1)))
+    return img, torch.cat(caps, 1)
+
+
+def _validate(model: PackedVSE, dev, vocab, device, chance: float) -> list[dict]:
+    """Per member: validation R@K / RSUM and the health values, as :func:`coherent_itr.train._validate`."""
+    img, cap = _encode(model, dev, vocab, device)
+    sims = torch.bmm(img, cap.transpose(1, 2)).cpu().numpy()  # one host read for the whole pack
+    rows = []
+    for sim in sims:
+        val = {f"val_{k}": v for k, v in metrics.retrieval_metrics(sim, dev.image_of_caption).items()}
+        val.update(health.similarity_health(sim, dev.image_of_caption))
+        val["val_rsum_chance"] = chance
+        val.update(health.epoch_health(val))
+        rows.append(val)
+    return rows
+
+
+def _selected_health(m: _Member) -> dict:
+    h = {k: m.best_row[k] for k in health.HEALTH_KEYS}
+    collapsed, reason = health.is_collapsed(h)
+    extra = {"val_rsum": m.best_row["val_rsum"], "val_rsum_chance": m.best_row["val_rsum_chance"]}
+    return {**h, "epoch": m.best_epoch, **extra, "collapsed": collapsed, "reason": reason}
+
+
+def train_packed(
+    configs: Sequence[Config],
+    splits: data_mod.DataSplits | None = None,
+    width: int | None = None,
+    progress: bool = True,
+    cache_dir: str | None = None,
+) -> list[RunResult]:
+    """Train ``configs`` (they share :data:`SHARED_FIELDS`; seeds, learning rates, schedules, clip, warm-up,
+    patience, epochs and loss parameters are each member's own) as one packed model of ``width`` members (the
+    default: :data:`DEFAULT_WIDTH`, or the number of configs if larger), and keep each member's best-validation
+    checkpoint. Returns one :class:`coherent_itr.train.RunResult` per config, in order; each record's ``engine``
+    names the packed engine, the pack's width and the member's slot."""
+    check_packable(configs)
+    t_start = time.perf_counter()
+    width = max(len(configs), width or DEFAULT_WIDTH)
+    members_cfg = list(configs) + [configs[0]] * (width - len(configs))
+    first = configs[0]
+    use_deterministic_kernels()
+    device = resolve_device(first.device)
+    if splits is None:
+        splits = data_mod.load_splits(
+            first.data, data_dir=first.data_dir, scale=first.data_scale, seed=first.data_seed, cache_dir=cache_dir
+        )
+    tr, dev = splits.train, splits.dev
+    if first.max_eval_captions and dev.n_captions > first.max_eval_captions:
+        dev = dev.subset_images(np.arange(first.max_eval_captions // dev.captions_per_image))
+    vocab = Vocabulary.build(tr.captions, first.vocab_min_count)
+    within = [c for s in (splits.train, splits.dev, splits.test) for c in s.captions]
+    provider = (
+        data_mod.relevance_provider(first.relevance, tr, cache_dir=cache_dir, within=within, **first.relevance_params)
+        if first.relevance
+        else None
+    )
+    tokens, lengths = vocab.encode_batch(tr.captions)
+    feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32)).to(device)
+    members, models = [], []
+    for c in members_cfg:  # each member's weights and generator drawn as its solo run draws them
+        g = seed_everything(c.seed)
+        models.append(VSEModel(tr.features.shape[1], len(vocab), c.embed_dim, c.word_dim, c.text_hidden))
+        crit = losses.build(c.loss, **c.loss_params).to(device)
+        warm = c.warmup_epochs if getattr(crit, "honours_warmup", False) else 0
+        members.append(_Member(c, g, crit, warm, []))
+    model = PackedVSE(models).to(device)
+    params = list(model.parameters())
+    opt = PackedAdam(params)
+    best = [p.detach().clone() for p in params]
+    chance = health.chance_rsum(dev.image_of_caption)
+    e_total = len(members)
+    n_epochs = max(c.epochs for c in members_cfg)
+    bar = tqdm(range(n_epochs), desc=f"pack of {len(configs)} ({first.loss})", disable=not progress, leave=False)
+    t_train = t_val = 0.0
+    for epoch in bar:
+        for m in members:
+            if m.config.epochs <= epoch:
+                m.stopped = True
+        active = torch.tensor([not m.stopped for m in members])
+        if not bool(active[: len(configs)].any()):
+            break
+        lrs = [_lr(m.config, epoch) for m in members]
+        for m in members:  # every ITRLoss; a loss without hardest negatives ignores the switch
+            if hasattr(m.crit, "set_warmup"):
+                m.crit.set_warmup(epoch < m.config.warmup_epochs)
+        t0 = time.perf_counter()
+        loss_sum = torch.zeros(e_total, device=device)
+        steps = 0
+        batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
+        for pairs in zip(*batches):
+            img_idx = torch.stack([p[0] for p in pairs])  # [E, B]
+            cap_idx = torch.stack([p[1] for p in pairs])
+            len_b = lengths[cap_idx]
+            tok_b = tokens[cap_idx][:, :, : int(len_b.max())]
+            v = model.image(feats[img_idx.to(device)])
+            t = model.text(tok_b.to(device), len_b)
+            sim = torch.bmm(v, t.transpose(1, 2))
+            each = []
+            for k, m in enumerate(members):
+                rel = None
+                if provider is not None:
+                    got = provider.batch(img_idx[k].numpy(), cap_idx[k].numpy())
+                    rel = torch.as_tensor(got, dtype=torch.float32, device=device)
+                each.append(m.crit(sim[k], rel))
+            loss = torch.stack(each)
+            opt.zero_grad()
+            loss.sum().backward()
+            clip_per_member(params, [m.config.grad_clip for m in members])
+            opt.step(lrs, active)
+            loss_sum += loss.detach()
+            steps += 1
+        losses_mean = (loss_sum / max(1, steps)).cpu().tolist()
+        bad = [k for k in range(len(configs)) if not members[k].stopped and not math.isfinite(losses_mean[k])]
+        if bad:
+            raise FloatingPointError(
+                f"non-finite mean loss in epoch {epoch + 1} for pack member(s) {bad} "
+                f"(seeds {[members[k].config.seed for k in bad]}, loss={first.loss})"
+            )
+        t1 = time.perf_counter()
+        vals = _validate(model, dev, vocab, device, chance)
+        t_val += time.perf_counter() - t1
+        t_train += t1 - t0
+        improved = torch.zeros(e_total, dtype=torch.bool)
+        for k, m in enumerate(members):
+            if m.stopped:
+                continue
+            row = {
+                "epoch": epoch + 1,
+                "epoch_time_s": t1 - t0,
+                "lr": lrs[k],
+                "train_loss": losses_mean[k],
+                "warmup": epoch < m.config.warmup_epochs,
+                "n_steps": steps,
+                "n_grad_samples": 0,
+                **vals[k],
+            }
+            m.history.append(row)
+            first_epoch = m.warm + 1  # selection and patience from the first epoch after the warm-up
+            e1 = epoch + 1
+            if e1 < first_epoch or e1 == first_epoch or row["val_rsum"] > m.best_rsum:
+                if e1 >= first_epoch:
+                    m.best_rsum = row["val_rsum"]
+                m.best_epoch, m.best_row = e1, row
+                improved[k] = True
+            p = m.config.early_stop_patience
+            if p > 0 and e1 >= first_epoch and e1 - m.best_epoch >= p:
+                m.stopped = True
+        with torch.no_grad():
+            for b, p in zip(best, params):
+                b.copy_(torch.where(improved.to(p.device).view((-1,) + (1,) * (p.dim() - 1)), p, b))
+        real = [m.history[-1]["val_rsum"] for m in members[: len(configs)] if m.history]
+        if real:
+            bar.set_postfix(rsum=f"{max(real):.1f}")
+    with torch.no_grad():
+        for b, p in zip(best, params):
+            p.copy_(b)
+    t0 = time.perf_counter()
+    img_e, cap_e = _encode(model, splits.test, vocab, device)
+    img_e, cap_e = img_e.float().cpu().numpy(), cap_e.float().cpu().numpy()
+    test_encode_s = time.perf_counter() - t0
+    total_s = time.perf_counter() - t_start
+    out = []
+    for k, m in enumerate(members[: len(configs)]):
+        record = {
+            "config": m.config.to_dict(),
+            "history": m.history,
+            "best_epoch": m.best_epoch,
+            "epochs_run": len(m.history),
+            "health": _selected_health(m),
+            "warmup": {
+                "epochs": [h["epoch"] for h in m.history if h["warmup"]],
+                "applies": bool(getattr(m.crit, "honours_warmup", False)),
+            },
+            "iterations": [],
+            "timing": {  # the pack's seconds, shared by its members
+                "total_s": total_s,
+                "train_s": t_train,
+                "train_s_per_epoch": t_train / max(1, len(m.history)),
+                "val_s": t_val,
+                "test_encode_s": test_encode_s,
+            },
+            "data": {
+                "train": tr.name,
+                "n_train_images": tr.n_images,
+                "dev": dev.name,
+                "n_dev_images": dev.n_images,
+                "test": splits.test.name,
+                "n_test_images": splits.test.n_images,
+                "vocab_size": len(vocab),
+            },
+            "machine": {
+                "device": str(device),
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+                "threads": torch.get_num_threads(),
+            },
+            "engine": {"step": "packed", "width": width, "slot": k, "members": len(configs)},
+        }
+        arrays = {"test_img": img_e[k].astype(np.float32), "test_cap": cap_e[k].astype(np.float32)}
+        out.append(RunResult(record, arrays))
+    return out
