@@ -28,6 +28,9 @@ of an effect in each metric's units.
 """
 PROG = "python -m reproduce"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"  # coherent_itr.runs.RUNS_FROM_ENV (imported lazily: --help stays light)
+ENGINE_ENV = "COHERENT_ITR_ENGINE"  # coherent_itr.runs.ENGINE_ENV
+ENGINES = ("auto", "solo", "pack")
+DEFAULT_PACK_WIDTH = 8  # coherent_itr.packed.DEFAULT_WIDTH
 COMMITTED = "committed"  # --runs-from committed: the machine of the committed run archives (results/runs/)
 DATA_SETS = ("synthetic", "flickr8k")
 EXECUTORS = ("local", "ray")
@@ -155,6 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
         "that one run's kernels leave mostly idle; the numbers are those of the runs one after another",
     )
     ap.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="solo = one run a model (coherent_itr.train); pack = runs that share data, model shape and loss "
+        "trained as one model (coherent_itr.packed: a GPU engine; its runs have keys of their own); auto = pack on "
+        f"CUDA, solo on a CPU and when reading another machine's runs (--runs-from). Sets ${ENGINE_ENV} for workers "
+        "and notebooks",
+    )
+    ap.add_argument(
+        "--pack-width",
+        type=_positive_int,
+        default=DEFAULT_PACK_WIDTH,
+        help="members of a pack under the packed engine, dummies included (part of a packed run's key)",
+    )
+    ap.add_argument(
         "--skip-notebooks",
         action="store_true",
         help="train the runs only; execute no notebook (the ledger then marks claims stale)",
@@ -228,6 +246,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.papers = getattr(args, "papers", None)
     if args.runs_per_worker > 1 and args.executor != "local":
         ap.error(f"argument --runs-per-worker: {args.runs_per_worker} needs --executor local (a Ray task is one run)")
+    if args.engine == "pack" and (args.executor != "local" or args.runs_per_worker > 1):
+        ap.error("argument --engine: pack trains packs in local workers (--executor local, --runs-per-worker 1)")
     if args.data == "auto":
         args.data_sets = None
     else:
@@ -236,3 +256,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         except argparse.ArgumentTypeError as exc:
             ap.error(f"argument --data: {exc}")
     return args
+
+
+def engine_setting(args, machine: str | None) -> str:
+    """The value of ``$COHERENT_ITR_ENGINE`` for ``args.engine``: ``solo``, ``pack:<width>``, or ``auto:<width>``
+    (the library resolves it: packed on CUDA, solo on a CPU); ``auto`` reads another machine's runs (``machine``,
+    ``--runs-from``) with the solo engine, the engine of the committed CPU archives."""
+    if args.engine == "solo" or (args.engine == "auto" and machine):
+        return "solo"
+    return f"{args.engine}:{args.pack_width}"

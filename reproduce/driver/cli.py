@@ -28,7 +28,17 @@ try:  # the study's environment (standard library above, below it what the envir
     from tqdm.auto import tqdm
 
     from reproduce.driver import notebooks
-    from reproduce.driver.arguments import AUTO, COMMITTED, DATA_SETS, PROG, RUNS_FROM_ENV, UsageError, parse_args
+    from reproduce.driver.arguments import (
+        AUTO,
+        COMMITTED,
+        DATA_SETS,
+        ENGINE_ENV,
+        PROG,
+        RUNS_FROM_ENV,
+        UsageError,
+        engine_setting,
+        parse_args,
+    )
     from reproduce.driver.signals import interrupt
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
@@ -648,6 +658,7 @@ def main(argv=None) -> int:
             return run_archive.import_command(args)
         if args.pilot_only:  # read by get_profile and the seed plan, here and in every worker and kernel
             os.environ[PILOT_ONLY_ENV] = "1"
+        os.environ[ENGINE_ENV] = engine_setting(args, machine)  # read by every RunCache: workers, kernels
         sets = validate(args)
         if machine:
             try:  # sets the variable every RunCache reads: workers and kernels inherit it

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from coherent_itr import data as data_mod
 from coherent_itr.config import Config
+from coherent_itr.packed import pack_groups
 from coherent_itr.runs import RunCache, default_threads, pinned_threads
 
 from reproduce.protocol.prepare import train_rows
@@ -203,6 +204,28 @@ def _run_one(
         return RunFailure(config_dict, f"{type(exc).__name__}: {exc}", traceback.format_exc())
 
 
+def _run_packed(
+    config_dicts: list[dict], cache_root: str, threads: int, evaluate: bool = True, keys: list | None = None
+) -> list:
+    """Train configs that can share a pack (:func:`coherent_itr.packed.pack_groups`) as one packed model into the
+    cache of the packed engine (``$COHERENT_ITR_ENGINE``), and evaluate each unless ``evaluate=False``; return, in
+    order, what :func:`_run_one` returns for each (a failure of the pack is every member's)."""
+    try:
+        configs = [Config.from_dict(cd) for cd in config_dicts]
+        cache = RunCache(cache_root, threads=threads)
+        if cache.engine is None:
+            raise RuntimeError("a pack needs the packed engine's cache: COHERENT_ITR_ENGINE=pack:<width> (--engine)")
+        for c, k in zip(configs, keys if keys is not None else [None] * len(configs)):
+            check_key(cache, c, k)
+        needed = any(not (cache.has(c) if evaluate else cache.has_training(c)) for c in configs)
+        splits = _splits_for(configs[0], cache_root, threads) if needed else None
+        cache.get_or_train_pack(configs, progress=False, splits=splits, evaluate=evaluate)
+        return [None] * len(configs)
+    except Exception as exc:  # noqa: BLE001 — reported with config and traceback, never swallowed
+        tb = traceback.format_exc()
+        return [RunFailure(cd, f"{type(exc).__name__}: {exc}", tb) for cd in config_dicts]
+
+
 @contextlib.contextmanager
 def _own_stream():
     """On a CUDA machine, the calling thread's work goes to a new stream of its own (the kernels of runs trained
@@ -347,7 +370,13 @@ class LocalExecutor:
         root = str(cache.root.parent)
         serial = self.workers == 1 and self.runs_per_worker == 1
         todo = [c.to_dict() for c in (configs if serial else longest_first(configs))]
-        groups = packs(todo, self.workers, self.runs_per_worker)
+        task = _run_pack
+        if cache.engine is not None:  # packed engine: runs that can share a pack train as one model
+            listed = [Config.from_dict(cd) for cd in todo]
+            groups = [[todo[i] for i in g] for g in pack_groups(listed, cache.engine["width"])]
+            task = _run_packed
+        else:
+            groups = packs(todo, self.workers, self.runs_per_worker)
         # the driver's key of each run: a worker whose code differs refuses it (check_key)
         keys = [[cache.train_key(Config.from_dict(cd)) for cd in pack] for pack in groups]
         failures: list[RunFailure] = []
@@ -363,12 +392,12 @@ class LocalExecutor:
 
         if self.workers == 1:
             for pack, pack_keys in zip(groups, keys):
-                finished(pack, _run_pack(pack, root, cache.threads, evaluate, pack_keys))
+                finished(pack, task(pack, root, cache.threads, evaluate, pack_keys))
         else:
             with worker_pool(self.workers) as pool:
                 with _children_ignore_sigint():  # Ctrl-C reaches the driver alone, which stops the workers
                     futs = {
-                        pool.submit(_run_pack, pack, root, cache.threads, evaluate, pack_keys): pack
+                        pool.submit(task, pack, root, cache.threads, evaluate, pack_keys): pack
                         for pack, pack_keys in zip(groups, keys)
                     }
                 for fut in as_completed(futs):
@@ -389,7 +418,7 @@ class LocalExecutor:
         failures: list[RunFailure] = []
         failed: set[str] = set()
         finished: set[tuple[str, bool]] = set()
-        flying: dict = {}  # future (or, in this process, None) -> (config, evaluate)
+        flying: dict = {}  # future (or, in this process, None) -> [(config, evaluate)]: a run, or a pack of runs
         own_bar = bar is None
         if own_bar:
             bar = tqdm(total=0, desc="training runs", unit="run", disable=not self.progress)
@@ -397,7 +426,7 @@ class LocalExecutor:
         def next_runs(n: int) -> list[tuple[Config, bool]]:
             if n <= 0:
                 return []
-            busy = {c.key() for c, _ in flying.values()}
+            busy = {c.key() for task in flying.values() for c, _ in task}
             todo = {}
             for c, evaluate in ready(failed):
                 k = c.key()
@@ -417,6 +446,21 @@ class LocalExecutor:
             order = longest_first([c for c, _ in todo.values()])
             return [todo[c.key()] for c in order[:n]]
 
+        def next_tasks(n: int) -> list[list[tuple[Config, bool]]]:
+            """Up to ``n`` tasks: single runs (solo engine), or packs of ready runs that can train together, the
+            longest run's pack first (packed engine; a pack never mixes runs to evaluate with runs that are not)."""
+            if cache.engine is None:
+                return [[run] for run in next_runs(n)]
+            if n <= 0:
+                return []
+            ready_now = next_runs(sys.maxsize)
+            tasks = []
+            for wanted in (True, False):
+                runs = [r for r in ready_now if r[1] is wanted]
+                tasks += [[runs[i] for i in g] for g in pack_groups([c for c, _ in runs], cache.engine["width"])]
+            first = {c.key(): i for i, (c, _) in enumerate(ready_now)}  # longest first (next_runs' order)
+            return sorted(tasks, key=lambda t: first[t[0][0].key()])[:n]
+
         def done(c: Config, evaluate: bool, f: RunFailure | None) -> None:
             finished.add((c.key(), evaluate))
             if f:
@@ -426,25 +470,36 @@ class LocalExecutor:
                 bar.total += 1
             _advance(bar, c.to_dict())
 
+        def submit(call, task):
+            """Run ``task`` (a list of (config, evaluate)) through ``call``; one failure or None per run."""
+            dicts, keys = [c.to_dict() for c, _ in task], [cache.train_key(c) for c, _ in task]
+            if cache.engine is not None:
+                return call(_run_packed, dicts, root, cache.threads, task[0][1], keys)
+            return call(_run_one, dicts[0], root, cache.threads, task[0][1], keys[0])
+
+        def results(got) -> list:
+            return got if cache.engine is not None else [got]
+
         if self.workers == 1:
-            while todo := next_runs(1):
-                c, evaluate = todo[0]
-                flying[None] = (c, evaluate)
-                f = _run_one(c.to_dict(), root, cache.threads, evaluate, cache.train_key(c))
+            while todo := next_tasks(1):
+                flying[None] = todo[0]
+                got = submit(lambda fn, *a: fn(*a), todo[0])
                 del flying[None]
-                done(c, evaluate, f)
+                for (c, evaluate), f in zip(todo[0], results(got)):
+                    done(c, evaluate, f)
         else:
             with worker_pool(self.workers) as pool:
                 while True:
-                    for c, evaluate in next_runs(self.workers - len(flying)):
+                    for task in next_tasks(self.workers - len(flying)):
                         with _children_ignore_sigint():  # a worker may start here: Ctrl-C reaches the driver alone
-                            fut = pool.submit(_run_one, c.to_dict(), root, cache.threads, evaluate, cache.train_key(c))
-                        flying[fut] = (c, evaluate)
+                            fut = submit(pool.submit, task)
+                        flying[fut] = task
                     if not flying:
                         break
                     for fut in wait(list(flying), return_when=FIRST_COMPLETED).done:
-                        c, evaluate = flying.pop(fut)
-                        done(c, evaluate, fut.result())
+                        task = flying.pop(fut)
+                        for (c, evaluate), f in zip(task, results(fut.result())):
+                            done(c, evaluate, f)
         if own_bar:
             bar.close()
         return failures

@@ -107,7 +107,9 @@ def current_entries(cache: runs.RunCache) -> tuple[list[tuple[str, Config, Path]
             continue
         try:
             config = Config.from_dict(record["config"])
-            key = runs.run_key(config, int(record.get("threads", cache.threads)), cache.machine)
+            key = runs.run_key(
+                config, int(record.get("threads", cache.threads)), cache.machine, runs.record_engine(record)
+            )
         except (KeyError, TypeError, ValueError):
             key = None
         if key != entry.name:

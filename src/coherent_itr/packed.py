@@ -32,11 +32,14 @@ losses' per-step diagnostics (a member's history keeps its mean training loss).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -74,6 +77,36 @@ SHARED_FIELDS = (
     "max_eval_captions",
 )
 DEFAULT_WIDTH = 8  # members per pack, dummies included
+
+
+@lru_cache(maxsize=None)
+def engine_identity(width: int) -> dict:
+    """What a packed run's key names beside its config and machine (:func:`coherent_itr.runs.run_key`): the engine,
+    the pack's width (which fixes the shapes every kernel sees) and this module's source (sha256, 16 digits). The
+    member's slot is not part of it: the tests hold a member's numbers equal in every slot."""
+    if not (isinstance(width, int) and width >= 1):
+        raise ValueError(f"pack width must be an integer ≥ 1, got {width!r}")
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return {"step": "packed", "width": width, "source": source}
+
+
+def signature(config: Config) -> str:
+    """The values of :data:`SHARED_FIELDS` of ``config``: configs with equal signatures can share a pack."""
+    return repr([(name, getattr(config, name)) for name in SHARED_FIELDS])
+
+
+def pack_groups(configs: Sequence[Config], width: int) -> list[list[int]]:
+    """Indices of ``configs`` in packs of at most ``width`` that can each train together (equal
+    :func:`signature`), in the order of each pack's first config; within a pack, the configs' order."""
+    groups: dict[str, list[list[int]]] = {}
+    order: list[list[int]] = []
+    for i, c in enumerate(configs):
+        packs = groups.setdefault(signature(c), [])
+        if not packs or len(packs[-1]) >= width:
+            packs.append([])
+            order.append(packs[-1])
+        packs[-1].append(i)
+    return order
 
 
 def check_packable(configs: Sequence[Config]) -> None:
@@ -273,13 +306,15 @@ def train_packed(
     cache_dir: str | None = None,
 ) -> list[RunResult]:
     """Train ``configs`` (they share :data:`SHARED_FIELDS`; seeds, learning rates, schedules, clip, warm-up,
-    patience, epochs and loss parameters are each member's own) as one packed model of ``width`` members (the
-    default: :data:`DEFAULT_WIDTH`, or the number of configs if larger), and keep each member's best-validation
-    checkpoint. Returns one :class:`coherent_itr.train.RunResult` per config, in order; each record's ``engine``
-    names the packed engine, the pack's width and the member's slot."""
+    patience, epochs and loss parameters are each member's own) as one packed model of ``width`` members (at least
+    as many as configs; default :data:`DEFAULT_WIDTH`, or the number of configs if larger) and keep each member's
+    best-validation checkpoint. Returns one :class:`coherent_itr.train.RunResult` per config, in order; each
+    record's ``engine`` names the packed engine (:func:`engine_identity`), the member's slot and the pack's size."""
     check_packable(configs)
     t_start = time.perf_counter()
-    width = max(len(configs), width or DEFAULT_WIDTH)
+    width = width or max(len(configs), DEFAULT_WIDTH)
+    if len(configs) > width:
+        raise ValueError(f"{len(configs)} configs do not fit a pack of width {width} (pack_groups splits them)")
     members_cfg = list(configs) + [configs[0]] * (width - len(configs))
     first = configs[0]
     use_deterministic_kernels()
@@ -438,7 +473,7 @@ def train_packed(
                 "python": platform.python_version(),
                 "threads": torch.get_num_threads(),
             },
-            "engine": {"step": "packed", "width": width, "slot": k, "members": len(configs)},
+            "engine": {**engine_identity(width), "slot": k, "members": len(configs)},
         }
         arrays = {"test_img": img_e[k].astype(np.float32), "test_cap": cap_e[k].astype(np.float32)}
         out.append(RunResult(record, arrays))

@@ -40,6 +40,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -57,6 +58,9 @@ from .io import atomic_save_npz, atomic_write_json, load_npz, sha256_file
 PACKAGE_DIR = Path(__file__).resolve().parent
 THREADS_ENV = "COHERENT_ITR_THREADS"
 RUNS_FROM_ENV = "COHERENT_ITR_RUNS_FROM"
+# the training engine of a cache's runs: unset or "solo" — coherent_itr.train, one run a model (its keys name no
+# engine); "pack:<width>" — coherent_itr.packed, runs trained as one model of that many members (keys of their own)
+ENGINE_ENV = "COHERENT_ITR_ENGINE"
 MACHINES_DIR = "machines"  # under <root>/runs/: the numerics of machines whose runs were imported
 CHECKSUM_FILE = "checksum.json"
 TRAIN_FILES = ("record.json", "arrays.npz")
@@ -426,11 +430,47 @@ def machine_id(numerics: dict) -> str:
     return f"{device}-torch{torch_v}-{digest}"
 
 
-def run_key(config: Config, threads: int = 1, machine: dict | None = None) -> str:
+def engine_from_env() -> dict | None:
+    """The engine :data:`ENGINE_ENV` names: ``None`` for the solo engine, else the packed engine's identity
+    (:func:`coherent_itr.packed.engine_identity`)."""
+    raw = os.environ.get(ENGINE_ENV, "").strip()
+    if raw in ("", "solo"):
+        return None
+    m = re.fullmatch(r"(pack|auto):([0-9]+)", raw)
+    if m is None or int(m[2]) < 1:
+        raise ValueError(
+            f"{ENGINE_ENV}={raw!r}: expected 'solo', 'pack:<width>' or 'auto:<width>' (packed on CUDA, else solo) "
+            "with a width ≥ 1, e.g. pack:8"
+        )
+    if m[1] == "auto":
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+    from .packed import engine_identity  # a packed cache only: solo runs never import the engine
+
+    return engine_identity(int(m[2]))
+
+
+def record_engine(record: dict) -> dict | None:
+    """The engine part of the key of the run ``record`` describes: ``None`` for a solo run, whose key names no
+    engine; for a packed run its engine, width and source (not its slot: a member's numbers do not depend on it)."""
+    engine = record.get("engine") or {}
+    if engine.get("step") != "packed":
+        return None
+    return {k: engine[k] for k in ("step", "width", "source")}
+
+
+def run_key(config: Config, threads: int = 1, machine: dict | None = None, engine: dict | None = None) -> str:
     """Training key of ``config`` run with ``threads`` intra-op threads under the current code, on this
     machine's device (:func:`local_numerics`) or, with ``machine``, on the machine of those numerics (the
-    key under which a run imported from that machine is stored)."""
+    key under which a run imported from that machine is stored). ``engine``: the packed engine's identity
+    (:func:`record_engine`) for a packed run, whose key is never a solo run's; ``None`` (solo) leaves the key as it
+    always was."""
     numerics = dict(local_numerics(config) if machine is None else machine)
+    if engine is not None:  # the solo engine's CUDA step (graphs or eager) is not what a packed run executes
+        numerics.pop("step", None)
+        numerics["engine"] = dict(engine)
     forms = {k: numerics.pop(k) for k in DATA_FORM_FIELDS if k in numerics}  # a machine's record names them all
     host = numerics.pop(HOST_FIELD, None)
     field = form_field(config)
@@ -581,9 +621,15 @@ class RunCache:
     (default ``$COHERENT_ITR_THREADS`` or 1); it is part of the training key."""
 
     def __init__(
-        self, root: str | os.PathLike | None = None, threads: int | None = None, machine: str | None = None
+        self,
+        root: str | os.PathLike | None = None,
+        threads: int | None = None,
+        machine: str | None = None,
+        engine: dict | None | str = "env",
     ) -> None:
         self.root = paths.cache_dir(root) / "runs"
+        # the engine its runs train with (and are looked up under): :data:`ENGINE_ENV` unless given
+        self.engine = engine_from_env() if engine == "env" else engine
         self.threads = int(threads) if threads is not None else default_threads()
         if self.threads < 1:
             raise ValueError(f"RunCache threads must be ≥ 1, got {threads!r}")
@@ -602,10 +648,10 @@ class RunCache:
     # keys and paths -----------------------------------------------------------------------
     def train_key(self, config: Config) -> str:
         if self._keys is None:
-            return run_key(config, self.threads, self.machine)
+            return run_key(config, self.threads, self.machine, self.engine)
         k = config.key()
         if k not in self._keys:
-            self._keys[k] = run_key(config, self.threads, self.machine)
+            self._keys[k] = run_key(config, self.threads, self.machine, self.engine)
         return self._keys[k]
 
     def eval_key(self, config: Config) -> str:
@@ -801,6 +847,8 @@ class RunCache:
                 f"and never trains one here under its key; train it there and import again, or unset "
                 f"{RUNS_FROM_ENV} to train it on this machine under this machine's key"
             )
+        if self.engine is not None:  # a pack of one, padded to the engine's width
+            return self.get_or_train_pack([config], progress=progress, splits=splits, evaluate=evaluate)[0]
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
                 with pinned_threads(self.threads):
@@ -812,6 +860,47 @@ class RunCache:
                 f"training entry {key} at {self.train_path(config)} failed verification right after it was written"
             )
         return res
+
+    def get_or_train_pack(self, configs, progress: bool = True, splits=None, evaluate: bool = True) -> list:
+        """:meth:`get_or_train` of every config in ``configs`` under this cache's packed engine: the ones not in the
+        cache train as one pack (:func:`coherent_itr.packed.train_packed`, at the engine's width), each stored
+        under its own key; then each is loaded (and evaluated unless ``evaluate=False``)."""
+        from .packed import pack_groups, train_packed
+
+        if self.engine is None:
+            raise ValueError("get_or_train_pack needs a cache of the packed engine (RunCache(engine=...))")
+        configs = list(configs)
+        missing = [c for c in configs if not self.has_training(c)]
+        if missing and self.machine is not None:
+            raise ImportedRunMissing(
+                f"{len(missing)} run(s) of this pack (first: {missing[0].loss}, seed {missing[0].seed}) are not among "
+                f"the runs imported from {self.machine_name}: this cache never trains under another machine's keys"
+            )
+        if missing:
+            keys = sorted({self.train_key(c) for c in missing})
+            with contextlib.ExitStack() as locks:  # every member's lock, in key order (no two packs deadlock)
+                for k in keys:
+                    locks.enter_context(self._lock(k, f"training of run {k}"))
+                missing = [c for c in missing if not self.has_training(c)]  # another process may have trained some
+                for group in pack_groups(missing, self.engine["width"]):
+                    members = [missing[i] for i in group]
+                    with pinned_threads(self.threads):
+                        results = train_packed(
+                            members,
+                            splits=splits,
+                            width=self.engine["width"],
+                            progress=progress,
+                            cache_dir=str(self.root.parent),
+                        )
+                    for c, r in zip(members, results):
+                        self.store_training(c, r)
+        out = []
+        for c in configs:
+            res = self.load(c, splits=splits) if evaluate else self.load_training(c)
+            if res is None:
+                raise CacheEntryError(f"training entry {self.train_key(c)} at {self.train_path(c)} failed verification")
+            out.append(res)
+        return out
 
     def verify(self) -> list[str]:
         """Every problem of every entry in this cache (see :func:`verify_cache`)."""

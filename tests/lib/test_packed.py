@@ -235,3 +235,64 @@ def test_the_module_is_in_no_run_keys_file_set():
     assert "packed.py" not in code_identity.load().get("files", {})
     for cfg in (BASE, Config(data="synthetic", data_scale="smoke", loss="adaptive_ladder", relevance="sbert")):
         assert "packed.py" not in runs.training_files(cfg)
+
+
+# --- the engine in the run cache -----------------------------------------------------------------------------
+def test_pack_groups_keep_packable_runs_together_up_to_the_width():
+    a = [BASE.replace(seed=s) for s in range(5)]
+    b = [BASE.replace(loss="vsepp", seed=s) for s in range(2)]
+    mixed = [a[0], b[0], a[1], a[2], b[1], a[3], a[4]]
+    assert packed_mod.pack_groups(mixed, 3) == [[0, 2, 3], [1, 4], [5, 6]]
+    assert packed_mod.pack_groups([], 3) == []
+
+
+def test_engine_from_the_environment(monkeypatch):
+    monkeypatch.delenv(runs.ENGINE_ENV, raising=False)
+    assert runs.engine_from_env() is None
+    monkeypatch.setenv(runs.ENGINE_ENV, "solo")
+    assert runs.engine_from_env() is None
+    monkeypatch.setenv(runs.ENGINE_ENV, "pack:4")
+    assert runs.engine_from_env() == packed_mod.engine_identity(4)
+    monkeypatch.setenv(runs.ENGINE_ENV, "auto:4")
+    assert runs.engine_from_env() == (packed_mod.engine_identity(4) if torch.cuda.is_available() else None)
+    for bad in ("pack", "pack:0", "packed:4", "pack:x"):
+        monkeypatch.setenv(runs.ENGINE_ENV, bad)
+        with pytest.raises(ValueError, match=f"{runs.ENGINE_ENV}={bad!r}"):
+            runs.engine_from_env()
+
+
+def test_a_packed_run_has_a_key_of_its_own_and_its_record_gives_it_back(tmp_path, toy):
+    """Under the packed engine a config's key is neither its solo key nor that of another width; the stored record
+    names the engine, and the key recomputed from it (what the run archive's export does) is the entry's."""
+    solo = runs.RunCache(tmp_path, engine=None)
+    pack4 = runs.RunCache(tmp_path, engine=packed_mod.engine_identity(4))
+    pack8 = runs.RunCache(tmp_path, engine=packed_mod.engine_identity(8))
+    cfg = BASE.replace(seed=1, epochs=1)
+    assert len({solo.train_key(cfg), pack4.train_key(cfg), pack8.train_key(cfg)}) == 3
+    assert solo.train_key(cfg) == runs.run_key(cfg, solo.threads)  # the solo key is what it always was
+    res = pack4.get_or_train(cfg, progress=False, splits=toy)
+    assert "test" in res.record and res.record["engine"]["width"] == 4
+    assert pack4.has(cfg) and not solo.has_training(cfg) and not pack8.has_training(cfg)
+    record = pack4.load_training(cfg).record
+    assert runs.run_key(cfg, record["threads"], None, runs.record_engine(record)) == pack4.train_key(cfg)
+    assert runs.record_engine({"engine": {"step": "eager"}}) is None and runs.record_engine({}) is None
+
+
+def test_get_or_train_pack_trains_only_the_missing_members_as_packs(tmp_path, toy, monkeypatch):
+    cache = runs.RunCache(tmp_path, engine=packed_mod.engine_identity(2))
+    cfgs = [BASE.replace(seed=s, epochs=1) for s in range(4)] + [BASE.replace(loss="vsepp", seed=0, epochs=1)]
+    cache.get_or_train(cfgs[0], progress=False, splits=toy)
+    packs = []
+    real = packed_mod.train_packed
+
+    def counting(configs, **kw):
+        packs.append([(c.loss, c.seed) for c in configs])
+        return real(configs, **kw)
+
+    monkeypatch.setattr(packed_mod, "train_packed", counting)
+    got = cache.get_or_train_pack(cfgs, progress=False, splits=toy, evaluate=False)
+    assert packs == [[("triplet", 1), ("triplet", 2)], [("triplet", 3)], [("vsepp", 0)]]
+    assert [r.record["config"]["seed"] for r in got] == [0, 1, 2, 3, 0]
+    assert all(cache.has_training(c) for c in cfgs)
+    with pytest.raises(ValueError, match="packed engine"):
+        runs.RunCache(tmp_path, engine=None).get_or_train_pack(cfgs)

@@ -52,6 +52,10 @@ def _fake_release(root: Path, judgements=True) -> Path:
         (["--executor", "slurm"], "invalid choice: 'slurm'"),
         (["--workers", "0"], "expected an integer ≥ 1 or 'auto', got '0'"),
         (["--workers", "many"], "expected an integer ≥ 1 or 'auto', got 'many'"),
+        (["--engine", "fast"], "invalid choice: 'fast'"),
+        (["--engine", "pack", "--executor", "ray"], "pack trains packs in local workers"),
+        (["--engine", "pack", "--runs-per-worker", "2"], "pack trains packs in local workers"),
+        (["--pack-width", "0"], "--pack-width"),
     ],
 )
 def test_bad_argument_is_one_line_and_exit_2(args, says):
@@ -125,6 +129,26 @@ def test_cli_choices_match_the_study():
     from coherent_itr import runs
 
     assert arguments.RUNS_FROM_ENV == runs.RUNS_FROM_ENV  # kept apart so that --help never imports torch
+    assert arguments.ENGINE_ENV == runs.ENGINE_ENV
+    from coherent_itr import packed
+
+    assert arguments.DEFAULT_PACK_WIDTH == packed.DEFAULT_WIDTH
+
+
+@pytest.mark.parametrize(
+    "argv, machine, setting",
+    [
+        ([], None, "auto:8"),
+        ([], "cpu-torch2.13.0-10b76383", "solo"),  # reading the committed CPU runs: their engine
+        (["--engine", "solo"], None, "solo"),
+        (["--engine", "pack", "--pack-width", "16"], None, "pack:16"),
+        (["--engine", "pack"], "cuda-sm90-torch2.11.0-0", "pack:8"),  # a GPU machine's packed runs, read back
+    ],
+)
+def test_the_engine_each_invocation_sets_for_workers_and_notebooks(argv, machine, setting):
+    from reproduce.driver.arguments import engine_setting, parse_args
+
+    assert engine_setting(parse_args(argv), machine) == setting
 
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ import pytest
 
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
-from coherent_itr.runs import RunCache
+from coherent_itr.packed import engine_identity
+from coherent_itr.runs import ENGINE_ENV, RunCache
 from reproduce.driver import cli as driver
 from reproduce.spec import experiments
 from reproduce.driver.executors import LocalExecutor, RayExecutor
@@ -87,6 +88,26 @@ def test_runs_train_as_they_become_ready_each_once(tmp_path, workers):
     assert broken.key() in asked[-1] and len(asked) <= 6
     with pytest.raises(ValueError, match="one run a worker"):
         LocalExecutor(workers=2, runs_per_worker=2, progress=False).run_as_ready(ready, cache)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_packed_engine_trains_ready_runs_in_packs(tmp_path, monkeypatch, workers):
+    """Under ``$COHERENT_ITR_ENGINE=pack:W`` (``--engine pack``) both executor paths train runs that can share a
+    pack as packs of at most W, each run stored under its packed key, none under its solo key."""
+    monkeypatch.setenv(ENGINE_ENV, "pack:2")
+    cache = RunCache(tmp_path)
+    assert cache.engine == engine_identity(2)
+    cfgs = tiny_configs(3)
+    assert LocalExecutor(workers=workers, progress=False).run(cfgs[:2], cache, evaluate=False) == []
+    assert all(cache.has_training(c) for c in cfgs[:2]) and not cache.has_training(cfgs[2])
+
+    def ready(failed):
+        return [(c, True) for c in cfgs if not cache.has(c)]
+
+    assert LocalExecutor(workers=workers, progress=False).run_as_ready(ready, cache) == []
+    assert all(cache.has(c) for c in cfgs)
+    widths = {cache.load_training(c).record["engine"]["width"] for c in cfgs}
+    assert widths == {2} and not any(RunCache(tmp_path, engine=None).has_training(c) for c in cfgs)
 
 
 def test_a_run_that_finishes_yet_stays_ready_is_a_failure_not_a_loop(tmp_path):
