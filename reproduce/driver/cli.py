@@ -495,6 +495,8 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
             f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
             flush=True,
         )
+    elif args.profile == "paper":  # the papers' size: its verdicts join the default's rows (protocol.scale)
+        print(f"reproduce: README.md left alone (profile paper: its ledger is {base.relative_to(ROOT)})", flush=True)
     elif args.profile != "smoke":
         if failed:
             print("reproduce: README.md NOT updated (failures, see above)", flush=True)

@@ -31,7 +31,7 @@ from reproduce.spec.baselines import baselines
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import get_profile
 from reproduce.spec.tables import smoke_banner
-from reproduce.protocol import claim_rows, ledger_compare
+from reproduce.protocol import claim_rows, ledger_compare, scale
 from reproduce.protocol.ledger_rows import _read_notebook_rows, build_ledger
 from reproduce.protocol.study import Study
 from reproduce.present.ledger_render import (
@@ -40,6 +40,7 @@ from reproduce.present.ledger_render import (
     _flag,
     _readme_stale_sentence,
     markdown,
+    papers_size_column,
     plain_summary,
     power_markdown,
     summary_counts,
@@ -60,6 +61,9 @@ def collect(results_dir: str | os.PathLike, collapsed: dict | None = None, stale
     rows = _read_notebook_rows(results_dir, stale)
     seen = {r.get("dataset") for r in rows if isinstance(r.get("dataset"), str)}
     df = build_ledger(rows, collapsed=collapsed, baselines=baselines(results_dir, [*registry.DATASETS, *sorted(seen)]))
+    # the main comparison's rows again at the papers' size, from the paper profile's own ledger (not its own)
+    own = results_dir.resolve() == scale.paper_ledger_path().parent.resolve()
+    df["papers_size"] = papers_size_column(df, None if own else scale.read_paper_ledger())
     health_known = collapsed is not None or any("collapsed" in r or "failed_seeds" in r for r in rows)
     df["health_evaluated"] = health_known
     atomic_write_text(results_dir / "claims.csv", df.to_csv(index=False))

@@ -25,7 +25,7 @@ from reproduce.protocol.ledger import (
     STABLE,
     TAGS,
 )
-from reproduce.protocol import resplit_plan
+from reproduce.protocol import resplit_plan, scale
 from reproduce.protocol.cost import minutes
 from reproduce.protocol.ledger_rows import as_float, is_stale
 from reproduce.spec.profiles import GPU_COSTS
@@ -39,6 +39,22 @@ def effect_cell(r) -> str:
         why = "identity: the largest deviation" if r.get("kind") == "identity" else str(r.get("reason", ""))
         return f"{fmt_num(r['effect'])} [— {why.split(';')[0]}]"
     return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
+
+
+def papers_size_cell(v) -> str:
+    """A row's cell "at the papers' size" from :func:`reproduce.protocol.scale.papers_size`: empty for a row the
+    papers' size does not decide again, the reason where it has no verdict, else its verdict and interval."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return f"papers' size: {v}"
+    return f"papers' size: **{v['verdict']}** {effect_cell(v)}"
+
+
+def papers_size_column(df: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
+    """The ledger's ``papers_size`` column: :func:`papers_size_cell` of every row against the papers'-size ledger
+    ``paper`` (``None``: none measured yet)."""
+    return [papers_size_cell(v) for v in scale.papers_size(df, paper)]
 
 
 def _flag(x) -> bool | None:
@@ -230,8 +246,9 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
         "## Primary rows",
         "",
         "| id | claim | data | metric (unit; direction) | our effect [simultaneous interval] | paper's effect | "
-        "δ | δ scaled to our baseline → verdict | ratio | power at the paper's effect | stability | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "δ | δ scaled to our baseline → verdict | ratio | power at the paper's effect | stability | verdict | "
+        "at the papers' size (GRU-1024) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df[df["role"] == "primary"].to_dict("records"):
         pe = (
@@ -244,7 +261,7 @@ def markdown(df: pd.DataFrame, health_known: bool = True) -> str:
             f"({_cell(r['unit'])}; {_cell(r['direction'])}) | {_cell(effect_cell(r))} | {pe} | {fmt_num(r['delta'])} | "
             f"{scaled_delta_cell(r)} | {fmt_num(r['ratio'], 2) if np.isfinite(as_float(r['ratio'])) else '—'} | "
             f"{power_cell(r)} | "
-            f"{stability_cell(r)} | {verdict_cell(r)} |"
+            f"{stability_cell(r)} | {verdict_cell(r)} | {_cell(r.get('papers_size')) or '—'} |"
         )
     for role in ("secondary", "exploratory"):
         sub = df[df["role"] == role]
@@ -272,7 +289,7 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
     datasets = list(dict.fromkeys(prim["dataset"]))
     rows = []
     for cid, c in registry.CLAIMS.items():
-        line = {"id": cid, "paper": c.paper, "claim": c.primary.statement}
+        line = {"id": cid, "paper": c.paper, "claim": c.primary.statement, "papers_size": ""}
         for d in datasets:
             r = prim[(prim["id"] == cid) & (prim["dataset"] == d)]
             stale = bool(len(r)) and is_stale(r.iloc[0].to_dict())
@@ -282,6 +299,8 @@ def primary_table(df: pd.DataFrame) -> pd.DataFrame:
             line[f"{d}_cell"] = (
                 STALE_CELL if stale else verdict_cell(r.iloc[0].to_dict()) if len(r) else "**not tested**"
             )
+            if len(r) and d == scale.SCALE_DATA and isinstance(r.iloc[0].get("papers_size"), str):
+                line["papers_size"] = r.iloc[0]["papers_size"]
         rows.append(line)
     return pd.DataFrame(rows)
 
@@ -291,12 +310,14 @@ def summary_markdown(df: pd.DataFrame) -> str:
     counted apart, :func:`primary_table`)."""
     t = primary_table(df)
     datasets = [c for c in t.columns if c not in ("id", "paper", "claim") and "_" not in c]
+    scaled = bool(t["papers_size"].astype(bool).any()) if len(t) else False
     head = (
         "| id | paper | primary contrast | "
         + " | ".join(f"{d}: effect [interval] → verdict | {d}: ratio to paper" for d in datasets)
+        + (f" | {scale.SCALE_DATA} at the papers' size (GRU-1024)" if scaled else "")
         + " |"
     )
-    rows = [head, "|" + "---|" * (3 + 2 * len(datasets))]
+    rows = [head, "|" + "---|" * (3 + 2 * len(datasets) + scaled)]
     for r in t.to_dict("records"):
         rows.append(
             f"| {r['id']} | {r['paper']} | {_cell(r['claim'])} | "
@@ -306,6 +327,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
                 + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
                 for d in datasets
             )
+            + (f" | {_cell(r['papers_size'].removeprefix('papers' + chr(39) + ' size: ')) or '—'}" if scaled else "")
             + " |"
         )
     tallies = []

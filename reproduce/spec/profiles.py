@@ -253,6 +253,7 @@ PROFILES = {
         data="flickr8k",
         data_scale="default",
         seeds=(0, 1, 2),
+        results_dir="results/paper_scale",  # beside the default's: its ledger is read by reproduce.protocol.scale
         tuning=TuningGrid(),
         reduced_data_epoch_cap=300,
         model=dict(

@@ -163,7 +163,8 @@ def test_rows_of_a_stale_claim_file_are_marked_in_the_markdown(tmp_path):
     assert n_bcls > 1
     assert f"**{n_bcls} of {n_prim} primary rows are stale**" in md
     line = next(x for x in md.splitlines() if x.startswith("| B1 |") and "| synthetic |" in x)
-    assert line.endswith(f"**reproduced** (larger than the paper — check the baseline) — {ledger_render.STALE_MARK} |")
+    verdict = f"**reproduced** (larger than the paper — check the baseline) — {ledger_render.STALE_MARK} |"
+    assert line.endswith(verdict + " papers' size: Flickr8k only |")  # then the papers'-size column
     assert sum("*stale*" in x for x in md.splitlines() if x.startswith("| ")) == n_bcls
     b2 = df[(df["role"] == "primary") & (df["id"] == "B2")].set_index("dataset")["note"].fillna("")
     assert b2["synthetic"].startswith("STALE (its notebook's claim file") and b2["flickr8k"] == ""
