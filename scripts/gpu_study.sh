@@ -22,7 +22,10 @@
 # GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_PARTS
 # (bench_cuda.py's parts to run instead of the correctness parts, e.g. add ",packed": epochs an hour for
 # processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g.
-# PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py).
+# PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py), ENGINE (auto: the packed engine on CUDA, solo on the
+# CPU; solo or pack to choose) and PACK_WIDTH (8: members of a pack), PAPER_LIMIT_S (150 on CUDA with a Flickr8k
+# bundle, else 0: seconds for the papers' size — PAPER_PROFILE, default paper — of the main comparison, the
+# overview's arms on Flickr8k, after the plan; exported into runs_paper.tar.xz).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -113,14 +116,38 @@ if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then  # the GP
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 >"$OUT/gpu_use.csv" 2>/dev/null &
     smi=$!
 fi
+ENGINE=${ENGINE:-auto}
+PACK_WIDTH=${PACK_WIDTH:-8}
+engine=(--engine "$ENGINE" --pack-width "$PACK_WIDTH")
 set +e
 timeout --foreground --preserve-status --signal=INT --kill-after=60 "$LIMIT_S" "$PY" -m reproduce --profile "$PROFILE" --data "$DATA" "${papers[@]}" \
-    --skip-notebooks --no-progress --workers "$WORKERS" --runs-per-worker "${RUNS_PER_WORKER:-1}" >"$OUT/train.log" 2>&1
+    --skip-notebooks --no-progress --workers "$WORKERS" --runs-per-worker "${RUNS_PER_WORKER:-1}" "${engine[@]}" >"$OUT/train.log" 2>&1
 train_rc=$?
 set -e
 if [ -n "$smi" ]; then kill "$smi" 2>/dev/null || true; fi
 tail -5 "$OUT/train.log"
 phase "training (exit $train_rc: 0 done, 130 stopped at the time limit, else failures in train.log)"
+
+# 4b. the papers' size: the main comparison's arms on Flickr8k at PAPER_PROFILE, for at most PAPER_LIMIT_S seconds
+PAPER_PROFILE=${PAPER_PROFILE:-paper}
+default_paper_s=0
+if [ "$DEVICE" = cuda ] && [ -n "${FLICKR8K_DIR:-}" ]; then default_paper_s=150; fi
+PAPER_LIMIT_S=${PAPER_LIMIT_S:-$default_paper_s}
+paper_rc=skipped
+if [ "$PAPER_LIMIT_S" -gt 0 ]; then
+    PAPER_CACHE="$COHERENT_ITR_CACHE-paper"  # a cache of its own: each archive holds one size's runs
+    mkdir -p "$PAPER_CACHE"
+    set +e
+    COHERENT_ITR_CACHE="$PAPER_CACHE" timeout --foreground --preserve-status --signal=INT --kill-after=60 "$PAPER_LIMIT_S" "$PY" -m reproduce --profile "$PAPER_PROFILE" \
+        --data "${PAPER_DATA:-flickr8k}" --papers overview --skip-notebooks --no-progress --workers "$WORKERS" "${engine[@]}" >"$OUT/train_paper.log" 2>&1
+    paper_rc=$?
+    set -e
+    tail -3 "$OUT/train_paper.log"
+    phase "the papers' size ($PAPER_PROFILE, exit $paper_rc)"
+fi
+# the export reads the runs under the engine they trained with (auto resolves as the driver's did)
+export COHERENT_ITR_ENGINE="$ENGINE:$PACK_WIDTH"
+if [ "$ENGINE" = solo ]; then export COHERENT_ITR_ENGINE=solo; fi
 
 # 5. the archive and the report
 if "$PY" -m reproduce.driver.run_archive --export "$OUT/runs.tar.xz" --profile "$PROFILE" --data "$DATA" --no-progress; then
@@ -128,12 +155,22 @@ if "$PY" -m reproduce.driver.run_archive --export "$OUT/runs.tar.xz" --profile "
 else
     phase "nothing exported"
 fi
+if [ "$paper_rc" != skipped ]; then
+    if COHERENT_ITR_CACHE="$PAPER_CACHE" "$PY" -m reproduce.driver.run_archive --export "$OUT/runs_paper.tar.xz" --profile "$PAPER_PROFILE" \
+        --data "${PAPER_DATA:-flickr8k}" --no-progress; then
+        phase "the papers' size exported"
+    else
+        phase "nothing of the papers' size exported"
+    fi
+fi
 {
     echo "# gpu_study.sh on $(hostname) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo
     "$PY" -c "import torch, platform; d = torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'; print(f'- device: {d}; torch {torch.__version__}; python {platform.python_version()}')"
     echo "- commit: $(git rev-parse HEAD 2>/dev/null || echo unknown); profile $PROFILE; data $DATA; workers $WORKERS × ${RUNS_PER_WORKER:-1} runs side by side; limit ${LIMIT_S} s"
+    echo "- engine: $ENGINE (pack width $PACK_WIDTH; auto = packed on CUDA, solo on a CPU)"
     echo "- training exit status: $train_rc"
+    echo "- the papers' size ($PAPER_PROFILE, ${PAPER_LIMIT_S} s): exit status $paper_rc"
     if [ -s "$OUT/gpu_use.csv" ]; then
         awk -F', *' '{u += $1; if ($2 > m) m = $2; n++} END {printf "- GPU while training: %.0f %% busy on average over %d samples 5 s apart, at most %d MiB used\n", u / n, n, m}' "$OUT/gpu_use.csv"
     fi

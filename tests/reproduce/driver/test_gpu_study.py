@@ -4,6 +4,7 @@ stack, Ray, and the sentence model (its caption embeddings come from ``python -m
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -77,3 +78,32 @@ def test_at_its_time_limit_the_training_stops_and_what_finished_is_exported(carr
     log = (out / "train.log").read_text()
     assert "training exit status: 130" in (out / "report.md").read_text(), log[-2000:]
     assert re.search(r"interrupted: \d+ runs cached", log) and "Traceback" not in log
+
+
+def test_the_packed_engine_trains_the_plan_and_the_papers_size_phase_runs_in_its_own_cache(carry, tmp_path):
+    """ENGINE=pack on the CPU standing in: the listwise smoke plan trains in packs of 4 and every exported run names
+    the packed engine; the papers'-size phase (here the smoke profile's overview, cut off at its limit) trains into
+    a cache of its own and says how it ended."""
+    out = tmp_path / "out"
+    r = _run(
+        carry,
+        out,
+        tmp_path,
+        LIMIT_S="600",
+        GPU_STUDY_BENCH="0",
+        ENGINE="pack",
+        PACK_WIDTH="4",
+        PAPER_LIMIT_S="15",
+        PAPER_PROFILE="smoke",
+        PAPER_DATA="synthetic",
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    assert "training exit status: 0" in report and "engine: pack (pack width 4" in report
+    assert re.search(r"the papers' size \(smoke, 15 s\): exit status (0|130)", report), report
+    assert (out / "train_paper.log").is_file() and "Traceback" not in (out / "train.log").read_text()
+    here = tmp_path / "here"
+    got = ra.import_runs(out / "runs.tar.xz", here)
+    assert got["runs"] == 7 and got["evaluations"] == 7  # the paper phase's runs are not in this archive
+    records = [json.loads(p.read_text()) for p in (here / "runs" / "train").glob("*/record.json")]
+    assert len(records) == 7 and {(r["engine"]["step"], r["engine"]["width"]) for r in records} == {("packed", 4)}
