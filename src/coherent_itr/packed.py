@@ -25,9 +25,10 @@ after a caption's last token get exactly zero gradient). Packs are padded to a f
 
 The packed GRU is the recurrence of :class:`torch.nn.GRU` written as matrix products, not its fused kernel: a
 packed run is not bit-equal to its solo run, and a packed run's key must name the engine and the pack width (a
-packed result is never served for a solo key, nor the reverse). Not yet packed: bf16 autocast, the sampled
-gradient diagnostics and a training subset (``train_fraction`` < 1 gives each seed its own vocabulary), and the
-losses' per-step diagnostics (a member's history keeps its mean training loss).
+packed result is never served for a solo key, nor the reverse). A member's record is a solo run's: its history
+with the losses' per-step diagnostics averaged per epoch, the sampled steps' tangent-gradient statistics
+(``grad_diag_every``) in its iterations. Not packed: bf16 autocast and a training subset (``train_fraction`` < 1
+gives each seed its own vocabulary); :func:`solo_reason` says why, and such a config trains solo.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import math
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from . import data as data_mod
 from . import health, losses, metrics
 from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
+from .gradients import tangent_gradient_stats
 from .models import VSEModel, Vocabulary
 from .train import RunResult, _batches
 
@@ -97,10 +99,14 @@ def signature(config: Config) -> str:
 
 def pack_groups(configs: Sequence[Config], width: int) -> list[list[int]]:
     """Indices of ``configs`` in packs of at most ``width`` that can each train together (equal
-    :func:`signature`), in the order of each pack's first config; within a pack, the configs' order."""
+    :func:`signature`), in the order of each pack's first config; within a pack, the configs' order. A config the
+    packed engine cannot train (:func:`solo_reason`) is a group of its own: it trains solo."""
     groups: dict[str, list[list[int]]] = {}
     order: list[list[int]] = []
     for i, c in enumerate(configs):
+        if solo_reason(c) is not None:
+            order.append([i])
+            continue
         packs = groups.setdefault(signature(c), [])
         if not packs or len(packs[-1]) >= width:
             packs.append([])
@@ -122,15 +128,18 @@ def check_packable(configs: Sequence[Config]) -> None:
                 f"configs cannot share a pack: {name} differs (member 0: {values[0]!r}; members {odd}: "
                 f"{[values[i] for i in odd]!r}); a pack shares {', '.join(SHARED_FIELDS)}"
             )
-    if first.bf16:
-        raise ValueError("the packed engine has no bf16 autocast: bf16=False, or train these runs solo")
-    if first.grad_diag_every:
-        raise ValueError("the packed engine logs no gradient diagnostics: grad_diag_every=0, or train these solo")
-    if first.train_fraction < 1.0:
-        raise ValueError(
-            f"train_fraction={first.train_fraction:g}: each seed draws its own training subset (and vocabulary), "
-            "so these runs cannot share a pack; train them solo"
-        )
+    why = solo_reason(first)
+    if why is not None:
+        raise ValueError(f"the packed engine cannot train these runs: {why}; train them solo")
+
+
+def solo_reason(config: Config) -> str | None:
+    """Why the packed engine cannot train ``config`` (it then trains solo, under its solo key), or ``None``."""
+    if config.bf16:
+        return "bf16=True (the packed engine has no bf16 autocast)"
+    if config.train_fraction < 1.0:
+        return f"train_fraction={config.train_fraction:g} (each seed draws its own training subset and vocabulary)"
+    return None
 
 
 class PackedVSE(nn.Module):
@@ -257,6 +266,9 @@ class _Member:
     best_epoch: int = 0
     best_row: dict | None = None
     stopped: bool = False
+    iterations: list = field(default_factory=list)  # the sampled steps' diagnostics (Config.grad_diag_every)
+    sums: dict = field(default_factory=dict)  # this epoch's per-step stats, summed
+    counts: dict = field(default_factory=dict)
 
 
 def _lr(c: Config, epoch: int) -> float:
@@ -296,6 +308,53 @@ def _selected_health(m: _Member) -> dict:
     collapsed, reason = health.is_collapsed(h)
     extra = {"val_rsum": m.best_row["val_rsum"], "val_rsum_chance": m.best_row["val_rsum_chance"]}
     return {**h, "epoch": m.best_epoch, **extra, "collapsed": collapsed, "reason": reason}
+
+
+def _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step: int) -> tuple[list, bool]:
+    """One packed forward and backward (gradients clipped per member; the optimiser steps after): per member its
+    step's loss, its loss's scalar diagnostics and, every ``grad_diag_every``-th step, the tangent-gradient
+    statistics of :func:`coherent_itr.gradients.tangent_gradient_stats` — what
+    :func:`coherent_itr.train._train_step` returns for a solo run; and whether this step was a sampled one."""
+    every = members[0].config.grad_diag_every
+    diagnose = every > 0 and step % every == 0
+    img_idx = torch.stack([p[0] for p in pairs])  # [E, B]
+    cap_idx = torch.stack([p[1] for p in pairs])
+    len_b = lengths[cap_idx]
+    tok_b = tokens[cap_idx][:, :, : int(len_b.max())]
+    v = model.image(feats[img_idx.to(device)])
+    t = model.text(tok_b.to(device), len_b)
+    if diagnose:
+        v.retain_grad()
+    sim = torch.bmm(v, t.transpose(1, 2))
+    if diagnose:
+        sim.retain_grad()
+    each = []
+    for k, m in enumerate(members):
+        rel = None
+        if provider is not None:
+            got = provider.batch(img_idx[k].numpy(), cap_idx[k].numpy())
+            rel = torch.as_tensor(got, dtype=torch.float32, device=device)
+        each.append(m.crit(sim[k], rel))
+    loss = torch.stack(each)
+    for p in model.parameters():
+        p.grad = None
+    loss.sum().backward()
+    clip_per_member(list(model.parameters()), [m.config.grad_clip for m in members])
+    values = loss.detach().cpu().tolist()  # one host read for the pack
+    out = []
+    for k, m in enumerate(members):
+        st = {"train_loss": values[k]}
+        st.update(
+            {
+                f"loss_{key}": float(x)
+                for key, x in m.crit.diagnostics.items()
+                if isinstance(x, (int, float)) and not isinstance(x, bool)
+            }
+        )
+        if diagnose:
+            st.update(tangent_gradient_stats(v[k].detach(), t[k].detach(), sim[k].detach(), sim.grad[k], v.grad[k]))
+        out.append(st)
+    return out, diagnose
 
 
 def train_packed(
@@ -351,6 +410,7 @@ def train_packed(
     n_epochs = max(c.epochs for c in members_cfg)
     bar = tqdm(range(n_epochs), desc=f"pack of {len(configs)} ({first.loss})", disable=not progress, leave=False)
     t_train = t_val = 0.0
+    step = 0  # updates so far, shared by the members (0-based index of the next one)
     for epoch in bar:
         for m in members:
             if m.config.epochs <= epoch:
@@ -363,38 +423,27 @@ def train_packed(
             if hasattr(m.crit, "set_warmup"):
                 m.crit.set_warmup(epoch < m.config.warmup_epochs)
         t0 = time.perf_counter()
-        loss_sum = torch.zeros(e_total, device=device)
-        steps = 0
+        for m in members:
+            m.sums, m.counts = {}, {}
         batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
         for pairs in zip(*batches):
-            img_idx = torch.stack([p[0] for p in pairs])  # [E, B]
-            cap_idx = torch.stack([p[1] for p in pairs])
-            len_b = lengths[cap_idx]
-            tok_b = tokens[cap_idx][:, :, : int(len_b.max())]
-            v = model.image(feats[img_idx.to(device)])
-            t = model.text(tok_b.to(device), len_b)
-            sim = torch.bmm(v, t.transpose(1, 2))
-            each = []
-            for k, m in enumerate(members):
-                rel = None
-                if provider is not None:
-                    got = provider.batch(img_idx[k].numpy(), cap_idx[k].numpy())
-                    rel = torch.as_tensor(got, dtype=torch.float32, device=device)
-                each.append(m.crit(sim[k], rel))
-            loss = torch.stack(each)
-            opt.zero_grad()
-            loss.sum().backward()
-            clip_per_member(params, [m.config.grad_clip for m in members])
+            stats, sampled = _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step)
             opt.step(lrs, active)
-            loss_sum += loss.detach()
-            steps += 1
-        losses_mean = (loss_sum / max(1, steps)).cpu().tolist()
-        bad = [k for k in range(len(configs)) if not members[k].stopped and not math.isfinite(losses_mean[k])]
-        if bad:
-            raise FloatingPointError(
-                f"non-finite mean loss in epoch {epoch + 1} for pack member(s) {bad} "
-                f"(seeds {[members[k].config.seed for k in bad]}, loss={first.loss})"
-            )
+            warm_now = [epoch < m.config.warmup_epochs for m in members]
+            for k, (m, st) in enumerate(zip(members, stats)):
+                if m.stopped:
+                    continue
+                if not math.isfinite(st["train_loss"]) and k < len(configs):
+                    raise FloatingPointError(
+                        f"non-finite loss {st['train_loss']} at step {step} for pack member {k} "
+                        f"(seed {m.config.seed}, loss={m.config.loss}, params={m.config.loss_params})"
+                    )
+                if sampled:
+                    m.iterations.append({"step": step, "epoch": epoch + 1, "warmup": warm_now[k], **st})
+                for key, val in st.items():
+                    m.sums[key] = m.sums.get(key, 0.0) + val
+                    m.counts[key] = m.counts.get(key, 0) + 1
+            step += 1
         t1 = time.perf_counter()
         vals = _validate(model, dev, vocab, device, chance)
         t_val += time.perf_counter() - t1
@@ -403,14 +452,15 @@ def train_packed(
         for k, m in enumerate(members):
             if m.stopped:
                 continue
+            means = {key: m.sums[key] / m.counts[key] for key in m.sums}
             row = {
                 "epoch": epoch + 1,
                 "epoch_time_s": t1 - t0,
                 "lr": lrs[k],
-                "train_loss": losses_mean[k],
+                **means,
                 "warmup": epoch < m.config.warmup_epochs,
-                "n_steps": steps,
-                "n_grad_samples": 0,
+                "n_steps": m.counts.get("train_loss", 0),
+                "n_grad_samples": m.counts.get("grad_anchor", 0),
                 **vals[k],
             }
             m.history.append(row)
@@ -450,7 +500,7 @@ def train_packed(
                 "epochs": [h["epoch"] for h in m.history if h["warmup"]],
                 "applies": bool(getattr(m.crit, "honours_warmup", False)),
             },
-            "iterations": [],
+            "iterations": m.iterations,
             "timing": {  # the pack's seconds, shared by its members
                 "total_s": total_s,
                 "train_s": t_train,

@@ -646,12 +646,21 @@ class RunCache:
         return other
 
     # keys and paths -----------------------------------------------------------------------
+    def engine_of(self, config: Config) -> dict | None:
+        """The engine a run of ``config`` trains with in this cache: its packed engine, unless the packed engine
+        cannot train that config (:func:`coherent_itr.packed.solo_reason`: it trains solo, under its solo key)."""
+        if self.engine is None:
+            return None
+        from .packed import solo_reason  # a packed cache only
+
+        return None if solo_reason(config) else self.engine
+
     def train_key(self, config: Config) -> str:
         if self._keys is None:
-            return run_key(config, self.threads, self.machine, self.engine)
+            return run_key(config, self.threads, self.machine, self.engine_of(config))
         k = config.key()
         if k not in self._keys:
-            self._keys[k] = run_key(config, self.threads, self.machine, self.engine)
+            self._keys[k] = run_key(config, self.threads, self.machine, self.engine_of(config))
         return self._keys[k]
 
     def eval_key(self, config: Config) -> str:
@@ -847,7 +856,7 @@ class RunCache:
                 f"and never trains one here under its key; train it there and import again, or unset "
                 f"{RUNS_FROM_ENV} to train it on this machine under this machine's key"
             )
-        if self.engine is not None:  # a pack of one, padded to the engine's width
+        if self.engine_of(config) is not None:  # a pack of one, padded to the engine's width
             return self.get_or_train_pack([config], progress=progress, splits=splits, evaluate=evaluate)[0]
         with self._lock(key, f"training of run {key}"):
             if not self.has_training(config):
@@ -870,7 +879,10 @@ class RunCache:
         if self.engine is None:
             raise ValueError("get_or_train_pack needs a cache of the packed engine (RunCache(engine=...))")
         configs = list(configs)
-        missing = [c for c in configs if not self.has_training(c)]
+        for c in configs:  # the configs the packed engine cannot train: solo, under their solo keys
+            if self.engine_of(c) is None:
+                self.get_or_train(c, progress=progress, splits=splits, evaluate=evaluate)
+        missing = [c for c in configs if self.engine_of(c) is not None and not self.has_training(c)]
         if missing and self.machine is not None:
             raise ImportedRunMissing(
                 f"{len(missing)} run(s) of this pack (first: {missing[0].loss}, seed {missing[0].seed}) are not among "

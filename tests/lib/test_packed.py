@@ -216,16 +216,32 @@ def test_configs_that_cannot_share_a_pack_are_refused_by_name(other, match):
 @pytest.mark.parametrize(
     "field, match",
     [
-        (dict(bf16=True), "bf16"),
-        (dict(grad_diag_every=2), "gradient diagnostics"),
+        (dict(bf16=True), "bf16=True"),
         (dict(train_fraction=0.5), "train_fraction=0.5"),
     ],
 )
 def test_what_the_pack_does_not_support_is_refused(field, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=f"cannot train these runs: {match}"):
         check_packable([BASE.replace(**field)])
+    assert packed_mod.solo_reason(BASE.replace(**field)).startswith(match)
+    assert packed_mod.solo_reason(BASE) is None
     with pytest.raises(ValueError, match="at least one config"):
         check_packable([])
+
+
+def test_a_members_diagnostics_are_its_solo_runs(toy):
+    """With sampled gradient diagnostics every 2nd step: the same history keys and iteration steps as the solo
+    run, the values equal up to float rounding (the losses' diagnostics and the tangent-gradient statistics)."""
+    cfg = BASE.replace(seed=1, epochs=2, grad_diag_every=2)
+    solo = train(cfg, splits=toy, progress=False)
+    pack = train_packed([cfg, BASE.replace(seed=4, epochs=2, grad_diag_every=2)], splits=toy, progress=False)[0]
+    assert [set(h) for h in pack.history] == [set(h) for h in solo.history]
+    assert [it["step"] for it in pack.record["iterations"]] == [it["step"] for it in solo.record["iterations"]]
+    assert [set(it) for it in pack.record["iterations"]] == [set(it) for it in solo.record["iterations"]]
+    for got, want in zip(pack.record["iterations"] + pack.history, solo.record["iterations"] + solo.history):
+        for key, value in want.items():
+            if isinstance(value, float) and key != "epoch_time_s":
+                assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
 
 
 # --- run keys ------------------------------------------------------------------------------------------------
@@ -243,6 +259,8 @@ def test_pack_groups_keep_packable_runs_together_up_to_the_width():
     b = [BASE.replace(loss="vsepp", seed=s) for s in range(2)]
     mixed = [a[0], b[0], a[1], a[2], b[1], a[3], a[4]]
     assert packed_mod.pack_groups(mixed, 3) == [[0, 2, 3], [1, 4], [5, 6]]
+    subset = [BASE.replace(seed=s, train_fraction=0.5) for s in range(2)]  # each trains solo
+    assert packed_mod.pack_groups([a[0], *subset, a[1]], 3) == [[0, 3], [1], [2]]
     assert packed_mod.pack_groups([], 3) == []
 
 
@@ -296,3 +314,11 @@ def test_get_or_train_pack_trains_only_the_missing_members_as_packs(tmp_path, to
     assert all(cache.has_training(c) for c in cfgs)
     with pytest.raises(ValueError, match="packed engine"):
         runs.RunCache(tmp_path, engine=None).get_or_train_pack(cfgs)
+
+
+def test_a_config_the_pack_cannot_train_trains_solo_under_its_solo_key(tmp_path, toy):
+    cache = runs.RunCache(tmp_path, engine=packed_mod.engine_identity(2))
+    subset = BASE.replace(seed=1, epochs=1, train_fraction=0.5)
+    assert cache.engine_of(subset) is None and cache.train_key(subset) == runs.RunCache(tmp_path).train_key(subset)
+    got = cache.get_or_train_pack([subset, BASE.replace(seed=2, epochs=1)], progress=False, splits=toy)
+    assert "engine" not in got[0].record and got[1].record["engine"]["step"] == "packed"
