@@ -137,6 +137,7 @@ paper_rc=skipped
 if [ "$PAPER_LIMIT_S" -gt 0 ]; then
     PAPER_CACHE="$COHERENT_ITR_CACHE-paper"  # a cache of its own: each archive holds one size's runs
     mkdir -p "$PAPER_CACHE"
+    if [ -d "$CARRY/cache/sbert" ]; then cp -r "$CARRY/cache/sbert" "$PAPER_CACHE/"; fi
     set +e
     COHERENT_ITR_CACHE="$PAPER_CACHE" timeout --foreground --preserve-status --signal=INT --kill-after=60 "$PAPER_LIMIT_S" "$PY" -m reproduce --profile "$PAPER_PROFILE" \
         --data "${PAPER_DATA:-flickr8k}" --papers overview --skip-notebooks --no-progress --workers "$WORKERS" "${engine[@]}" >"$OUT/train_paper.log" 2>&1

@@ -101,7 +101,9 @@ def test_the_packed_engine_trains_the_plan_and_the_papers_size_phase_runs_in_its
     report = (out / "report.md").read_text()
     assert "training exit status: 0" in report, (out / "train.log").read_text()[-3000:]
     assert "engine: pack (pack width 4" in report
-    assert re.search(r"the papers' size \(smoke, 15 s\): exit status (0|130)", report), report
+    assert re.search(r"the papers' size \(smoke, 15 s\): exit status (0|130)", report), (
+        out / "train_paper.log"
+    ).read_text()[-3000:]
     assert (out / "train_paper.log").is_file() and "Traceback" not in (out / "train.log").read_text()
     here = tmp_path / "here"
     got = ra.import_runs(out / "runs.tar.xz", here)
