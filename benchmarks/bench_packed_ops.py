@@ -145,8 +145,8 @@ def main() -> int:
         "and the solo step is captured as a CUDA graph, which the packed step is not yet — so this is the count a "
         "pack divides, not a GPU timing. The packed GRU's operations per time step serve the whole pack; what a pack "
         "does not divide is each member's loss (the last column, repeated E times): a loss over `[E, B, B]` "
-        "similarities (batched or `vmap`ped) is the next step. On this CPU an update costs the same per run in a "
-        "pack as solo: the CPU keeps the solo engine.",
+        "similarities (batched or `vmap`ped) is the next step. On this CPU an update is no faster per run in a "
+        "pack than solo (the last column): the CPU keeps the solo engine.",
         "",
     ]
     out = ROOT / "results" / "benchmarks" / "packed_ops.md"
