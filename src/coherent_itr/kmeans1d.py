@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import torch
 
-#: dtype of the DP table (the silhouette is computed in float64); the reference back-end's
-DP_DTYPE = torch.float32
+# the reference's prefix sums and the dtype of its DP tables, shared so the two cannot drift apart
+from .losses.adaptive_ladder import DP_DTYPE, _prefix
 
 _CACHE: dict = {}
 
@@ -62,11 +62,6 @@ def _constants(n: int, l_min: int, l_max: int, device) -> dict:
     }
     _CACHE[key] = c
     return c
-
-
-def _prefix(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    z = x.new_zeros(x.shape[0], 1)
-    return torch.cat([z, x.cumsum(1)], 1), torch.cat([z, (x * x).cumsum(1)], 1)
 
 
 def _back_tables(xs: torch.Tensor, l_max: int, c: dict) -> tuple[torch.Tensor, torch.Tensor]:
