@@ -349,31 +349,28 @@ def stale_claims(profile: str, results_dirs: dict[str, str | Path]) -> dict[Path
     earlier run before its notebook failed now, or made by another library version."""
     vouched: set[Path] = set()
     described: dict[Path, str] = {}
-    for data, rd in results_dirs.items():
-        rd = Path(rd)
-        for nb in notebook_paths():
-            st = read_stamp(stamp_path(rd, nb))
-            if not st:
-                continue
-            current = st.get("inputs") == inputs_hash(nb, profile, data)
-            ok = st.get("status") == "ok"
-            src = st if ok else (st.get("previous") or {})
-            for c in src.get("claims") or []:
-                p = rd / c
-                if ok and current:
-                    vouched.add(p)
-                elif not ok:
-                    described[p] = (
-                        f"{nb.name} [{data}] failed in its execution of {_when(st.get('started'))}; "
-                        f"this file is from its execution of {_when(src.get('started'))} "
-                        f"(stamp {stamp_path(rd, nb)})"
-                    )
-                else:
-                    described[p] = (
-                        f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
-                        f"(stamp {_rel(stamp_path(rd, nb))}: inputs {st.get('inputs')}, now "
-                        f"{inputs_hash(nb, profile, data)})"
-                    )
+    for data, rd, nb, st, now in _stamps(profile, results_dirs):
+        if not st:
+            continue
+        current = st.get("inputs") == now
+        ok = st.get("status") == "ok"
+        src = st if ok else (st.get("previous") or {})
+        for c in src.get("claims") or []:
+            p = rd / c
+            if ok and current:
+                vouched.add(p)
+            elif not ok:
+                described[p] = (
+                    f"{nb.name} [{data}] failed in its execution of {_when(st.get('started'))}; "
+                    f"this file is from its execution of {_when(src.get('started'))} "
+                    f"(stamp {stamp_path(rd, nb)})"
+                )
+            else:
+                described[p] = (
+                    f"written by {nb.name} [{data}] at {_when(st.get('started'))} with other inputs "
+                    f"(stamp {_rel(stamp_path(rd, nb))}: inputs {st.get('inputs')}, now "
+                    f"{now})"
+                )
     out = {}
     for rd in results_dirs.values():
         for p in sorted(Path(rd).glob("*/claims_*.csv")):
@@ -391,14 +388,21 @@ def stale_notebooks(profile: str, results_dirs: dict[str, str | Path], pkg: Path
     the current inputs (:func:`inputs_hash`; ``pkg``: the ``reproduce`` folder) vouches for, each with why: what a
     landing that changes code the notebooks execute must regenerate (``make reproduce``, on any machine)."""
     out = []
-    for data, rd in results_dirs.items():
-        for nb in notebook_paths():
-            where = f"{_rel(Path(rd) / 'notebooks' / nb.name)} [{data}]"
-            st = read_stamp(stamp_path(rd, nb))
-            if not st:
-                out.append(f"{where}: no stamp")
-            elif st.get("status") != "ok":
-                out.append(f"{where}: its last execution failed")
-            elif st.get("inputs") != (now := inputs_hash(nb, profile, data, pkg)):
-                out.append(f"{where}: executed with inputs {st.get('inputs')}, the code's are {now}")
+    for data, rd, nb, st, now in _stamps(profile, results_dirs, pkg):
+        where = f"{_rel(rd / 'notebooks' / nb.name)} [{data}]"
+        if not st:
+            out.append(f"{where}: no stamp")
+        elif st.get("status") != "ok":
+            out.append(f"{where}: its last execution failed")
+        elif st.get("inputs") != now:
+            out.append(f"{where}: executed with inputs {st.get('inputs')}, the code's are {now}")
     return out
+
+
+def _stamps(profile: str, results_dirs: dict[str, str | Path], pkg: Path | None = None):
+    """``(data set, results folder, notebook, its stamp or None, the inputs hash its execution would have now)``
+    for every notebook under every results folder: what :func:`stale_claims` and :func:`stale_notebooks` judge."""
+    for data, rd in results_dirs.items():
+        rd = Path(rd)
+        for nb in notebook_paths():
+            yield data, rd, nb, read_stamp(stamp_path(rd, nb)), inputs_hash(nb, profile, data, pkg)
