@@ -253,6 +253,14 @@ def ranking(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def equal_arms(df: pd.DataFrame) -> dict[str, list[str]]:
+    """Per world: the arms whose every run has the same selected validation RSUM under both engines."""
+    return {
+        w: [a for a, g in g_w.groupby("arm", sort=False) if (g.val_diff == 0).all()]
+        for w, g_w in df.groupby("world", sort=False)
+    }
+
+
 def overall(df: pd.DataFrame) -> pd.DataFrame:
     """The spreads per world and over every run."""
     rows = [{"scope": w, **_summary_row(g)} for w, g in df.groupby("world", sort=False)]
@@ -316,6 +324,8 @@ def report(df: pd.DataFrame, meta: dict) -> str:
         "`best_epoch_equal`: runs whose two engines selected the same epoch. Runs whose selected validation RSUM is "
         "equal under both engines: "
         + ", ".join(f"{r.scope} {r.val_equal} of {r.runs}" for r in over.itertuples())
+        + ". Arms whose every run does: "
+        + "; ".join(f"{w}: {', '.join(a) or 'none'}" for w, a in equal_arms(df).items())
         + ".",
         "",
         "For scale, the spread of the validation RSUM of the same configs' tuning rungs on two machines (Flickr8k, "
@@ -337,7 +347,9 @@ def report(df: pd.DataFrame, meta: dict) -> str:
         "Seconds per run: a solo run's wall time (setup, epochs, validation, test encoding); a pack's wall time "
         "divided by its members. `load_1min`: the 1-minute load average after each arm, averaged. On a CPU the "
         "packed engine runs the GRU as per-step batched matrix products instead of torch's fused kernel, and "
-        "each member's loss in turn: it is a GPU engine, slower here by design.",
+        "each member's loss in turn, so its epochs are slower (a GPU engine); a pack sets up once for all its "
+        "members (data, vocabulary, relevance provider) and encodes the test split in one pass, which weighs most "
+        "in short runs of a small model.",
         "",
         "## Per arm",
         "",

@@ -62,6 +62,7 @@ def test_the_summaries_and_the_report(bench, toy_runs):
     text = bench.report(df, meta)
     for heading in ("## |packed − solo|", "## The arms' ranking", "## Wall time per run", "## Per arm"):
         assert heading in text
+    assert "every run does: toy: VSE++ (Triplet-HN), VLC (InfoNCE)." in text
     assert "| toy | VLC (InfoNCE) |" in text and "CPU vs CPU" in text and "GPU vs CPU" in text
 
 
