@@ -21,8 +21,8 @@ GPU against a CPU (``gpu/cpu_vs_gpu_flickr8k.md``), both on Flickr8k's tuning ru
 
 A run's config is the driver's (``Arm.config``) at the profile's own learning rate (2e-3: the smoke grid's only
 setting, a point of the default grid and the setting most synthetic X1 families chose) without warm-up — engine
-agreement, not tuning, is measured — with ``grad_diag_every=0`` (the packed engine logs no gradient diagnostics;
-the solo engine's only read gradients) and its epochs capped at the world's ``EPOCHS`` (default: the profile's
+agreement, not tuning, is measured — with ``grad_diag_every=0`` (the sampled gradient diagnostics only read
+gradients, on both engines, and cost time) and its epochs capped at the world's ``EPOCHS`` (default: the profile's
 tuning rung, 5 epochs; smoke: its cap of 2). A pack is as wide as the arm's seeds (``--width`` to pad it with the
 engine's dummy members, which on a CPU cost as much as a run and change no member's numbers). Test RSUM is the
 ``rsum`` of ``coherent_itr.evaluation.evaluate_run`` (checked equal on each world's first run) computed by
