@@ -46,6 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import data as data_mod
@@ -411,75 +412,79 @@ def train_packed(
     bar = tqdm(range(n_epochs), desc=f"pack of {len(configs)} ({first.loss})", disable=not progress, leave=False)
     t_train = t_val = 0.0
     step = 0  # updates so far, shared by the members (0-based index of the next one)
-    for epoch in bar:
-        for m in members:
-            if m.config.epochs <= epoch:
-                m.stopped = True
-        active = torch.tensor([not m.stopped for m in members])
-        if not bool(active[: len(configs)].any()):
-            break
-        lrs = [_lr(m.config, epoch) for m in members]
-        for m in members:  # every ITRLoss; a loss without hardest negatives ignores the switch
-            if hasattr(m.crit, "set_warmup"):
-                m.crit.set_warmup(epoch < m.config.warmup_epochs)
-        t0 = time.perf_counter()
-        for m in members:
-            m.sums, m.counts = {}, {}
-        batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
-        for pairs in zip(*batches):
-            stats, sampled = _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step)
-            opt.step(lrs, active)
-            warm_now = [epoch < m.config.warmup_epochs for m in members]
-            for k, (m, st) in enumerate(zip(members, stats)):
+    blas = threadpool_limits(limits=1, user_api="blas")  # as the solo loop: numpy's small calls beside torch's
+    try:
+        for epoch in bar:
+            for m in members:
+                if m.config.epochs <= epoch:
+                    m.stopped = True
+            active = torch.tensor([not m.stopped for m in members])
+            if not bool(active[: len(configs)].any()):
+                break
+            lrs = [_lr(m.config, epoch) for m in members]
+            for m in members:  # every ITRLoss; a loss without hardest negatives ignores the switch
+                if hasattr(m.crit, "set_warmup"):
+                    m.crit.set_warmup(epoch < m.config.warmup_epochs)
+            t0 = time.perf_counter()
+            for m in members:
+                m.sums, m.counts = {}, {}
+            batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
+            for pairs in zip(*batches):
+                stats, sampled = _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step)
+                opt.step(lrs, active)
+                warm_now = [epoch < m.config.warmup_epochs for m in members]
+                for k, (m, st) in enumerate(zip(members, stats)):
+                    if m.stopped:
+                        continue
+                    if not math.isfinite(st["train_loss"]) and k < len(configs):
+                        raise FloatingPointError(
+                            f"non-finite loss {st['train_loss']} at step {step} for pack member {k} "
+                            f"(seed {m.config.seed}, loss={m.config.loss}, params={m.config.loss_params})"
+                        )
+                    if sampled:
+                        m.iterations.append({"step": step, "epoch": epoch + 1, "warmup": warm_now[k], **st})
+                    for key, val in st.items():
+                        m.sums[key] = m.sums.get(key, 0.0) + val
+                        m.counts[key] = m.counts.get(key, 0) + 1
+                step += 1
+            t1 = time.perf_counter()
+            vals = _validate(model, dev, vocab, device, chance)
+            t_val += time.perf_counter() - t1
+            t_train += t1 - t0
+            improved = torch.zeros(e_total, dtype=torch.bool)
+            for k, m in enumerate(members):
                 if m.stopped:
                     continue
-                if not math.isfinite(st["train_loss"]) and k < len(configs):
-                    raise FloatingPointError(
-                        f"non-finite loss {st['train_loss']} at step {step} for pack member {k} "
-                        f"(seed {m.config.seed}, loss={m.config.loss}, params={m.config.loss_params})"
-                    )
-                if sampled:
-                    m.iterations.append({"step": step, "epoch": epoch + 1, "warmup": warm_now[k], **st})
-                for key, val in st.items():
-                    m.sums[key] = m.sums.get(key, 0.0) + val
-                    m.counts[key] = m.counts.get(key, 0) + 1
-            step += 1
-        t1 = time.perf_counter()
-        vals = _validate(model, dev, vocab, device, chance)
-        t_val += time.perf_counter() - t1
-        t_train += t1 - t0
-        improved = torch.zeros(e_total, dtype=torch.bool)
-        for k, m in enumerate(members):
-            if m.stopped:
-                continue
-            means = {key: m.sums[key] / m.counts[key] for key in m.sums}
-            row = {
-                "epoch": epoch + 1,
-                "epoch_time_s": t1 - t0,
-                "lr": lrs[k],
-                **means,
-                "warmup": epoch < m.config.warmup_epochs,
-                "n_steps": m.counts.get("train_loss", 0),
-                "n_grad_samples": m.counts.get("grad_anchor", 0),
-                **vals[k],
-            }
-            m.history.append(row)
-            first_epoch = m.warm + 1  # selection and patience from the first epoch after the warm-up
-            e1 = epoch + 1
-            if e1 < first_epoch or e1 == first_epoch or row["val_rsum"] > m.best_rsum:
-                if e1 >= first_epoch:
-                    m.best_rsum = row["val_rsum"]
-                m.best_epoch, m.best_row = e1, row
-                improved[k] = True
-            p = m.config.early_stop_patience
-            if p > 0 and e1 >= first_epoch and e1 - m.best_epoch >= p:
-                m.stopped = True
-        with torch.no_grad():
-            for b, p in zip(best, params):
-                b.copy_(torch.where(improved.to(p.device).view((-1,) + (1,) * (p.dim() - 1)), p, b))
-        real = [m.history[-1]["val_rsum"] for m in members[: len(configs)] if m.history]
-        if real:
-            bar.set_postfix(rsum=f"{max(real):.1f}")
+                means = {key: m.sums[key] / m.counts[key] for key in m.sums}
+                row = {
+                    "epoch": epoch + 1,
+                    "epoch_time_s": t1 - t0,
+                    "lr": lrs[k],
+                    **means,
+                    "warmup": epoch < m.config.warmup_epochs,
+                    "n_steps": m.counts.get("train_loss", 0),
+                    "n_grad_samples": m.counts.get("grad_anchor", 0),
+                    **vals[k],
+                }
+                m.history.append(row)
+                first_epoch = m.warm + 1  # selection and patience from the first epoch after the warm-up
+                e1 = epoch + 1
+                if e1 < first_epoch or e1 == first_epoch or row["val_rsum"] > m.best_rsum:
+                    if e1 >= first_epoch:
+                        m.best_rsum = row["val_rsum"]
+                    m.best_epoch, m.best_row = e1, row
+                    improved[k] = True
+                p = m.config.early_stop_patience
+                if p > 0 and e1 >= first_epoch and e1 - m.best_epoch >= p:
+                    m.stopped = True
+            with torch.no_grad():
+                for b, p in zip(best, params):
+                    b.copy_(torch.where(improved.to(p.device).view((-1,) + (1,) * (p.dim() - 1)), p, b))
+            real = [m.history[-1]["val_rsum"] for m in members[: len(configs)] if m.history]
+            if real:
+                bar.set_postfix(rsum=f"{max(real):.1f}")
+    finally:
+        blas.restore_original_limits()
     with torch.no_grad():
         for b, p in zip(best, params):
             p.copy_(b)
