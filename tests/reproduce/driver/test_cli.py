@@ -336,7 +336,7 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     before training."""
     from coherent_itr.config import Config
 
-    from reproduce.driver import cli, executors
+    from reproduce.driver import cli, executors, outcome
     from reproduce.present import tuning_tables
     from reproduce.protocol import plan as plan_mod
     from reproduce.protocol import prepare, tuning
@@ -371,7 +371,7 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     est = plan_mod.DataSetEstimate("synthetic", [], tuned[1:], 2, 0.0, True, final_plan=tuned)
     plan = plan_mod.DataSetPlan("synthetic", profile_for("default", "synthetic"), [], [], None, est)
     args = cli.parse_args(["--data", "synthetic", "--no-progress"])
-    out = cli.Outcome()
+    out = outcome.Outcome()
     cli.train_data_set(args, plan, Cache(), out)
     assert executor.ran == [c.key() for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
     assert health_rounds == [1]  # only the health check of the other seeds, after training, reads it again
