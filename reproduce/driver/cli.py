@@ -1,6 +1,8 @@
 """The driver of ``python -m reproduce``: plan, prepare, train, execute the notebooks, collect the ledger, write
 the manifest. What it does and its exit statuses are its ``--help`` (:data:`reproduce.driver.arguments.DESCRIPTION`);
-its options are parsed in :mod:`reproduce.driver.arguments`, its signals handled in :mod:`reproduce.driver.signals`.
+its options are parsed in :mod:`reproduce.driver.arguments`, its inputs checked before any work in
+:mod:`reproduce.driver.preflight`, what it came to recorded and reported in :mod:`reproduce.driver.outcome`, its
+signals handled in :mod:`reproduce.driver.signals`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from reproduce.spec.paths import ROOT
 from reproduce.spec.power_seeds import PILOT_ONLY_ENV, pilot_only
-from reproduce.spec.profiles import COSTS, get_profile, profile_for
+from reproduce.spec.profiles import COSTS, profile_for
 
 NO_ENVIRONMENT = (
     "python -m reproduce: error: {name} is not installed for {python}; create the study's environment once "
@@ -39,6 +39,8 @@ try:  # the study's environment (standard library above, below it what the envir
         engine_setting,
         parse_args,
     )
+    from reproduce.driver.outcome import Outcome, finish, log_failures, tally
+    from reproduce.driver.preflight import data_warnings_once, validate
     from reproduce.driver.signals import interrupt
 except ModuleNotFoundError as _exc:  # a Python without the study's environment, e.g. the system's python3
     print(NO_ENVIRONMENT.format(name=_exc.name, python=sys.executable), file=sys.stderr)
@@ -62,111 +64,8 @@ class DataSetFailed(Exception):
 
 
 # ------------------------------------------------------------------------------------------------
-# Checks before any work
-# ------------------------------------------------------------------------------------------------
-def resolve_data_sets(args) -> tuple[list[str], list[str]]:
-    """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
-    requested (or configured) but unusable. ``--data-bundle DIR`` sets ``$FLICKR8K_DIR`` to DIR (for the workers and
-    kernels too), which must then be a bundle."""
-    if args.data_bundle:
-        os.environ[paths.FLICKR8K_ENV] = str(Path(args.data_bundle).expanduser().resolve())
-    env = os.environ.get(paths.FLICKR8K_ENV)
-    wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
-    why = {"synthetic": "synthetic: the embedded generated world (always available)"}
-    if "flickr8k" in wanted:
-        if not env:
-            raise UsageError(f"--data flickr8k needs ${paths.FLICKR8K_ENV} set to the Flickr8k release folder")
-        try:
-            folder = paths.flickr8k_dir()  # a typo is caught here, before the data module's imports
-            # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-            from coherent_itr.data import bundle, flickr8k
-
-            if bundle.is_bundle(folder):  # a bundle (python -m reproduce.bundle): every file's sha256
-                root = folder
-                bundle.verify_bundle(root)
-                missing, source = [], "the bundle"
-            elif args.data_bundle:
-                raise UsageError(
-                    f"--data-bundle {args.data_bundle}: not a bundle: it has no {bundle.MANIFEST} "
-                    "(python -m reproduce.bundle --data flickr8k --out DIR builds one)"
-                )
-            else:
-                root = flickr8k.check_release()
-                with warnings.catch_warnings():  # skipped captions are reported when the data set loads
-                    warnings.simplefilter("ignore", flickr8k.Flickr8kWarning)
-                    flickr8k.flickr8k_index(root)  # every caption line, split list and image file, in seconds
-                missing, source = flickr8k.missing_judgements(root), "the release"
-        except (FileNotFoundError, ValueError) as exc:
-            raise UsageError(f"${paths.FLICKR8K_ENV}={env}: {exc}") from None
-        why["flickr8k"] = f"flickr8k: {source} at {root} (from ${paths.FLICKR8K_ENV})" + (
-            f"; without {', '.join(p.name for p in missing)}: the metrics needing human judgements are left out"
-            if missing
-            else ""
-        )
-    elif args.data_sets is None:
-        why["flickr8k"] = f"flickr8k: not run (${paths.FLICKR8K_ENV} is not set)"
-    return wanted, [why[d] for d in ("synthetic", "flickr8k") if d in why]
-
-
-def validate(args) -> list[str]:
-    """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
-    sets, why = resolve_data_sets(args)
-    if args.runs_per_worker > 1:
-        # heavy (numpy): only --runs-per-worker reads the runs' thread count here
-        from coherent_itr.runs import THREADS_ENV, default_threads
-
-        if default_threads() != 1:
-            raise UsageError(
-                f"--runs-per-worker {args.runs_per_worker}: runs side by side in one process need 1 intra-op "
-                f"thread a run; ${THREADS_ENV}={default_threads()}"
-            )
-        # heavy (torch): only --runs-per-worker asks for the device here
-        import torch
-
-        if torch.cuda.is_available():
-            raise UsageError(
-                f"--runs-per-worker {args.runs_per_worker}: on CUDA, runs side by side in one process fail with "
-                "cuDNN errors (CUDNN_STATUS_INTERNAL_ERROR in 5 of 16 runs at 4 × 4 on an H200) and train fewer "
-                "epochs an hour than one run a process (results/benchmarks/gpu/README.md); use --workers N, and "
-                "CUDA MPS to let their kernels overlap (docs/cluster.md)"
-            )
-    problem = paths.writable_problem(paths.cache_dir(create=False))
-    if problem:
-        raise UsageError(
-            f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
-        )
-    problem = paths.writable_problem(ROOT / get_profile(args.profile).results_dir)  # --pilot-only: its own folder
-    if problem:
-        raise UsageError(problem)
-    args.data_reasons = why
-    return sets
-
-
-# ------------------------------------------------------------------------------------------------
 # The work
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class Outcome:
-    failed_runs: list = field(default_factory=list)  # RunFailure
-    failed_notebooks: list = field(default_factory=list)  # (data, notebook, traceback)
-    failed_data: list = field(default_factory=list)  # (data set, why its final runs were skipped)
-    timings: dict = field(default_factory=dict)
-    runs_to_do: int = 0  # runs to train in this invocation, all data sets
-    runs_done: int = 0  # of which finished (trained or failed)
-    # data set → {"runs_trained": runs that trained (a training entry written), "runs_evaluated": runs
-    # whose test evaluation was computed here (trained here or cached before)}
-    by_data: dict = field(default_factory=dict)
-    progress: object = None  # reproduce.protocol.progress.RunProgress: the plan's bar and estimate
-
-    @property
-    def runs_trained(self) -> int:
-        return sum(v["runs_trained"] for v in self.by_data.values())
-
-    @property
-    def runs_evaluated(self) -> int:
-        return sum(v["runs_evaluated"] for v in self.by_data.values())
-
-
 def announce(args, plans: list) -> None:
     pilot = " (--pilot-only: every arm's pilot seeds, none of power_seeds.toml's)" if pilot_only() else ""
     print(f"reproduce: profile {args.profile}{pilot}; " + "; ".join(args.data_reasons), flush=True)
@@ -321,20 +220,6 @@ def train_data_set(args, plan, cache, out: Outcome) -> float:
     return time.time()
 
 
-def tally(out: Outcome, data: str, n_done: int, before: dict, after: dict, failures: list) -> None:
-    """Count ``n_done`` finished runs of ``data`` into ``out``: trained and evaluated ones from the cache's counts
-    (:meth:`coherent_itr.runs.RunCache.counts`) before and after them; each failure on stderr, in the log and in
-    ``out``."""
-    out.runs_done += n_done
-    per = out.by_data.setdefault(data, {"runs_trained": 0, "runs_evaluated": 0})
-    per["runs_trained"] += before["to_train"] - after["to_train"]
-    per["runs_evaluated"] += after["cached"] - before["cached"]
-    for f in failures:
-        print(f.line(), file=sys.stderr)
-    log_failures(f"{data}: runs", [str(f) for f in failures])
-    out.failed_runs += failures
-
-
 def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress: bool) -> float:
     """The tuned protocol one tuning problem at a time (:mod:`reproduce.protocol.pipeline`): each worker takes the
     longest run that nothing holds back, so a problem's final runs train while another's rungs do and no worker
@@ -442,115 +327,6 @@ def notebooks_all(args, plans: list, targets: list, out: Outcome) -> None:
     log_failures("notebooks", [f"{name} [{data}]\n{tb}" for data, name, tb in fails])
 
 
-FAILURE_LOG = "failures.log"  # in the run cache's folder: every failed run's and notebook's full traceback
-
-
-def log_failures(what: str, texts: list[str]) -> None:
-    """Append the full tracebacks of ``texts`` under a dated heading to the run cache's :data:`FAILURE_LOG` (the
-    terminal gets one line per failure and the summary)."""
-    if not texts:
-        return
-    path = paths.cache_dir() / FAILURE_LOG
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(f"=== {stamp} UTC: {what} ({len(texts)}) ===\n" + "\n".join(texts) + "\n")
-
-
-def failure_report(out: Outcome) -> list[str]:
-    """The summary after a study with failures: each failure once (runs grouped by their error), and where the
-    full tracebacks are."""
-    # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.driver.executors import failure_summary
-
-    lines = ["reproduce: FAILED —"]
-    lines += [f"  {d}: {why}" for d, why in out.failed_data]
-    lines += failure_summary(out.failed_runs)
-    lines += [
-        f"  notebook {name} [{data}]: {tb.strip().splitlines()[-1] if tb.strip() else 'unknown error'}"
-        for data, name, tb in out.failed_notebooks
-    ]
-    lines.append(f"  full tracebacks: {paths.cache_dir(create=False) / FAILURE_LOG}; rerun to retry the failed runs")
-    return lines
-
-
-def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
-    """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
-    status."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from reproduce.driver import ledger_files
-
-    base = ROOT / profile_for(args.profile, "synthetic").results_dir
-    dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
-    stale = notebooks.stale_claims(args.profile, dirs)
-    for p, why in stale.items():
-        print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
-    failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
-    before = ledger_files.committed_ledger(base / "claims.csv")
-    table = ledger_files.collect(
-        base, stale=stale, collapsed=None if failed else ledger_files.collapsed_arms(args.profile, sets, args.papers)
-    )
-    change = ledger_files.compare_ledgers(before, base / "claims.csv")
-    if pilot_only():
-        print(
-            f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
-            flush=True,
-        )
-    elif args.profile == "paper":  # the papers' size: its verdicts join the default's rows (protocol.scale)
-        print(f"reproduce: README.md left alone (profile paper: its ledger is {base.relative_to(ROOT)})", flush=True)
-    elif args.profile != "smoke":
-        if failed:
-            print("reproduce: README.md NOT updated (failures, see above)", flush=True)
-        else:
-            n_stale = ledger_files.update_readme(table, args.profile)
-            print(
-                "reproduce: README.md claims-ledger table rewritten"
-                + (f" ({n_stale} stale primary rows shown as awaiting a current run)" if n_stale else ""),
-                flush=True,
-            )
-    failures = {
-        "runs": [{"config": f.config, "error": f.error} for f in out.failed_runs],
-        "notebooks": [
-            {"data": d, "notebook": n, "error": tb.strip().splitlines()[-1] if tb.strip() else ""}
-            for d, n, tb in out.failed_notebooks
-        ],
-        "stale_claims": {str(p.relative_to(ROOT)): why for p, why in stale.items()},
-        "data_sets": [{"data": d, "error": why} for d, why in out.failed_data],
-    }
-    estimate = None
-    if out.progress:
-        estimate = out.progress.report(time.perf_counter() - t0, out.runs_done)
-    ledger_files.write_manifest(
-        base,
-        args.profile,
-        sets,
-        time.perf_counter() - t0,
-        out.timings,
-        n_workers=args.workers,
-        runs_trained=out.runs_trained,
-        runs_evaluated=out.runs_evaluated,
-        by_data=out.by_data,
-        failures=failures,
-        estimate=estimate,
-        ledger_change=change,
-    )
-    print(
-        f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
-        f"{out.runs_trained} run(s) trained, {out.runs_evaluated} evaluated; "
-        f"ledger in {base.relative_to(ROOT)}/claims.md"
-        + (
-            f"; FAILED: {len(out.failed_runs)} run(s), {len(out.failed_notebooks)} notebook(s), "
-            f"{len(out.failed_data)} data set(s) (summary below)"
-            if failed
-            else ""
-        )
-        + (f"; {len(stale)} stale claim file(s)" if stale else ""),
-        flush=True,
-    )
-    if failed:
-        print("\n".join(failure_report(out)), file=sys.stderr, flush=True)
-    return 1 if failed else 0
-
-
 def run(args, sets: list[str]) -> int:
     t0, t_start = time.perf_counter(), time.time()
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
@@ -618,29 +394,6 @@ def runs_cached(plans: list) -> int:
     cache = run_cache().RunCache()
     configs = {c.key(): c for p in plans for c in [*p.configs, *p.todo]}
     return sum(cache.has_training(c) for c in configs.values())
-
-
-def data_warnings_once() -> None:
-    """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
-    the driver's output, as one line without the source line that issued it: the preparation reads the same files
-    from several places (the workers ignore them, ``executors.init_worker``), and a library that puts a filter of its
-    own in front (``"default"``: once per place) would print it again, so each text is remembered here. Call inside
-    ``warnings.catch_warnings()``, which puts ``warnings.showwarning`` back."""
-    # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from coherent_itr.data.flickr8k import Flickr8kWarning
-
-    warnings.filterwarnings("once", category=Flickr8kWarning)
-    shown: set[str] = set()
-    show = warnings.showwarning
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not issubclass(category, Flickr8kWarning):
-            return show(message, category, filename, lineno, file, line)
-        if str(message) not in shown:
-            shown.add(str(message))
-            print(f"warning: {message}", file=file or sys.stderr, flush=True)
-
-    warnings.showwarning = showwarning
 
 
 def main(argv=None) -> int:

@@ -153,16 +153,17 @@ def test_the_engine_each_invocation_sets_for_workers_and_notebooks(argv, machine
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
+    from reproduce.driver import preflight
 
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
-    sets, why = cli.resolve_data_sets(cli.parse_args([]))
+    sets, why = preflight.resolve_data_sets(cli.parse_args([]))
     assert sets == ["synthetic"] and any("not set" in w for w in why)
     rel = _fake_release(tmp_path / "f8k", judgements=False)
     monkeypatch.setenv("FLICKR8K_DIR", str(rel))
-    sets, why = cli.resolve_data_sets(cli.parse_args([]))
+    sets, why = preflight.resolve_data_sets(cli.parse_args([]))
     assert sets == ["synthetic", "flickr8k"]
     assert any(str(rel) in w and "ExpertAnnotations.txt" in w for w in why)
-    sets, _ = cli.resolve_data_sets(cli.parse_args(["--data", "synthetic"]))
+    sets, _ = preflight.resolve_data_sets(cli.parse_args(["--data", "synthetic"]))
     assert sets == ["synthetic"]
 
 
@@ -172,15 +173,16 @@ def test_runs_side_by_side_are_refused_on_cuda_where_they_fail(monkeypatch):
     import torch
 
     from reproduce.driver import cli as cli
+    from reproduce.driver import preflight
 
     monkeypatch.setenv("COHERENT_ITR_THREADS", "1")
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
     args = cli.parse_args(["--runs-per-worker", "4", "--data", "synthetic"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(cli.UsageError, match=r"--runs-per-worker 4: on CUDA.*cuDNN.*--workers N"):
-        cli.validate(args)
+        preflight.validate(args)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert cli.validate(args) == ["synthetic"]
+    assert preflight.validate(args) == ["synthetic"]
 
 
 def _free_port() -> int:
@@ -295,7 +297,7 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     import warnings
 
     from coherent_itr.data.flickr8k import Flickr8kWarning
-    from reproduce.driver.cli import data_warnings_once
+    from reproduce.driver.preflight import data_warnings_once
 
     text = f"Flickr8k.token.txt: skipped the captions of a missing image ({uuid.uuid4().hex})"
 
@@ -334,7 +336,7 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     before training."""
     from coherent_itr.config import Config
 
-    from reproduce.driver import cli, executors
+    from reproduce.driver import cli, executors, outcome
     from reproduce.present import tuning_tables
     from reproduce.protocol import plan as plan_mod
     from reproduce.protocol import prepare, tuning
@@ -369,7 +371,7 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     est = plan_mod.DataSetEstimate("synthetic", [], tuned[1:], 2, 0.0, True, final_plan=tuned)
     plan = plan_mod.DataSetPlan("synthetic", profile_for("default", "synthetic"), [], [], None, est)
     args = cli.parse_args(["--data", "synthetic", "--no-progress"])
-    out = cli.Outcome()
+    out = outcome.Outcome()
     cli.train_data_set(args, plan, Cache(), out)
     assert executor.ran == [c.key() for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
     assert health_rounds == [1]  # only the health check of the other seeds, after training, reads it again

@@ -84,18 +84,18 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
 
 def test_driver_does_not_update_readme_when_something_failed_and_records_failures(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
-    from reproduce.driver import ledger_files
+    from reproduce.driver import ledger_files, outcome
     from reproduce.driver.executors import RunFailure
 
-    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    monkeypatch.setattr(outcome, "ROOT", tmp_path)
     readme_calls = []
     monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
     args = cli.parse_args(["--profile", "default", "--data", "synthetic"])
-    out = cli.Outcome(
+    out = outcome.Outcome(
         failed_runs=[RunFailure({"loss": "triplet"}, "ValueError: x", "tb")],
         failed_notebooks=[("synthetic", "01_bcls.ipynb", "Traceback\nRuntimeError: cell 7 failed\n")],
     )
-    assert cli.finish(args, ["synthetic"], out, time.perf_counter()) == 1
+    assert outcome.finish(args, ["synthetic"], out, time.perf_counter()) == 1
     assert readme_calls == []
     man = json.loads((tmp_path / "results" / "manifest.json").read_text())
     assert man["failures"]["runs"] == [{"config": {"loss": "triplet"}, "error": "ValueError: x"}]
@@ -103,7 +103,7 @@ def test_driver_does_not_update_readme_when_something_failed_and_records_failure
         {"data": "synthetic", "notebook": "01_bcls.ipynb", "error": "RuntimeError: cell 7 failed"}
     ]
     # nothing failed, nothing stale: the README is updated
-    assert cli.finish(args, ["synthetic"], cli.Outcome(), time.perf_counter()) == 0
+    assert outcome.finish(args, ["synthetic"], outcome.Outcome(), time.perf_counter()) == 0
     assert len(readme_calls) == 1
 
 
@@ -375,12 +375,12 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
 
     from reproduce.driver import cli as cli
     from reproduce.driver import executors
-    from reproduce.driver import ledger_files
+    from reproduce.driver import ledger_files, outcome
     from reproduce.protocol import prepare, tuning
     from reproduce.driver.executors import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    monkeypatch.setattr(outcome, "ROOT", tmp_path)
     monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: None)
     boom = [
         RunFailure(
@@ -406,10 +406,10 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
     args.data_reasons = ["synthetic: planted"]
     cache = RunCache()
     plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
-    out = cli.Outcome()
+    out = outcome.Outcome()
     cli.train_data_set(args, plan, cache, out)
     assert out.failed_data and out.failed_data[0][0] == "synthetic" and len(out.failed_runs) == 4
-    assert cli.finish(args, ["synthetic"], out, time.perf_counter()) == 1
+    assert outcome.finish(args, ["synthetic"], out, time.perf_counter()) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.count("run failed: synthetic triplet lr 0.002 seed 0: FileNotFoundError: /data/gone/images.npy") == 1
@@ -425,7 +425,7 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
 
 def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_readme_alone(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
-    from reproduce.driver import ledger_files
+    from reproduce.driver import ledger_files, outcome
     from reproduce.spec import power_seeds
 
     monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "0")  # restored after the test: main sets it
@@ -439,11 +439,11 @@ def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_rea
     assert os.environ[power_seeds.PILOT_ONLY_ENV] == "1"
     assert asked[-1] == cli.ROOT / "results" / "pilot" / "study"  # the folder it writes is the one checked
 
-    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    monkeypatch.setattr(outcome, "ROOT", tmp_path)
     readme_calls = []
     monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
     args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--pilot-only"])
-    assert cli.finish(args, ["synthetic"], cli.Outcome(), time.perf_counter()) == 0
+    assert outcome.finish(args, ["synthetic"], outcome.Outcome(), time.perf_counter()) == 0
     assert readme_calls == []
     assert (tmp_path / "results" / "pilot" / "study" / "claims.csv").is_file()
     assert not (tmp_path / "results" / "claims.csv").exists()

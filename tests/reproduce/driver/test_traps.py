@@ -50,7 +50,7 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     from coherent_itr.runs import RunCache
 
     from reproduce.driver import cli as cli
-    from reproduce.driver import executors
+    from reproduce.driver import executors, outcome
     from reproduce.present import tuning_tables
     from reproduce.protocol import prepare
 
@@ -65,7 +65,7 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
     assert plan.tuned and plan.configs == [] and plan.todo == []
     cli.announce(args, [plan])
-    out = cli.Outcome()
+    out = outcome.Outcome()
     cli.train_data_set(args, plan, cache, out)
     assert executor.calls == [] and called == [] and out.runs_to_do == 0 and out.failed_runs == []
     said = capsys.readouterr().out
