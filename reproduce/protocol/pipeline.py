@@ -44,7 +44,10 @@ class Ready:
 def ready_runs(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> Ready:
     """The runs of ``papers`` under ``profile`` that nothing holds back, given what ``cache`` holds and which runs
     failed (``failed_keys``: config keys; a failed run is a failed trial, never retried). Without tuning in the
-    profile: every run of the plan not in the cache."""
+    profile: every run of the plan not in the cache. ``papers=None`` selects every paper; an empty list selects none
+    (nothing is ready, nothing waits)."""
+    if papers is not None and not papers:
+        return Ready([], [], 0)
     if profile.tuning is None:
         return Ready([], [c for c in experiments.plan(profile, papers) if not cache.has(c)], 0)
     fams: dict[str, tuning.Family | None] = {}

@@ -140,11 +140,8 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     from reproduce.protocol import tuning
 
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
-    monkeypatch.setattr(
-        tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
-    )
-    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the plan's final runs
+    from reproduce.protocol import pipeline  # one tuning problem at a time, as the driver trains a tuned plan
 
     monkeypatch.setattr(
         pipeline,
@@ -456,16 +453,8 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     LocalExecutor(progress=False).run(cfgs[1:2], cache, evaluate=False)  # trained, not evaluated
     assert [cache.has(c) for c in cfgs] == [True, False, False] and cache.has_training(cfgs[1])
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
-    monkeypatch.setattr(
-        tuning,
-        "run_protocol",
-        lambda profile, papers, cache, executor, **k: (
-            executor.run([c for c in cfgs if not cache.has(c)], cache),
-            cfgs,
-        )[1],
-    )
-    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the plan's final runs
+    from reproduce.protocol import pipeline  # one tuning problem at a time, as the driver trains a tuned plan
 
     monkeypatch.setattr(
         pipeline,
