@@ -47,10 +47,6 @@ except ModuleNotFoundError as _exc:  # a Python without the study's environment,
     sys.exit(2)
 
 
-# rounds of the health check of the other seeds (reproduce.protocol.tuning): at most one per grid setting
-MAX_HEALTH_ROUNDS = 8
-
-
 def run_cache():
     """The run cache's module (:mod:`coherent_itr.runs`), imported by the commands that read or train runs."""
     # heavy (torch): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
@@ -102,128 +98,57 @@ def runs_known_line(plans: list, papers=None) -> str:
 def train_data_set(args, plan, cache, out: Outcome) -> float:
     """Prepare and train the missing runs of one data set; returns the time its training ended.
 
-    With a tuning grid, the tuning runs train first (:func:`reproduce.protocol.tuning.run_protocol`), then the
-    chosen settings with every seed; the tuning summary lands in the data set's results folder.
-    Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
+    With a tuning grid, one tuning problem at a time (:func:`train_pipelined`); the tuning summary lands in the data
+    set's results folder. Progress: the preparation's labelled lines and bars, then one line for the runs of the whole
     invocation (done / the plan's bound over every data set, an ETA from the estimated costs:
     :mod:`reproduce.protocol.progress`), open only while runs train so no other bar nests under it."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
-    from coherent_itr.config import Config
-
     from reproduce.driver import executors
-
-    from reproduce.present import tuning_tables
-    from reproduce.protocol import prepare, tuning
+    from reproduce.protocol import prepare
 
     d = plan.data
     if plan.papers == []:  # only papers that train nothing (the data card): no preparation, no tuning summary
         return time.time()
     progress = not args.no_progress
     executor = executors.make_executor(args.executor, args.workers, progress, args.runs_per_worker)
-    prepared = False
 
     def prepare_once(todo) -> None:
-        nonlocal prepared
-        if todo and not prepared:  # the final runs' images too (their bound: the seeds are known before tuning)
+        if todo:  # the final runs' images too (their bound: the seeds are known before tuning)
             est = plan.estimate  # the final runs' bound, or the exact list once tuning chose (progress updates it)
             try:
                 out.timings[f"{d}_prepare_s"] = prepare.prepare(todo, progress, later=est.final_todo if est else ())
             except prepare.PrepareError as exc:
                 raise DataSetFailed(f"not prepared, its runs skipped: {exc}") from None
-            prepared = True
 
-    def train(todo, evaluate: bool = True) -> None:
-        bar = (
-            out.progress.open(f"training runs (now {d})")
-            if out.progress
-            else tqdm(
-                total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", disable=not progress
-            )
-        )
+    if plan.tuned:
+        return train_pipelined(plan, cache, executor, out, prepare_once, progress)
+    todo = plan.todo
+    prepare_once(todo)
+    t = time.perf_counter()
+    if todo:
         before = cache.counts(todo)  # a run already trained is only evaluated: not counted as trained
+        bar = training_bar(out, d, progress)
         try:
-            failures = executor.run(todo, cache, bar=bar, evaluate=evaluate)
+            failures = executor.run(todo, cache, bar=bar)
         finally:
             bar.close()
         tally(out, d, len(todo), before, cache.counts(todo), failures)
-
-    t = time.perf_counter()
-    if plan.tuned and hasattr(executor, "run_as_ready") and args.runs_per_worker == 1:
-        return train_pipelined(plan, cache, executor, out, prepare_once, progress)
-    if plan.tuned:
-
-        class _Phase:  # the tuning phase through the same bar and failure list
-            def run(self, todo, cache_, evaluate=True):
-                prepare_once(todo)
-                n = len(out.failed_runs)
-                train(todo, evaluate)
-                return out.failed_runs[n:]
-
-        def _survivors(more):
-            if out.progress:
-                out.progress.survivors_known(d, more)
-            print(
-                f"reproduce [{plan.profile.name}/{d}]: rungs done; {len(more)} tuning runs go on to the cap",
-                flush=True,
-            )
-
-        # every tuning run cached: the plan already holds the tuned plan (made once, not again here)
-        known = plan.estimate.final_plan if plan.estimate is not None else None
-        try:
-            final = (
-                known
-                if known is not None
-                else tuning.run_protocol(plan.profile, plan.papers, cache, _Phase(), before_survivors=_survivors)
-            )
-        except tuning.TuningIncomplete as exc:  # tuning runs failed: the others finished, the summary follows
-            why = f"tuning incomplete, its final runs skipped ({str(exc).splitlines()[0]})"
-            print(f"reproduce [{plan.profile.name}/{d}]: {why}", file=sys.stderr, flush=True)
-            out.failed_data.append((d, why))
-            return time.time()
-        out.timings[f"{d}_tuning_s"] = time.perf_counter() - t
-        todo = [c for c in final if not cache.has(c)]
-        out.runs_to_do += len(todo)
-        if out.progress:
-            out.progress.final_known(d, todo)
-        plan.todo = [*plan.todo, *todo]  # the notebooks re-execute when anything trained
-        print(
-            f"reproduce [{plan.profile.name}/{d}]: tuning done; {len(final)} runs in the final plan, "
-            f"{len(todo)} to train",
-            flush=True,
-        )
-    else:
-        todo = plan.todo
-    prepare_once(todo)
-    t1 = time.perf_counter()
-    if todo:
-        train(todo)
-    if plan.tuned:  # the health check of the other seeds may move a family to its next setting
-        for _ in range(MAX_HEALTH_ROUNDS):
-            failed = {Config.from_dict(f.config).key() for f in out.failed_runs}
-            final = tuning.tuned_plan(plan.profile, plan.papers, cache, failed_keys=failed)
-            more = [c for c in final if not cache.has(c) and c.key() not in failed]
-            if not more:
-                break
-            print(
-                f"reproduce [{plan.profile.name}/{d}]: a chosen setting collapsed on another seed; "
-                f"{len(more)} runs of the next setting(s) to train",
-                flush=True,
-            )
-            out.runs_to_do += len(more)
-            if out.progress:
-                out.progress.more(d, more)
-            plan.todo = [*plan.todo, *more]
-            train(more)
-    out.timings[f"{d}_train_s"] = time.perf_counter() - t1
-    if plan.tuned:
-        tuning_tables.write_tuning_summary(plan.results_dir, plan.profile, cache, plan.papers)
+    out.timings[f"{d}_train_s"] = time.perf_counter() - t
     return time.time()
+
+
+def training_bar(out: Outcome, data: str, progress: bool):
+    """The bar of the invocation's runs, open while ``data``'s runs train (:mod:`reproduce.protocol.progress`)."""
+    if out.progress:
+        return out.progress.open(f"training runs (now {data})")
+    return tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {data})", disable=not progress)
 
 
 def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress: bool) -> float:
     """The tuned protocol one tuning problem at a time (:mod:`reproduce.protocol.pipeline`): each worker takes the
     longest run that nothing holds back, so a problem's final runs train while another's rungs do and no worker
-    waits for a phase's slowest run; it ends at the phases' final plan. Returns the time its training ended."""
+    waits for another problem's slowest run; it ends when nothing is ready, the health check of the other seeds
+    included. Returns the time its training ended."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.present import tuning_tables
     from reproduce.protocol import pipeline
@@ -268,11 +193,7 @@ def train_pipelined(plan, cache, executor, out: Outcome, prepare_once, progress:
     seen: dict = {}
     first = pipeline.ready_runs(plan.profile, plan.papers, known)
     prepare_once([*first.tuning, *first.final])
-    bar = (
-        out.progress.open(f"training runs (now {d})")
-        if out.progress
-        else tqdm(total=out.runs_to_do, initial=out.runs_done, desc=f"training runs (now {d})", disable=not progress)
-    )
+    bar = training_bar(out, d, progress)
     try:
         failures = executor.run_as_ready(ready, cache, bar=bar)
     finally:

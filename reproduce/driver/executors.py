@@ -407,102 +407,123 @@ class LocalExecutor:
         return failures
 
     def run_as_ready(self, ready, cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
-        """Train runs as they become ready (:mod:`reproduce.protocol.pipeline`): ``ready(failed_keys)`` returns
-        ``[(config, evaluate)]``, every run that can train now (those in flight among them are left to finish), and
-        is asked again whenever a run finishes; each free worker takes the longest of the ready runs not in flight
-        (:func:`longest_first`). Ends when nothing is in flight and nothing new is ready. One pool of worker processes
-        serves every phase, so a worker keeps its loaded data. ``bar``: advanced by one per finished run."""
-        if self.runs_per_worker != 1:
-            raise ValueError("runs as they become ready train one run a worker (--runs-per-worker 1)")
-        root = str(cache.root.parent)
-        failures: list[RunFailure] = []
-        failed: set[str] = set()
-        finished: set[tuple[str, bool]] = set()
-        flying: dict = {}  # future (or, in this process, None) -> [(config, evaluate)]: a run, or a pack of runs
-        own_bar = bar is None
-        if own_bar:
-            bar = tqdm(total=0, desc="training runs", unit="run", disable=not self.progress)
-
-        def next_runs(n: int) -> list[tuple[Config, bool]]:
-            if n <= 0:
-                return []
-            busy = {c.key() for task in flying.values() for c, _ in task}
-            todo = {}
-            for c, evaluate in ready(failed):
-                k = c.key()
-                if k in busy or k in failed or k in todo:
-                    continue
-                if (k, evaluate) in finished:  # it finished, yet the cache does not show it: never again
-                    failures.append(
-                        RunFailure(
-                            c.to_dict(),
-                            "RuntimeError: finished, yet the protocol asks for it again (the cache does not show it)",
-                            "",
-                        )
-                    )
-                    failed.add(k)
-                    continue
-                todo[k] = (c, evaluate)
-            order = longest_first([c for c, _ in todo.values()])
-            return [todo[c.key()] for c in order[:n]]
-
-        def next_tasks(n: int) -> list[list[tuple[Config, bool]]]:
-            """Up to ``n`` tasks: single runs (solo engine), or packs of ready runs that can train together, the
-            longest run's pack first (packed engine; a pack never mixes runs to evaluate with runs that are not)."""
-            if cache.engine is None:
-                return [[run] for run in next_runs(n)]
-            if n <= 0:
-                return []
-            ready_now = next_runs(sys.maxsize)
-            tasks = []
-            for wanted in (True, False):
-                runs = [r for r in ready_now if r[1] is wanted]
-                tasks += [[runs[i] for i in g] for g in pack_groups([c for c, _ in runs], cache.engine["width"])]
-            first = {c.key(): i for i, (c, _) in enumerate(ready_now)}  # longest first (next_runs' order)
-            return sorted(tasks, key=lambda t: first[t[0][0].key()])[:n]
-
-        def done(c: Config, evaluate: bool, f: RunFailure | None) -> None:
-            finished.add((c.key(), evaluate))
-            if f:
-                failures.append(f)
-                failed.add(c.key())
-            if own_bar:
-                bar.total += 1
-            _advance(bar, c.to_dict())
-
-        def submit(call, task):
-            """Run ``task`` (a list of (config, evaluate)) through ``call``; one failure or None per run."""
-            dicts, keys = [c.to_dict() for c, _ in task], [cache.train_key(c) for c, _ in task]
-            if cache.engine is not None:
-                return call(_run_packed, dicts, root, cache.threads, task[0][1], keys)
-            return call(_run_one, dicts[0], root, cache.threads, task[0][1], keys[0])
-
-        def results(got) -> list:
-            return got if cache.engine is not None else [got]
-
+        """Train runs as they become ready (:class:`AsReady`: ``ready(failed_keys)`` returns ``[(config, evaluate)]``,
+        asked again whenever a task finishes; each free worker takes the longest ready runs not in flight), one task a
+        worker: a run, a pack of the packed engine, or ``runs_per_worker`` runs side by side (:func:`_run_pack`). One
+        pool of worker processes serves every phase, so a worker keeps its loaded data. ``bar``: advanced by one per
+        finished run."""
+        todo = AsReady(ready, cache, bar, self.runs_per_worker, self.progress, "training runs")
         if self.workers == 1:
-            while todo := next_tasks(1):
-                flying[None] = todo[0]
-                got = submit(lambda fn, *a: fn(*a), todo[0])
-                del flying[None]
-                for (c, evaluate), f in zip(todo[0], results(got)):
-                    done(c, evaluate, f)
+            while tasks := todo.next_tasks(1):
+                todo.start(None, tasks[0])
+                fn, args = todo.call(tasks[0])
+                todo.finish(None, fn(*args))
         else:
             with worker_pool(self.workers) as pool:
                 while True:
-                    for task in next_tasks(self.workers - len(flying)):
+                    for task in todo.next_tasks(self.workers - len(todo.flying)):
+                        fn, args = todo.call(task)
                         with _children_ignore_sigint():  # a worker may start here: Ctrl-C reaches the driver alone
-                            fut = submit(pool.submit, task)
-                        flying[fut] = task
-                    if not flying:
+                            todo.start(pool.submit(fn, *args), task)
+                    if not todo.flying:
                         break
-                    for fut in wait(list(flying), return_when=FIRST_COMPLETED).done:
-                        task = flying.pop(fut)
-                        for (c, evaluate), f in zip(task, results(fut.result())):
-                            done(c, evaluate, f)
-        if own_bar:
-            bar.close()
-        return failures
+                    for fut in wait(list(todo.flying), return_when=FIRST_COMPLETED).done:
+                        todo.finish(fut, fut.result())
+        return todo.close()
+
+
+class AsReady:
+    """The bookkeeping of an executor's ``run_as_ready`` (:mod:`reproduce.protocol.pipeline`): which runs are ready
+    and not in flight, in which tasks, and what came of them.
+
+    ``ready(failed_keys)`` returns ``[(config, evaluate)]``, every run that can train now (those in flight among them
+    are left to finish); it is asked again for every batch of tasks. Runs go out longest first (:func:`longest_first`)
+    in tasks: one run, a pack of the packed engine (``cache.engine``: runs that can share a pack,
+    :func:`coherent_itr.packed.pack_groups`), or up to ``per_task`` runs side by side (:func:`_run_pack`); a task
+    never mixes runs to evaluate with runs that are not. A run that finished yet is asked for again (the cache does
+    not show it) is a failure, never trained again. ``bar``: advanced by one per finished run (else its own).
+    ``check_keys``: a worker refuses a run whose key differs from the driver's (:func:`check_key`)."""
+
+    def __init__(
+        self, ready, cache: RunCache, bar, per_task: int = 1, progress: bool = True, desc: str = "", check_keys=True
+    ) -> None:
+        self.ready, self.cache, self.per_task, self.check_keys = ready, cache, per_task, check_keys
+        self.root = str(cache.root.parent)
+        self.failures: list[RunFailure] = []
+        self.failed: set[str] = set()
+        self.finished: set[tuple[str, bool]] = set()
+        self.flying: dict = {}  # a handle (a future, an object ref, None in this process) -> [(config, evaluate)]
+        self.own_bar = bar is None
+        self.bar = tqdm(total=0, desc=desc, unit="run", disable=not progress) if self.own_bar else bar
+
+    def next_runs(self) -> list[tuple[Config, bool]]:
+        """The ready runs not in flight, failed or finished, longest first."""
+        busy = {c.key() for task in self.flying.values() for c, _ in task}
+        todo = {}
+        for c, evaluate in self.ready(self.failed):
+            k = c.key()
+            if k in busy or k in self.failed or k in todo:
+                continue
+            if (k, evaluate) in self.finished:  # it finished, yet the cache does not show it: never again
+                self.failures.append(
+                    RunFailure(
+                        c.to_dict(),
+                        "RuntimeError: finished, yet the protocol asks for it again (the cache does not show it)",
+                        "",
+                    )
+                )
+                self.failed.add(k)
+                continue
+            todo[k] = (c, evaluate)
+        return [todo[c.key()] for c in longest_first([c for c, _ in todo.values()])]
+
+    def next_tasks(self, n: int) -> list[list[tuple[Config, bool]]]:
+        """Up to ``n`` tasks, the one with the longest run first."""
+        if n <= 0:
+            return []
+        runs = self.next_runs()
+        tasks = []
+        for wanted in (True, False):
+            same = [r for r in runs if r[1] is wanted]
+            tasks += [[same[i] for i in g] for g in self._groups(same, n)]
+        first = {c.key(): i for i, (c, _) in enumerate(runs)}
+        return sorted(tasks, key=lambda t: first[t[0][0].key()])[:n]
+
+    def _groups(self, runs: list, n: int) -> list[list[int]]:
+        """The indices of ``runs`` (longest first) by task: the packed engine's packs, else consecutive runs, at
+        most ``per_task`` a task and at least one task per free worker (``n``) while there are runs (:func:`packs`)."""
+        if not runs:
+            return []
+        if self.cache.engine is not None:
+            return pack_groups([c for c, _ in runs], self.cache.engine["width"])
+        return packs(list(range(len(runs))), n, self.per_task)
+
+    def call(self, task) -> tuple:
+        """``(function, arguments)`` that train ``task`` in a worker and return one failure or None per run."""
+        dicts = [c.to_dict() for c, _ in task]
+        keys = [self.cache.train_key(c) for c, _ in task] if self.check_keys else None
+        fn = _run_packed if self.cache.engine is not None else _run_pack
+        return fn, (dicts, self.root, self.cache.threads, task[0][1], keys)
+
+    def start(self, handle, task) -> None:
+        self.flying[handle] = task
+
+    def finish(self, handle, results: list) -> None:
+        """The task of ``handle`` ended with ``results`` (what :meth:`call`'s function returned)."""
+        for (c, evaluate), f in zip(self.flying.pop(handle), results):
+            self.finished.add((c.key(), evaluate))
+            if f:
+                self.failures.append(f)
+                self.failed.add(c.key())
+            if self.own_bar:
+                self.bar.total += 1
+            _advance(self.bar, c.to_dict())
+
+    def close(self) -> list[RunFailure]:
+        """The failures, once nothing is in flight (the bar closed if it is this object's)."""
+        if self.own_bar:
+            self.bar.close()
+        return self.failures
 
 
 class RayExecutor:
@@ -515,11 +536,12 @@ class RayExecutor:
     def __init__(self, address: str | None = None, num_cpus: int | None = None, progress: bool = True) -> None:
         self.address, self.num_cpus, self.progress = address, num_cpus, progress
 
-    def run(
-        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
-    ) -> list[RunFailure]:
-        # optional: only the Ray executor needs Ray
-        import ray
+    @contextlib.contextmanager
+    def _session(self, cache: RunCache):
+        """``(ray, tasks, slots)``: Ray, started here unless it already runs (and then shut down on leaving); the run
+        functions as Ray tasks of one run's resources (a GPU when the cluster has GPUs, ``cache.threads`` CPUs); and
+        how many such tasks the cluster runs at once."""
+        import ray  # optional: only the Ray executor needs Ray
 
         started = False
         if not ray.is_initialized():
@@ -527,12 +549,23 @@ class RayExecutor:
             ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
             started = True
         try:
-            gpus = ray.cluster_resources().get("GPU", 0)
-            task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)(_run_one)
+            resources = ray.cluster_resources()
+            gpus = int(resources.get("GPU", 0))
+            remote = ray.remote(num_gpus=1 if gpus else 0, num_cpus=cache.threads)
+            tasks = {fn: remote(fn) for fn in (_run_one, _run_pack, _run_packed)}
+            yield ray, tasks, max(1, gpus or int(resources.get("CPU", 1) // cache.threads))
+        finally:
+            if started:
+                ray.shutdown()
+
+    def run(
+        self, configs: list[Config], cache: RunCache, bar: tqdm | None = None, evaluate: bool = True
+    ) -> list[RunFailure]:
+        with self._session(cache) as (ray, tasks, _):
             root = str(cache.root.parent)
             dicts = {}
             for c in longest_first(configs):
-                dicts[task.remote(c.to_dict(), root, cache.threads, evaluate)] = c.to_dict()
+                dicts[tasks[_run_one].remote(c.to_dict(), root, cache.threads, evaluate)] = c.to_dict()
             pending = list(dicts)
             failures: list[RunFailure] = []
             own_bar = bar is None
@@ -547,9 +580,23 @@ class RayExecutor:
             if own_bar:
                 bar.close()
             return failures
-        finally:
-            if started:
-                ray.shutdown()
+
+    def run_as_ready(self, ready, cache: RunCache, bar: tqdm | None = None) -> list[RunFailure]:
+        """Train runs as they become ready, as :meth:`LocalExecutor.run_as_ready` does (:class:`AsReady`), each task
+        a Ray task, at most as many in flight as the cluster has GPUs (else CPUs at ``cache.threads`` a run). The
+        driver's keys are not checked in the tasks: another machine's device may give other keys (:func:`check_key`).
+        ``bar``: advanced by one per finished run."""
+        todo = AsReady(ready, cache, bar, 1, self.progress, "training runs (ray)", check_keys=False)
+        with self._session(cache) as (ray, tasks, slots):
+            while True:
+                for task in todo.next_tasks(slots - len(todo.flying)):
+                    fn, args = todo.call(task)
+                    todo.start(tasks[fn].remote(*args), task)
+                if not todo.flying:
+                    break
+                (ref,), _ = ray.wait(list(todo.flying), num_returns=1)
+                todo.finish(ref, ray.get(ref))
+        return todo.close()
 
 
 # processes sharing one GPU under --workers auto: on one H200 with 16 cores, 16 processes training eagerly gave 6,290

@@ -1,16 +1,14 @@
 """The protocol one tuning problem at a time: what can train now, so that no worker waits for another problem's runs.
 
-:func:`reproduce.protocol.tuning.run_protocol` trains in phases — every rung, then every setting that goes on, then
-every final run — and each phase waits for its slowest run while the other workers idle (on one GPU shared by 16
-processes about half of them trained at a time during tuning: ``results/benchmarks/gpu/README.md``). The
-tuning problems are independent, so each can go its own way: :func:`ready_runs` says, from what the cache holds,
-which runs nothing holds back any more. A problem's rungs first; then the full runs of the settings that go on past
-them; once all its tuning runs are trained (or failed) its choice (:func:`~reproduce.protocol.tuning.
-health_checked_choice`) and the final runs of every arm that shares it, every seed; and when the health check of the
-other seeds moves the choice, the next setting's. Asked again after every run until nothing is ready, it ends at the
-final plan of the phases followed by the driver's health rounds — the same configs, so the same numbers — having
-trained those runs in another order and no others; the phases also train, and then leave, the other arms' runs at a
-setting the health check moves away from (``tests/reproduce/protocol/test_ready_runs.py``).
+Trained in phases — every rung, then every setting that goes on, then every final run — each phase would wait for its
+slowest run while the other workers idle (on one GPU shared by 16 processes about half of them trained at a time
+during tuning: ``results/benchmarks/gpu/README.md``). The tuning problems are independent, so each goes its own way:
+:func:`ready_runs` says, from what the cache holds, which runs nothing holds back any more. A problem's rungs first;
+then the full runs of the settings that go on past them; once all its tuning runs are trained (or failed) its choice
+(:func:`~reproduce.protocol.tuning.health_checked_choice`) and the final runs of every arm that shares it, every seed;
+and when the health check of the other seeds moves the choice, the next setting's. Asked again after every run until
+nothing is ready, it ends at a fixed point of :func:`~reproduce.protocol.tuning.tuned_plan` (every final run trained
+or failed), the same whatever order the runs finished in (``tests/reproduce/protocol/test_ready_runs.py``).
 
 Every answer reads the records of the tuning runs again: :class:`KnownRuns` keeps what a cache once held (an entry,
 once written and verified, does not change while the driver runs) so that each answer reads only what is new.
@@ -44,7 +42,10 @@ class Ready:
 def ready_runs(profile: Profile, papers=None, cache=None, failed_keys=(), is_collapsed=None) -> Ready:
     """The runs of ``papers`` under ``profile`` that nothing holds back, given what ``cache`` holds and which runs
     failed (``failed_keys``: config keys; a failed run is a failed trial, never retried). Without tuning in the
-    profile: every run of the plan not in the cache."""
+    profile: every run of the plan not in the cache. ``papers=None`` selects every paper; an empty list selects none
+    (nothing is ready, nothing waits)."""
+    if papers is not None and not papers:
+        return Ready([], [], 0)
     if profile.tuning is None:
         return Ready([], [c for c in experiments.plan(profile, papers) if not cache.has(c)], 0)
     fams: dict[str, tuning.Family | None] = {}

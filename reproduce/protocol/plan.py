@@ -90,7 +90,7 @@ class DataSetEstimate:
     exact: bool = False  # final_todo is the tuned plan (not a bound)
     tuning_keys: frozenset = frozenset()  # every tuning run's key (a chosen one is only evaluated as a final run)
     tuning_more: list = field(default_factory=list)  # successive halving: the full runs past the rungs (stand-ins)
-    final_plan: list | None = None  # every tuning run cached: the tuned plan itself (the driver trains from it)
+    final_plan: list | None = None  # every tuning run cached: the tuned plan itself
 
     @property
     def runs(self) -> int:

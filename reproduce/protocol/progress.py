@@ -121,13 +121,6 @@ class RunProgress:
         self._est.update({("tune", c.key()): run_estimate_s(c, data, evaluated=False) for c in todo})
         self._refresh()
 
-    def more(self, data: str, todo: list) -> None:
-        """Runs beyond the plan (the health check moved a family to its next setting)."""
-        e = self.estimates[data]
-        e.final_todo = [*e.final_todo, *todo]
-        self._est.update({("final", c.key()): e.final_s(c) for c in todo})
-        self._refresh()
-
     def _hold_stand_ins(self, data: str, phase: str, configs: list) -> None:
         held = self._stand_ins.setdefault((data, phase), {})
         for c in configs:

@@ -38,13 +38,12 @@ The protocol, exactly:
   sensitivity rows fix ``warmup_epochs``) keeps it and takes only the rest of the setting.
 
 Two phases: :func:`tuning_configs` (train first) → :func:`tuned_plan` (the final configs, from the
-cached tuning runs). :func:`run_protocol` does both through an executor for the driver.
+cached tuning runs). The driver trains them one tuning problem at a time (:mod:`reproduce.protocol.pipeline`).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import pandas as pd
@@ -502,43 +501,6 @@ def tuned_plan(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
             for c in arm_configs(arm, arms, profile, fams):
                 seen.setdefault(c.key(), c)
     return list(seen.values())
-
-
-def run_protocol(
-    profile: Profile, papers, cache, executor, before_training=None, failures=None, before_survivors=None
-) -> list[Config]:
-    """Both phases for the driver: train the tuning runs that are not cached through ``executor``
-    (``executor.run(configs, cache, evaluate=False) -> failures``: training entries only, no test evaluation;
-    ``before_training(todo)`` first, e.g. data preparation; under successive halving the rungs, then the full runs of
-    the settings that go on, ``before_survivors(those)`` first), then return the final configs (the chosen seed-0
-    runs are already trained; the caller evaluates them and trains the rest).
-    Failed tuning runs count as failed trials (never chosen over a healthy one), are warned about and
-    appended to ``failures`` (a list) when given, so the driver can exit non-zero.
-    ``papers=None`` selects every paper; an empty list selects none (nothing trains, no final config)."""
-    if papers is not None and not papers:
-        return []
-    tune = tuning_configs(profile, papers)
-    todo = [c for c in tune if not tuning_run_done(c, profile, cache)]
-    failed: set[str] = set()
-
-    def train(todo):
-        for f in executor.run(todo, cache, evaluate=False):
-            failed.add(Config.from_dict(f.config).key())
-            warnings.warn(f"tuning run failed: {f.error}", RuntimeWarning, stacklevel=2)
-            if failures is not None:
-                failures.append(f)
-
-    if todo:
-        if before_training is not None:
-            before_training(todo)
-        train(todo)
-    if halving(profile):  # the better part of every grid goes on to the cap
-        more = [c for c in survivor_configs(profile, papers, cache, failed) if not cache.has_training(c)]
-        if before_survivors is not None:
-            before_survivors(more)
-        if more:
-            train(more)
-    return tuned_plan(profile, papers, cache, failed_keys=failed)
 
 
 # --- tables ------------------------------------------------------------------------------------------

@@ -330,16 +330,15 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     assert "release note" not in r.stderr and "another warning" in r.stderr
 
 
-def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_without_tuning_again(monkeypatch):
-    """The plan (``reproduce.protocol.plan``) that found every tuning run cached holds the tuned plan: the driver
-    trains its uncached runs from it and never runs the tuning protocol, or builds the tuned plan, a second time
-    before training."""
+def test_with_every_tuning_run_cached_the_driver_trains_only_the_final_runs(monkeypatch):
+    """A plan (``reproduce.protocol.plan``) that found every tuning run cached: the pipeline names only the final runs
+    not in the cache, and the driver hands the executor those and no tuning run, counting them once."""
     from coherent_itr.config import Config
 
     from reproduce.driver import cli, executors, outcome
     from reproduce.present import tuning_tables
+    from reproduce.protocol import pipeline, prepare
     from reproduce.protocol import plan as plan_mod
-    from reproduce.protocol import prepare, tuning
     from reproduce.protocol.study import profile_for
 
     tuned = [Config(data="toy", seed=s) for s in range(3)]
@@ -349,6 +348,9 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
         def has(self, c):
             return c.key() in cached
 
+        def has_training(self, c):
+            return c.key() in cached
+
         def counts(self, todo):
             done = sum(c.key() in cached for c in todo)
             return {"cached": done, "to_train": len(todo) - done}
@@ -356,25 +358,27 @@ def test_a_plan_made_with_every_tuning_run_cached_trains_from_its_tuned_plan_wit
     class Executor:
         ran: list = []
 
-        def run(self, todo, cache, bar=None, evaluate=True):
-            self.ran += [c.key() for c in todo]
-            cached.update(c.key() for c in todo)
+        def run_as_ready(self, ready, cache, bar=None):
+            while todo := [(c, evaluate) for c, evaluate in ready(set()) if c.key() not in cached]:
+                for c, evaluate in todo:
+                    self.ran.append((c.key(), evaluate))
+                    cached.add(c.key())
             return []
 
+    def ready_runs(profile, papers, cache, failed_keys=(), **k):  # every tuning run cached: only final runs
+        return pipeline.Ready([], [c for c in tuned if not cache.has(c)], 0)
+
     executor = Executor()
-    health_rounds = []
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: executor)
     monkeypatch.setattr(prepare, "prepare", lambda todo, progress, later=(): 0.0)
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
-    monkeypatch.setattr(tuning, "run_protocol", lambda *a, **k: pytest.fail("the tuning protocol ran again"))
-    monkeypatch.setattr(tuning, "tuned_plan", lambda *a, **k: health_rounds.append(1) or tuned)
+    monkeypatch.setattr(pipeline, "ready_runs", ready_runs)
     est = plan_mod.DataSetEstimate("synthetic", [], tuned[1:], 2, 0.0, True, final_plan=tuned)
     plan = plan_mod.DataSetPlan("synthetic", profile_for("default", "synthetic"), [], [], None, est)
     args = cli.parse_args(["--data", "synthetic", "--no-progress"])
     out = outcome.Outcome()
     cli.train_data_set(args, plan, Cache(), out)
-    assert executor.ran == [c.key() for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
-    assert health_rounds == [1]  # only the health check of the other seeds, after training, reads it again
+    assert executor.ran == [(c.key(), True) for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
 
 
 def test_workers_auto_is_one_per_core_on_a_cpu_and_up_to_16_sharing_a_gpu():

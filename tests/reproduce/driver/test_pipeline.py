@@ -64,12 +64,12 @@ def test_resume_after_interrupt_trains_only_missing_runs(tmp_path, monkeypatch):
     assert calls == [2] and all(cache.has(c) for c in cfgs)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_runs_train_as_they_become_ready_each_once(tmp_path, workers):
+@pytest.mark.parametrize("workers, per_worker", [(1, 1), (2, 1), (1, 2), (2, 2)])
+def test_runs_train_as_they_become_ready_each_once(tmp_path, workers, per_worker):
     """``LocalExecutor.run_as_ready`` (the protocol one tuning problem at a time): seed 0 trains first (training
     only); once it is trained, it is evaluated and seed 1 trains and is evaluated; a run that fails (its data set
     is not there) is reported once and never asked for again; every run trains once and the pool ends when nothing
-    is ready."""
+    is ready — one run a worker, or up to ``runs_per_worker`` side by side."""
     cache = RunCache(tmp_path)
     a, b = tiny_configs(2)
     broken = Config(**{**TINY, "data": "flickr8k"}, data_dir=str(tmp_path / "no-such-folder"))
@@ -82,12 +82,11 @@ def test_runs_train_as_they_become_ready_each_once(tmp_path, workers):
             return [*out, (a, False)]
         return [*out, *[(c, True) for c in (a, b) if not cache.has(c)]]
 
-    failures = LocalExecutor(workers=workers, progress=False).run_as_ready(ready, cache)
+    executor = LocalExecutor(workers=workers, runs_per_worker=per_worker, progress=False)
+    failures = executor.run_as_ready(ready, cache)
     assert [f.config["seed"] for f in failures] == [broken.seed] and "no-such-folder" in failures[0].error
     assert cache.has(a) and cache.has(b)
     assert broken.key() in asked[-1] and len(asked) <= 6
-    with pytest.raises(ValueError, match="one run a worker"):
-        LocalExecutor(workers=2, runs_per_worker=2, progress=False).run_as_ready(ready, cache)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -141,11 +140,8 @@ def test_failing_run_is_reported_and_others_finish(tmp_path, monkeypatch):
     from reproduce.protocol import tuning
 
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
-    monkeypatch.setattr(
-        tuning, "run_protocol", lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
-    )
-    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the plan's final runs
+    from reproduce.protocol import pipeline  # one tuning problem at a time, as the driver trains a tuned plan
 
     monkeypatch.setattr(
         pipeline,
@@ -457,16 +453,8 @@ def test_driver_counts_an_evaluation_only_run_as_evaluated_not_trained(tmp_path,
     LocalExecutor(progress=False).run(cfgs[1:2], cache, evaluate=False)  # trained, not evaluated
     assert [cache.has(c) for c in cfgs] == [True, False, False] and cache.has_training(cfgs[1])
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
-    monkeypatch.setattr(
-        tuning,
-        "run_protocol",
-        lambda profile, papers, cache, executor, **k: (
-            executor.run([c for c in cfgs if not cache.has(c)], cache),
-            cfgs,
-        )[1],
-    )
-    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the health rounds
-    from reproduce.protocol import pipeline  # and one tuning problem at a time, as the local executor trains
+    monkeypatch.setattr(tuning, "tuned_plan", lambda profile, papers, cache, **k: cfgs)  # the plan's final runs
+    from reproduce.protocol import pipeline  # one tuning problem at a time, as the driver trains a tuned plan
 
     monkeypatch.setattr(
         pipeline,

@@ -246,3 +246,69 @@ def _wait_for(cond, procs, log_dir, what, temp):
             pass
         time.sleep(1)
     raise AssertionError(f"the {what} did not come up within {START_TIMEOUT_S} s")
+
+
+_AS_READY_DRIVER = """
+import json, sys
+import ray
+from coherent_itr.config import Config
+from coherent_itr.runs import RunCache
+from reproduce.driver.executors import RayExecutor
+temp, root, cfgs = sys.argv[1], sys.argv[2], [Config.from_dict(d) for d in json.loads(sys.argv[3])]
+a, b = cfgs
+cache = RunCache(root)
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
+asked = []
+
+def ready(failed):
+    asked.append(sorted(failed))
+    if not cache.has_training(a):
+        return [(a, False)]
+    return [(c, True) for c in (a, b) if not cache.has(c)]
+
+failures = RayExecutor(progress=False).run_as_ready(ready, cache)
+again = lambda failed: [(b, False)] if not failed else []  # finishes, yet stays ready
+stays = RayExecutor(progress=False).run_as_ready(again, RunCache(root + "2"))
+ray.shutdown()
+print(json.dumps({"failures": [str(f) for f in failures], "asked": len(asked), "stays": [f.error for f in stays]}))
+"""
+
+
+def test_ray_trains_runs_as_they_become_ready(tmp_path):
+    """``RayExecutor.run_as_ready`` on a local Ray instance: seed 0 trains first (training only), then it is evaluated
+    and seed 1 trains; every run once, the numbers those of a local run; a run that finishes yet stays ready is a
+    failure, not a loop."""
+    pytest.importorskip("ray")
+    from reproduce.driver.executors import LocalExecutor
+
+    temp = tempfile.mkdtemp(prefix="ra-", dir="/tmp")  # short: Ray's Unix socket paths must stay < 108 bytes
+    cfgs = [Config(**TINY, seed=s) for s in range(2)]
+    local = runs.RunCache(tmp_path / "local")
+    assert LocalExecutor(workers=1, progress=False).run(cfgs, local) == []
+    shutil.copytree(tmp_path / "local", tmp_path / "ray", ignore=shutil.ignore_patterns("runs"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "RAY_USAGE_STATS_ENABLED": "0"}
+    try:
+        driver = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _AS_READY_DRIVER,
+                temp,
+                str(tmp_path / "ray"),
+                json.dumps([c.to_dict() for c in cfgs]),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PLAN_TIMEOUT_S,
+        )
+        assert driver.returncode == 0, driver.stderr[-3000:]
+        got = json.loads(driver.stdout.strip().splitlines()[-1])
+    finally:
+        _stop([], temp)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert got["failures"] == [] and got["asked"] <= 5
+    assert len(got["stays"]) == 1 and "finished, yet the protocol asks for it again" in got["stays"][0]
+    shared = runs.RunCache(tmp_path / "ray")
+    for c in cfgs:
+        assert shared.load(c).test == local.load(c).test

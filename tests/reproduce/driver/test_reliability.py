@@ -367,16 +367,17 @@ def test_executed_notebooks_name_the_data_folder_by_its_variable(tmp_path, monke
     assert out == ["$FLICKR8K_DIR/Flickr8k.token.txt: skipped 5 captions\n"]
 
 
-def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_data_set(tmp_path, monkeypatch, capsys):
-    """A failed tuning run makes the tuner raise TuningIncomplete: the data set's final runs are skipped with one
-    line, not a traceback; the study exits 1 with one summary naming each failure (run, cause) once, and the full
-    tracebacks go to the failure log in the run cache."""
+def test_failed_tuning_runs_end_in_one_summary(tmp_path, monkeypatch, capsys):
+    """Tuning runs that fail are failed trials, each reported in one line, not a traceback; the study exits 1 with
+    one summary naming each failure (run, cause) once, and the full tracebacks go to the failure log in the run
+    cache."""
     from coherent_itr.runs import RunCache
 
     from reproduce.driver import cli as cli
     from reproduce.driver import executors
     from reproduce.driver import ledger_files, outcome
-    from reproduce.protocol import prepare, tuning
+    from reproduce.present import tuning_tables
+    from reproduce.protocol import prepare
     from reproduce.driver.executors import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
@@ -391,36 +392,32 @@ def test_failures_end_in_one_summary_and_tuning_that_cannot_finish_stops_its_dat
         for s in (0, 1, 2, 3)
     ]
 
-    def protocol(profile, papers, cache, phase, before_survivors=None):
-        phase.run([], cache)
-        raise tuning.TuningIncomplete("14 tuning run(s) are not in the cache (first: triplet seed 0)")
-
-    class _Failing:
-        def run(self, todo, cache, bar=None, evaluate=True):
+    class _Failing:  # the tuning runs it is handed fail
+        def run_as_ready(self, ready, cache, bar=None):
+            assert any(not evaluate for _, evaluate in ready(set()))
             return list(boom)
 
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: _Failing())
     monkeypatch.setattr(prepare, "prepare", lambda *a, **k: 0.0)
-    monkeypatch.setattr(tuning, "run_protocol", protocol)
+    monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
     args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--no-progress"])
     args.data_reasons = ["synthetic: planted"]
     cache = RunCache()
     plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
     out = outcome.Outcome()
     cli.train_data_set(args, plan, cache, out)
-    assert out.failed_data and out.failed_data[0][0] == "synthetic" and len(out.failed_runs) == 4
+    assert not out.failed_data and len(out.failed_runs) == 4
     assert outcome.finish(args, ["synthetic"], out, time.perf_counter()) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.count("run failed: synthetic triplet lr 0.002 seed 0: FileNotFoundError: /data/gone/images.npy") == 1
     summary = err[err.index("reproduce: FAILED —") :]
-    assert "synthetic: tuning incomplete, its final runs skipped (14 tuning run(s)" in summary
     assert "4 run(s): FileNotFoundError: /data/gone/images.npy (synthetic triplet lr 0.002 seed 0; " in summary
     assert "and 1 more)" in summary and "failures.log" in summary
     log = (tmp_path / "cache" / "failures.log").read_text()
     assert log.count("Traceback (most recent call last)") == 4
     man = json.loads((tmp_path / "results" / "manifest.json").read_text())
-    assert man["failures"]["data_sets"][0]["data"] == "synthetic"
+    assert len(man["failures"]["runs"]) == 4 and not man["failures"]["data_sets"]
 
 
 def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_readme_alone(tmp_path, monkeypatch):

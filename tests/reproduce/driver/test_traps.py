@@ -31,17 +31,17 @@ class _RefusingExecutor:
 
 
 def test_an_empty_paper_list_tunes_nothing():
-    """``run_protocol(papers=[])`` selects no paper: no tuning run, no final config (``None`` still means all)."""
+    """``ready_runs(papers=[])`` selects no paper: no tuning run, no final run, nothing to wait for (``None`` still
+    means all)."""
     from coherent_itr.runs import RunCache
 
-    from reproduce.protocol import tuning
+    from reproduce.protocol import pipeline, tuning
     from reproduce.protocol.study import profile_for
 
     profile = profile_for("default", "synthetic")
     assert tuning.tuning_configs(profile, None), "the default profile tunes: the check below would be vacuous"
-    executor = _RefusingExecutor()
-    assert tuning.run_protocol(profile, [], RunCache(), executor) == []
-    assert executor.calls == []
+    r = pipeline.ready_runs(profile, [], RunCache())
+    assert r.tuning == [] and r.final == [] and r.chosen_all
 
 
 def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys):
@@ -349,14 +349,12 @@ if __name__ == "__main__":  # the spawned workers import this file too: they onl
     from reproduce.driver import cli as driver
     from reproduce.driver import ledger_files
     from reproduce.present import tuning_tables
-    from reproduce.present import tuning_tables
     from reproduce.protocol import pipeline, prepare, tuning
     from tiny_run import TINY
 
     # a tiny plan through the driver's own path (the smoke profile tunes): {N_TINY_RUNS} one-epoch toy runs
     cfgs = [Config(**TINY, seed=s) for s in range({N_TINY_RUNS})]
     tuning.tuning_configs = lambda profile, papers=None: cfgs
-    tuning.run_protocol = lambda profile, papers, cache, executor, **k: (executor.run(cfgs, cache), cfgs)[1]
     tuning.tuned_plan = lambda profile, papers, cache, **k: cfgs
     pipeline.ready_runs = lambda profile, papers, cache, failed_keys=(), **k: pipeline.Ready(
         [], [c for c in cfgs if c.key() not in failed_keys and not cache.has(c)], 0
@@ -502,7 +500,7 @@ _PHASE_DRIVER = """
 import dataclasses, os, signal, sys, time
 from coherent_itr.config import Config
 from reproduce.driver import cli as driver, executors, notebooks
-from reproduce.protocol import plan as plan_mod, prepare, tuning
+from reproduce.protocol import pipeline, plan as plan_mod, prepare
 from reproduce.protocol.study import profile_for
 
 PHASE = sys.argv[1]
@@ -518,7 +516,7 @@ def stall(*args, **kwargs):  # the phase's work: one SIGINT lands in it and must
 
 
 class Stalling:  # an executor whose runs never end
-    run = staticmethod(stall)
+    run = run_as_ready = staticmethod(stall)
 
 
 def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
@@ -532,7 +530,7 @@ def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
 
 
 plan_mod.make_plan = make_plan
-tuning.run_protocol = stall
+pipeline.ready_runs = stall  # what the tuning protocol can train now
 prepare.prepare = stall if PHASE == "preparation" else (lambda todo, progress, later=(): 0.0)
 prepare.prepare_analyses = lambda profile, data, progress=True: {}  # the notebooks' data: the test's world has none
 executors.make_executor = lambda *a, **k: Stalling()

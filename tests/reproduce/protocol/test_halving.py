@@ -11,7 +11,7 @@ import pytest
 
 from coherent_itr import config as config_mod
 from reproduce.spec import experiments
-from reproduce.protocol import halving, tuning
+from reproduce.protocol import halving, pipeline, tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from reproduce.protocol.study import profile_for
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, record
@@ -152,20 +152,26 @@ def test_a_cached_full_run_answers_for_its_rung_and_nothing_retrains():
     FakeExecutor().run(full, cache, evaluate=False)  # e.g. trained by a profile without halving
     n = len(cache.trained)
     assert all(tuning.tuning_run_done(c, prof, cache) for c in tuning.tuning_configs(prof, papers))
-    tuning.run_protocol(prof, papers, cache, FakeExecutor())
-    assert len(cache.trained) == n  # no rung and no full run trained again
+    r = pipeline.ready_runs(prof, papers, cache)
+    assert r.tuning == [] and r.chosen_all  # no rung and no full run to train again
+    assert len(cache.trained) == n
 
 
-def test_run_protocol_trains_rungs_then_survivors_and_reports_them(monkeypatch):
+def test_the_pipeline_asks_for_the_rungs_then_the_survivors_then_the_final_runs():
     prof = halving_profile()
     cache = FakeCache(_score)
     ex = FakeExecutor()
-    seen = []
-    final = tuning.run_protocol(prof, ["bcls"], cache, ex, before_survivors=lambda more: seen.append(list(more)))
-    rungs, surv = ex.calls[0], ex.calls[1]
-    assert all(c.epochs < prof.model["epochs"] for c in rungs) and all(c.epochs == prof.model["epochs"] for c in surv)
-    assert [c.key() for c in seen[0]] == [c.key() for c in surv]
-    assert final and all(math.isfinite(c.lr) for c in final)
+    rungs = pipeline.ready_runs(prof, ["bcls"], cache)
+    assert rungs.tuning and not rungs.final and all(c.epochs < prof.model["epochs"] for c in rungs.tuning)
+    ex.run(rungs.tuning, cache, evaluate=False)
+    surv = pipeline.ready_runs(prof, ["bcls"], cache)
+    assert surv.tuning and not surv.final and all(c.epochs == prof.model["epochs"] for c in surv.tuning)
+    assert sorted(c.key() for c in surv.tuning) == sorted(
+        c.key() for c in tuning.survivor_configs(prof, ["bcls"], cache)
+    )
+    ex.run(surv.tuning, cache, evaluate=False)
+    final = pipeline.ready_runs(prof, ["bcls"], cache)
+    assert not final.tuning and final.chosen_all and final.final and all(math.isfinite(c.lr) for c in final.final)
 
 
 def test_halving_reads_no_test_metric():

@@ -1,10 +1,10 @@
-"""The protocol one tuning problem at a time (reproduce/protocol/pipeline.py) against the phases it replaces.
+"""The protocol one tuning problem at a time (reproduce/protocol/pipeline.py).
 
 On planted caches (successive halving, a health check that moves choices, failed rungs and final runs), asking
 :func:`ready_runs` after every finished run and training any of the ready runs — in shuffled orders, as workers
-finish — trains exactly the runs that the phases (``tuning.run_protocol``, the final runs, the driver's health
-rounds) train, and ends at the same final plan. A problem's final runs are ready before another problem's rungs
-are done."""
+finish — trains each run once and ends at a fixed point of :func:`tuning.tuned_plan` (every final run trained or
+failed), the same final plan whatever the order: the one reached by training every ready run before asking again.
+A problem's final runs are ready before another problem's rungs are done."""
 
 from __future__ import annotations
 
@@ -34,44 +34,10 @@ def _fail(cfg):
     return (cfg.lr == 2e-3 and cfg.epochs < CAP and cfg.loss == "unified") or (cfg.seed == 2 and cfg.loss == "bcls")
 
 
-def phased(prof, papers, cache, fail) -> list:
-    """What the driver does by phases: run_protocol, the final runs, the health rounds."""
-    failures = []
-
-    class Executor:
-        def run(self, configs, cache_, evaluate=True):
-            out = []
-            for c in configs:
-                if fail(c):
-                    out.append(type("F", (), {"config": c.to_dict(), "error": "planted"})())
-                    failures.append(c.key())
-                else:
-                    cache_.get_or_train(c, evaluate=evaluate)
-            return out
-
-    with pytest.warns(RuntimeWarning) if any(fail(c) for c in tuning.tuning_configs(prof, papers)) else _null():
-        final = tuning.run_protocol(prof, papers, cache, Executor())
-    Executor().run([c for c in final if not cache.has(c)], cache)
-    for _ in range(8):
-        final = tuning.tuned_plan(prof, papers, cache, failed_keys=set(failures))
-        more = [c for c in final if not cache.has(c) and c.key() not in failures]
-        if not more:
-            return final
-        Executor().run(more, cache)
-    raise AssertionError("no fixed point")
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
 def pipelined(prof, papers, cache, fail, seed) -> tuple[list, list]:
-    """Ask, train some of the ready runs (a third, chosen at random, as any worker may finish first), ask again.
-    Returns the final plan and the order in which (kind, config) ran."""
+    """Ask, train some of the ready runs (a third, chosen at random, as any worker may finish first; every one when
+    ``seed`` is None), ask again. Returns the final plan, every run of which is trained or failed, and the order in
+    which (kind, config) ran."""
     rng = random.Random(seed)
     failed: set[str] = set()
     order = []
@@ -81,8 +47,11 @@ def pipelined(prof, papers, cache, fail, seed) -> tuple[list, list]:
         todo = [("tune", c) for c in r.tuning] + [("final", c) for c in r.final]
         if not todo:
             assert r.chosen_all
-            return tuning.tuned_plan(prof, papers, cache, failed_keys=failed), order
-        for kind, c in rng.sample(todo, max(1, len(todo) // 3)):  # some of the workers finish
+            final = tuning.tuned_plan(prof, papers, cache, failed_keys=failed)
+            assert all(cache.has(c) or c.key() in failed for c in final)  # nothing of the plan left to train
+            return final, order
+        some = todo if seed is None else rng.sample(todo, max(1, len(todo) // 3))  # some of the workers finish
+        for kind, c in some:
             order.append((kind, c))
             if fail(c):
                 failed.add(c.key())
@@ -91,20 +60,17 @@ def pipelined(prof, papers, cache, fail, seed) -> tuple[list, list]:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_the_pipeline_trains_what_the_phases_train_and_chooses_the_same(monkeypatch, seed):
+def test_the_pipeline_trains_each_run_once_and_chooses_the_same_in_any_order(monkeypatch, seed):
     monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
     prof = dataclasses.replace(halving_profile(), seeds=(0, 1, 2), sweep_seeds=(0, 1))
     papers = ["overview", "unified", "bcls"]
     a, b = EvaluatingCache(_score, _collapsed), EvaluatingCache(_score, _collapsed)
-    final_a = phased(prof, papers, a, _fail)
+    final_a, _ = pipelined(prof, papers, a, _fail, None)
     final_b, order = pipelined(prof, papers, b, _fail, seed)
     assert sorted(c.key() for c in final_a) == sorted(c.key() for c in final_b)
-    trained_a, trained_b = {c.key() for c in a.trained}, {c.key() for c in b.trained}
-    assert len(trained_b) == len(b.trained) and trained_b <= trained_a  # each run once, none the phases skip
+    trained_b = {c.key() for c in b.trained}
+    assert len(trained_b) == len(b.trained)  # each run once
     assert {c.key() for c in final_b if not _fail(c)} <= b.evaluated & a.evaluated
-    # the runs the phases train and the pipeline does not: other arms' runs at a setting the health check left
-    left = {c.key() for c in a.trained} - trained_b
-    assert left and all(c.lr == 2e-3 for c in a.trained if c.key() in left)
     # the health check moved families: seed 1 was trained at 2e-3 (the choice at the cap), the final plan is elsewhere
     assert any(c.seed == 1 and c.lr == 2e-3 for c in b.trained) and not any(c.lr == 2e-3 for c in final_b)
     # nothing held back: a final run started while another problem still had a rung to train
@@ -113,9 +79,9 @@ def test_the_pipeline_trains_what_the_phases_train_and_chooses_the_same(monkeypa
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_when_every_setting_collapses_on_another_seed_the_choice_is_the_phases(monkeypatch, seed):
+def test_when_every_setting_collapses_on_another_seed_the_choice_is_made_on_whole_counts(monkeypatch, seed):
     """The least collapsed setting is chosen on whole counts: the pipeline trains every seed of every setting it
-    tried, as the phases do, and chooses as they do."""
+    tried, and chooses the same in any order."""
     monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
     prof = dataclasses.replace(halving_profile(), seeds=(0, 1, 2), sweep_seeds=(0, 1))
 
@@ -123,17 +89,17 @@ def test_when_every_setting_collapses_on_another_seed_the_choice_is_the_phases(m
         return c.epochs == CAP and (c.seed == 1 or (c.seed == 2 and c.lr >= 6e-3))
 
     a, b = EvaluatingCache(_score, collapsed), EvaluatingCache(_score, collapsed)
-    final_a = phased(prof, ["unified"], a, lambda c: False)
+    final_a, _ = pipelined(prof, ["unified"], a, lambda c: False, None)
     final_b, _ = pipelined(prof, ["unified"], b, lambda c: False, seed)
     assert sorted(c.key() for c in final_a) == sorted(c.key() for c in final_b)
-    assert {c.key() for c in b.trained} <= {c.key() for c in a.trained}
+    assert len({c.key() for c in b.trained}) == len(b.trained)
 
 
 def test_without_halving_and_without_tuning(monkeypatch):
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     prof = tuned_profile()
     a, b = EvaluatingCache(planted), EvaluatingCache(planted)
-    final_a = phased(prof, ["unified"], a, lambda c: False)
+    final_a, _ = pipelined(prof, ["unified"], a, lambda c: False, None)
     final_b, _ = pipelined(prof, ["unified"], b, lambda c: False, 0)
     assert sorted(c.key() for c in final_a) == sorted(c.key() for c in final_b)
     assert sorted(c.key() for c in a.trained) == sorted(c.key() for c in b.trained)

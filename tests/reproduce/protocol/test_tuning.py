@@ -14,7 +14,7 @@ from coherent_itr import config as config_mod
 from coherent_itr import losses
 from reproduce.spec import experiments
 from reproduce.present import tuning_tables
-from reproduce.protocol import tuning
+from reproduce.protocol import pipeline, tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from tiny_run import TINY
 
@@ -357,22 +357,21 @@ def test_protocol_end_to_end_on_planted_records():
     assert tab[tab.chosen].collapsed.eq(False).all()
 
 
-def test_run_protocol_trains_tuning_first_and_counts_failures_as_never_chosen(monkeypatch):
+def test_failed_tuning_runs_are_never_chosen_and_the_next_invocation_asks_for_them_again(monkeypatch):
     prof = tuned_profile()
     monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(lambda c: 900.0 if c.lr == 6e-4 else 300.0)
     ex = FakeExecutor(fail=lambda c: c.lr == 6e-4)  # the would-be winner fails to train
-    prepared, failures = [], []
-    with pytest.warns(RuntimeWarning, match="tuning run failed"):
-        final = tuning.run_protocol(prof, ["unified"], cache, ex, before_training=prepared.append, failures=failures)
+    failures = ex.run(pipeline.ready_runs(prof, ["unified"], cache).tuning, cache, evaluate=False)
     assert len(failures) == 4 and "FloatingPointError" in failures[0].error
-    assert len(ex.calls) == 1 and len(prepared) == 1  # tuning phase only; the caller trains the rest
-    assert {c.lr for c in final} == {2e-4}  # failed runs never chosen over healthy ones
-    again = FakeExecutor()
-    tuning.run_protocol(prof, ["unified"], cache, again, before_training=prepared.append)
+    failed = {config_mod.Config.from_dict(f.config).key() for f in failures}
+    r = pipeline.ready_runs(prof, ["unified"], cache, failed)
+    assert not r.tuning and r.chosen_all and {c.lr for c in r.final} == {2e-4}  # failed runs never chosen
+    assert {c.lr for c in tuning.tuned_plan(prof, ["unified"], cache, failed_keys=failed)} == {2e-4}
     n_failed = sum(c.lr == 6e-4 for c in tuning.tuning_configs(prof, ["unified"]))
     assert n_failed == 4  # Triplet-HN × 2 warm-ups, VLC, Unified
-    assert [len(x) for x in again.calls] == [n_failed]  # only the failed runs are retried
+    again = pipeline.ready_runs(prof, ["unified"], cache)  # a later invocation: only the failed runs are asked for
+    assert sorted(c.key() for c in again.tuning) == sorted(failed)
 
 
 def test_summary_written_per_data_set(tmp_path, monkeypatch):
