@@ -18,14 +18,17 @@
 # Settings (environment): PROFILE (default), DATA (synthetic,flickr8k — flickr8k only with CARRY/flickr8k),
 # PAPERS (all), GPU_STUDY_MPS=1 (the CUDA MPS daemon runs while the script does), BENCH_LIMIT_S (none: the
 # benchmark parts' time limit; the parts finished by then are reported), WORKERS (16 on CUDA), RUNS_PER_WORKER
-# (1; K > 1, runs side by side in each worker, is for the CPU: on CUDA the driver refuses it), LIMIT_S (420),
+# (1; K > 1, runs side by side in each worker, is for the CPU: on CUDA the driver refuses it), LIMIT_S (420; 300
+# with the papers' size),
 # GPU_STUDY_CACHE (a fresh folder under /tmp), GPU_STUDY_BENCH=0 (no correctness parts), GPU_STUDY_PARTS
 # (bench_cuda.py's parts to run instead of the correctness parts, e.g. add ",packed": epochs an hour for
 # processes × runs side by side), GPU_STUDY_ALLOW_CPU=1 (the CPU stands in: a check of this script, e.g.
 # PROFILE=smoke; tests/reproduce/driver/test_gpu_study.py), ENGINE (auto: the packed engine on CUDA, solo on the
 # CPU; solo or pack to choose) and PACK_WIDTH (8: members of a pack), PAPER_LIMIT_S (150 on CUDA with a Flickr8k
 # bundle, else 0: seconds for the papers' size — PAPER_PROFILE, default paper — of the main comparison, the
-# overview's arms on Flickr8k, after the plan; exported into runs_paper.tar.xz).
+# overview's arms on Flickr8k, after the plan; exported into runs_paper.tar.xz), TOTAL_S (540: the whole visit's
+# budget — the papers'-size phase gets at most what is left of it after the plan, less 60 s for the exports — so
+# one command fits the device's 10-minute limit; with the papers' size on, LIMIT_S defaults to 300).
 set -euo pipefail
 CARRY=$(cd "${1:?usage: scripts/gpu_study.sh CARRY OUT}" && pwd)
 mkdir -p "${2:?usage: scripts/gpu_study.sh CARRY OUT}"
@@ -34,7 +37,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PY=${PYTHON:-python3}
 PROFILE=${PROFILE:-default}
-LIMIT_S=${LIMIT_S:-420}
+TOTAL_S=${TOTAL_S:-540}
 export PYTHONPATH="$ROOT/src:$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 export COHERENT_ITR_CACHE=${GPU_STUDY_CACHE:-$(mktemp -d /tmp/coherent_itr_gpu.XXXXXX)}
 unset COHERENT_ITR_RUNS_FROM
@@ -108,6 +111,12 @@ if [ "${GPU_STUDY_BENCH:-1}" = 1 ]; then
     phase "bench_cuda correctness parts"
 fi
 
+# the papers' size after the plan (4b): on CUDA with a Flickr8k bundle unless PAPER_LIMIT_S says otherwise
+default_paper_s=0
+if [ "$DEVICE" = cuda ] && [ -n "${FLICKR8K_DIR:-}" ]; then default_paper_s=150; fi
+PAPER_LIMIT_S=${PAPER_LIMIT_S:-$default_paper_s}
+if [ "$PAPER_LIMIT_S" -gt 0 ]; then LIMIT_S=${LIMIT_S:-300}; else LIMIT_S=${LIMIT_S:-420}; fi
+
 # 4. train for at most LIMIT_S seconds; SIGINT then (the driver keeps every finished run)
 papers=()
 if [ -n "${PAPERS:-}" ]; then papers=(--papers "$PAPERS"); fi
@@ -130,9 +139,8 @@ phase "training (exit $train_rc: 0 done, 130 stopped at the time limit, else fai
 
 # 4b. the papers' size: the main comparison's arms on Flickr8k at PAPER_PROFILE, for at most PAPER_LIMIT_S seconds
 PAPER_PROFILE=${PAPER_PROFILE:-paper}
-default_paper_s=0
-if [ "$DEVICE" = cuda ] && [ -n "${FLICKR8K_DIR:-}" ]; then default_paper_s=150; fi
-PAPER_LIMIT_S=${PAPER_LIMIT_S:-$default_paper_s}
+left=$(( TOTAL_S - ($(date +%s) - t0) - 60 ))  # what the visit's budget leaves, the exports' minute kept
+if [ "$PAPER_LIMIT_S" -gt "$left" ]; then PAPER_LIMIT_S=$(( left > 0 ? left : 0 )); fi
 paper_rc=skipped
 if [ "$PAPER_LIMIT_S" -gt 0 ]; then
     PAPER_CACHE="$COHERENT_ITR_CACHE-paper"  # a cache of its own: each archive holds one size's runs
