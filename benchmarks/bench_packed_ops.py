@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from benchmarks.bench_kmeans1d_ops import leaf_ops, wall_ms  # noqa: E402  (the operation count and the timing)
 from coherent_itr import losses  # noqa: E402
 from coherent_itr.determinism import cpu_identity  # noqa: E402
 from coherent_itr.io import atomic_write_text  # noqa: E402
@@ -86,32 +84,22 @@ def packed_update(loss: str, e: int):
     return update
 
 
-def leaf_ops(update) -> int:
-    update()  # the first call builds Adam's state
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        update()
-    ev = [x for x in prof.events() if x.name.startswith("aten::")]
-    return sum(1 for x in ev if not any(c.name.startswith("aten::") for c in x.cpu_children))
+def update_ops(update) -> int:
+    """Leaf operations of one update, after a first one that builds Adam's state."""
+    update()
+    return leaf_ops(update)
 
 
 def loss_ops(loss: str) -> int:
     crit = losses.build(loss)
     s = torch.randn(B, B, requires_grad=True)
     rel = torch.rand(B, B)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        (crit(s) if loss == "triplet" else crit(s, rel)).backward()
-    ev = [x for x in prof.events() if x.name.startswith("aten::")]
-    return sum(1 for x in ev if not any(c.name.startswith("aten::") for c in x.cpu_children))
+    return leaf_ops(lambda: (crit(s) if loss == "triplet" else crit(s, rel)).backward())
 
 
 def ms_per_update(update, repeats: int = 5) -> float:
-    update()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        update()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
+    """Median wall time of ``repeats`` updates after a first one."""
+    return wall_ms(update, repeats)[1]
 
 
 def main() -> int:
@@ -120,10 +108,10 @@ def main() -> int:
     for loss in LOSSES:
         solo = solo_update(loss)
         per_loss = loss_ops(loss)
-        rows.append((loss, "solo", 1, leaf_ops(solo), per_loss, ms_per_update(solo)))
+        rows.append((loss, "solo", 1, update_ops(solo), per_loss, ms_per_update(solo)))
         for e in WIDTHS:
             upd = packed_update(loss, e)
-            rows.append((loss, "packed", e, leaf_ops(upd), per_loss, ms_per_update(upd, 3 if e > 8 else 5)))
+            rows.append((loss, "packed", e, update_ops(upd), per_loss, ms_per_update(upd, 3 if e > 8 else 5)))
     lines = [
         "# Operations per run of one training update: solo against packed (leaf aten ops, counted on the CPU)",
         "",
