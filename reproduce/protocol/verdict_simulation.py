@@ -128,10 +128,8 @@ def simulate_row(
     effect ``theta`` (module doc), decided at ``alpha`` and ``delta`` by
     :func:`reproduce.protocol.ledger.decide_codes`."""
     rng = np.random.default_rng(0) if rng is None else rng
-    qv = max(0.0, float(query_var))
-    e = theta + rng.normal(0, math.sqrt(qv), (draws, 1)) + rng.normal(0, seed_sd, (draws, n_seeds))
-    se, df = se_df(e.var(axis=1, ddof=1) / n_seeds, qv, n_seeds)
-    return decide_codes("direction", e.mean(axis=1), se, df, alpha, delta)
+    q, eps = pilot_noise(seed_sd, query_var, n_seeds, draws, rng)
+    return decide_seeds(theta, q, eps, np.full(draws, n_seeds), query_var, alpha, delta)
 
 
 def family_null_rate(rows: pd.DataFrame, draws: int = DRAWS, seed: int = 1) -> float:
@@ -203,8 +201,8 @@ def seeds_asked(effect: float, pilot_sd, query_var: float, alpha: float, cap: in
 
 
 def pilot_noise(seed_sd: float, query_var: float, n_pilot: int, draws: int, rng: np.random.Generator):
-    """``(q, ε)``: the test-set shift (draws, 1) and the pilot's seed noise (draws, n_pilot), drawn in
-    :func:`simulate_row`'s order."""
+    """``(q, ε)``: the test-set shift (draws, 1) and the pilot's seed noise (draws, n_pilot), in that order (a row
+    at fixed seeds, :func:`simulate_row`, is a pilot of all its seeds)."""
     q = rng.normal(0, math.sqrt(max(0.0, float(query_var))), (draws, 1))
     return q, rng.normal(0, seed_sd, (draws, n_pilot))
 
@@ -226,7 +224,7 @@ def add_seeds(eps: np.ndarray, seed_sd: float, n_final, rng: np.random.Generator
 
 def decide_seeds(theta: float, q, eps, n_final, query_var: float, alpha: float, delta: float) -> np.ndarray:
     """Verdict codes of draws whose effects are θ + q + ε over each draw's first ``n_final`` seeds, grouped by count
-    (one group: :func:`simulate_row`'s arithmetic, draw for draw)."""
+    (:func:`simulate_row` is one group)."""
     n_final = np.asarray(n_final)
     qv = max(0.0, float(query_var))
     codes = np.empty(n_final.shape, dtype=int)
