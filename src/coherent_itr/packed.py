@@ -55,7 +55,7 @@ from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
 from .models import VSEModel, Vocabulary
-from .train import RunResult, _batches
+from .train import RunResult, _batches, _selected_health, _Selector
 
 #: fields every member of a pack shares (the data, the model's shape, the batches' shape, the loss's name)
 SHARED_FIELDS = (
@@ -80,6 +80,8 @@ SHARED_FIELDS = (
     "max_eval_captions",
 )
 DEFAULT_WIDTH = 8  # members per pack, dummies included
+# what a member's _Selector copies as its checkpoint: nothing — the pack keeps every member's best weights itself
+_NO_WEIGHTS = nn.Module()
 
 
 @lru_cache(maxsize=None)
@@ -261,11 +263,9 @@ class _Member:
     config: Config
     generator: torch.Generator
     crit: nn.Module
-    warm: int  # warm-up epochs that change this loss (0 when it selects no hardest negatives)
+    # the solo loop's selection and patience rule; the pack keeps the checkpoints, on the device (_NO_WEIGHTS)
+    sel: _Selector
     history: list
-    best_rsum: float = -math.inf
-    best_epoch: int = 0
-    best_row: dict | None = None
     stopped: bool = False
     iterations: list = field(default_factory=list)  # the sampled steps' diagnostics (Config.grad_diag_every)
     sums: dict = field(default_factory=dict)  # this epoch's per-step stats, summed
@@ -304,13 +304,6 @@ def _validate(model: PackedVSE, dev, vocab, device, chance: float) -> list[dict]
     return rows
 
 
-def _selected_health(m: _Member) -> dict:
-    h = {k: m.best_row[k] for k in health.HEALTH_KEYS}
-    collapsed, reason = health.is_collapsed(h)
-    extra = {"val_rsum": m.best_row["val_rsum"], "val_rsum_chance": m.best_row["val_rsum_chance"]}
-    return {**h, "epoch": m.best_epoch, **extra, "collapsed": collapsed, "reason": reason}
-
-
 def _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step: int) -> tuple[list, bool]:
     """One packed forward and backward (gradients clipped per member; the optimiser steps after): per member its
     step's loss, its loss's scalar diagnostics and, every ``grad_diag_every``-th step, the tangent-gradient
@@ -337,8 +330,6 @@ def _train_step(model, members, pairs, tokens, lengths, feats, provider, device,
             rel = torch.as_tensor(got, dtype=torch.float32, device=device)
         each.append(m.crit(sim[k], rel))
     loss = torch.stack(each)
-    for p in model.parameters():
-        p.grad = None
     loss.sum().backward()
     clip_per_member(list(model.parameters()), [m.config.grad_clip for m in members])
     values = loss.detach().cpu().tolist()  # one host read for the pack
@@ -401,7 +392,7 @@ def train_packed(
         models.append(VSEModel(tr.features.shape[1], len(vocab), c.embed_dim, c.word_dim, c.text_hidden))
         crit = losses.build(c.loss, **c.loss_params).to(device)
         warm = c.warmup_epochs if getattr(crit, "honours_warmup", False) else 0
-        members.append(_Member(c, g, crit, warm, []))
+        members.append(_Member(c, g, crit, _Selector(c.early_stop_patience, first_epoch=warm + 1), []))
     model = PackedVSE(models).to(device)
     params = list(model.parameters())
     opt = PackedAdam(params)
@@ -430,6 +421,7 @@ def train_packed(
                 m.sums, m.counts = {}, {}
             batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
             for pairs in zip(*batches):
+                opt.zero_grad()
                 stats, sampled = _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step)
                 opt.step(lrs, active)
                 warm_now = [epoch < m.config.warmup_epochs for m in members]
@@ -467,16 +459,9 @@ def train_packed(
                     **vals[k],
                 }
                 m.history.append(row)
-                first_epoch = m.warm + 1  # selection and patience from the first epoch after the warm-up
-                e1 = epoch + 1
-                if e1 < first_epoch or e1 == first_epoch or row["val_rsum"] > m.best_rsum:
-                    if e1 >= first_epoch:
-                        m.best_rsum = row["val_rsum"]
-                    m.best_epoch, m.best_row = e1, row
-                    improved[k] = True
-                p = m.config.early_stop_patience
-                if p > 0 and e1 >= first_epoch and e1 - m.best_epoch >= p:
-                    m.stopped = True
+                m.sel.update(_NO_WEIGHTS, epoch + 1, row)
+                improved[k] = m.sel.best_epoch == epoch + 1  # this epoch's checkpoint is the one kept
+                m.stopped = m.sel.should_stop(epoch + 1)
             with torch.no_grad():
                 for b, p in zip(best, params):
                     b.copy_(torch.where(improved.to(p.device).view((-1,) + (1,) * (p.dim() - 1)), p, b))
@@ -498,9 +483,9 @@ def train_packed(
         record = {
             "config": m.config.to_dict(),
             "history": m.history,
-            "best_epoch": m.best_epoch,
+            "best_epoch": m.sel.best_epoch,
             "epochs_run": len(m.history),
-            "health": _selected_health(m),
+            "health": _selected_health(m.sel),
             "warmup": {
                 "epochs": [h["epoch"] for h in m.history if h["warmup"]],
                 "applies": bool(getattr(m.crit, "honours_warmup", False)),
