@@ -13,29 +13,26 @@ instead of a few MB:
 Every stored set names the code that computed it (:func:`frozen_code`); a set computed by other code, or asked of a
 run that does not carry it, raises :class:`coherent_itr.runs.ImportedRunMissing` naming the run and what is missing.
 
-The code a set names is frozen as the library's run keys are (:mod:`coherent_itr.code_identity`): ``VIEW_CODE_FILE``
-records, per stored set, the code its archives name and the source hashes that compute it — the one frozen and
-those of edits declared to keep every stored array (``python -m reproduce.driver.code_identity --declare-view NAME
-WHY``). An undeclared edit names its live source hash, so its sets and the archives' are never read as each other's;
-``tests/reproduce/present/test_view_code.py`` fails until the edit is declared or frozen again, and checks pinned
-arrays so that a declaration that moves a number is caught.
+The code a set names is locked as the library's run keys are, in the same lock (:mod:`coherent_itr.code_identity`,
+its ``views``): per stored set, the code label its archives name and the source hashes accepted for it — the one
+frozen and those of edits accepted as keeping every stored array (``python -m reproduce.driver.code_identity
+--accept-view NAME WHY``, which checks the pinned arrays of :mod:`reproduce.driver.pins` first). An edit not
+accepted names its live source hash, so its sets and the archives' are never read as each other's;
+``tests/reproduce/driver/test_view_code_cli.py`` fails until the edit is accepted or bumped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
-import json
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
+from coherent_itr import code_identity
 from coherent_itr.runs import ImportedRunMissing
 
 QUERIES = ("image", "caption")  # image: image→text (rank captions); caption: text→image (rank images)
 PREFIX = "view_"  # every stored array's name starts with it: view_<set>_<field>
-VIEW_CODE_FILE = Path(__file__).resolve().parents[1] / "data" / "view_code.json"  # {set: {code, sources}}
 AGAIN = "export the run again (python -m reproduce --export-runs FILE, or --export-embeddings all) or train it here"
 
 
@@ -49,20 +46,16 @@ def code_hash(*objs) -> str:
     return h.hexdigest()[:16]
 
 
-@lru_cache(maxsize=1)
 def declared_codes() -> dict:
-    """``VIEW_CODE_FILE``: ``{set name: {"code": the code its stored sets name, "sources": {source hash: why}}}``
-    (``{}`` when absent: every code live)."""
-    try:
-        return json.loads(VIEW_CODE_FILE.read_text())
-    except FileNotFoundError:
-        return {}
+    """The lock's ``views``: ``{set name: {"code": the code its stored sets name, "sources": [accepted source
+    hashes]}}`` (``{}``: every code live)."""
+    return code_identity.load().get("views", {})
 
 
 def code_state(name: str, *objs) -> tuple[str, str]:
     """``(state, code)`` of the stored set ``name`` computed by ``objs``. The state: ``frozen`` (the source of
-    ``objs`` hashes, :func:`code_hash`, to the frozen one in ``VIEW_CODE_FILE``), ``declared`` (to the source of an
-    edit declared to keep every stored array), ``undeclared`` (to neither) or ``not frozen`` (no entry). The code its
+    ``objs`` hashes, :func:`code_hash`, to the frozen one in the lock), ``declared`` (to the source of an edit
+    accepted as keeping every stored array), ``undeclared`` (to neither) or ``not frozen`` (no entry). The code its
     sets name: the frozen code in the first two states, else that live hash."""
     live = code_hash(*objs)
     entry = declared_codes().get(name)

@@ -1,31 +1,40 @@
-"""The frozen code identity of the run keys (coherent_itr/code_identity.py) and its guard.
+"""The code lock of the run keys (coherent_itr/code_identity.py) and its guard.
 
-Every frozen file is as frozen or its edit is declared with a reason; a declared edit keeps the keys and an
-undeclared one moves them (as every edit did before the freeze); and pinned tiny runs of every loss keep their
-numbers bit for bit — the check that an edit declared neutral is neutral."""
+Every locked file is as frozen or its edit is accepted, with a reason in the log; an accepted edit keeps the keys
+and one not accepted moves them (as every edit did before the freeze); and pinned tiny runs of every loss keep
+their numbers bit for bit (:mod:`reproduce.driver.pins`) — the check that an accepted edit is neutral."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-
-import engine_pins
 from coherent_itr import code_identity, runs
 from coherent_itr.config import Config
+
+from reproduce.driver import pins
 
 
 def test_every_frozen_file_is_as_frozen_or_its_edit_is_declared_with_a_reason():
     changed = code_identity.changed_files()
     bad = {f: s for f, s in changed.items() if not s.startswith("declared")}
     assert not bad, (
-        f"library files edited since the freeze without a declaration: {bad}. If every number of every run stays, "
-        "add the file's new sha256 and why to 'neutral_edits' in src/coherent_itr/code_identity.json (the pins below "
-        "check it); if numbers change, run `python -m reproduce.driver.code_identity --freeze FILE` and "
-        "`python tests/engine_pins.py`: the runs of the sets holding FILE train again."
+        f"library files edited since the freeze and not accepted: {bad}. If every number of every run stays: "
+        "`python -m reproduce.driver.code_identity --accept FILE WHY` (it runs the pins first); if numbers change: "
+        "`--bump FILE --why WHY` and `python -m reproduce.driver.pins`: the runs of the sets holding FILE train again."
     )
+
+
+def test_every_accepted_edit_says_why_in_the_log():
+    logged = {(e.get("file"), e.get("sha256")): e for e in code_identity.read_log() if e.get("verb") == "accept"}
     for rel, entry in code_identity.load().get("neutral_edits", {}).items():
-        assert len(entry.get("why", "")) > 20, f"{rel}: a declared edit must say why the numbers are unchanged"
+        event = logged.get((rel, entry["sha256"]))
+        assert event is not None, f"{rel}: its accepted content {entry['sha256'][:12]} has no line in the log"
+        assert len(event.get("why", "")) > 20, f"{rel}: an accepted edit must say why the numbers are unchanged"
+        assert event.get("devices") == entry.get("devices"), rel
+    views = {(e["view"], e["source"]) for e in code_identity.read_log() if e.get("verb") == "accept-view"}
+    for name, entry in code_identity.load().get("views", {}).items():
+        for source in entry["sources"]:
+            assert source == entry["code"] or (name, source) in views, f"view set {name}: {source} not in the log"
 
 
 def test_a_frozen_set_of_unchanged_files_hashes_as_frozen():
@@ -112,45 +121,15 @@ def test_freezing_again_one_file_moves_only_the_sets_that_hold_it(monkeypatch):
     assert "losses/sndcg.py" not in ident["neutral_edits"]
 
 
-def _readable(pin: dict) -> dict:
-    out = {f"last.{k}": v for k, v in pin["last"].items()}
-    out.update({f"mean_abs.{k}": v for k, v in pin["mean_abs"].items()})
-    if "rsum" in pin:
-        out["rsum"] = pin["rsum"]
-    return out
-
-
-def _moved(pinned: dict, got: dict, exact: bool) -> dict:
-    """The pinned runs whose numbers ``got`` does not keep: every hash (``exact``), else the readable numbers to a
-    relative 1e-3."""
-    moved = {}
-    for name, want in pinned.items():
-        have = got[name]
-        if exact:
-            diff = {k: (want[k], have.get(k)) for k in ("history", "test_img", "test_cap", "test") if k in want}
-            diff = {k: v for k, v in diff.items() if v[0] != v[1]}
-        else:
-            w, h = _readable(want), _readable(have)
-            diff = {k: (v, h.get(k)) for k, v in w.items() if not np.isclose(h.get(k, np.nan), v, rtol=1e-3, atol=1e-6)}
-        if diff:
-            w, h = _readable(want), _readable(have)
-            moved[name] = {**diff, "readable (pinned, now)": {k: (v, h.get(k)) for k, v in w.items() if v != h.get(k)}}
-    return moved
-
-
-def test_pinned_tiny_runs_keep_every_number(tmp_path):
-    """The guard: one tiny run per loss (and the synthetic world, and one test evaluation) — bit for bit on a CPU
-    that pinned them; on a CPU with no pins of its own, to a relative 1e-3 on the closest pinned CPU (its float32
-    sums round differently)."""
-    machines = engine_pins.load()["machines"]
-    here = engine_pins.cpu_signature()
-    got = engine_pins.compute(tmp_path)
-    own = [m for m in machines if m["machine"] == here]
-    if own:
-        moved, how = _moved(own[0]["runs"], got, exact=True), f"bit for bit, pinned on this CPU ({here['cpu']})"
-    else:
-        moved, near = min(
-            ((_moved(m["runs"], got, exact=False), m["machine"]) for m in machines), key=lambda x: len(x[0])
-        )
-        how = f"to 1e-3 on the closest pinned CPU, {near['cpu']} ({', '.join(near['isa'])}); none pinned for {here}"
+def test_pinned_tiny_runs_keep_every_number_and_hash_every_file_they_run(tmp_path):
+    """The guard: one tiny run per loss with the relevance its arms train with (and the synthetic world, and one
+    test evaluation) — bit for bit on a CPU that pinned them; on a CPU with no pins of its own, to a relative 1e-3 on
+    the closest pinned CPU (its float32 sums round differently). The same runs, profiled: every library file each
+    one calls into is in its training key's file set."""
+    executed: dict[str, set[str]] = {}
+    moved, how = pins.check_engine(None, tmp_path, executed=executed)
     assert not moved, f"numbers moved ({how}): {json.dumps(moved, indent=1)}"
+    configs = pins.configs()
+    assert set(executed) == set(configs) and all(executed.values()), "the profiler saw no package code"
+    unhashed = {n: sorted(files - set(runs.training_files(configs[n]))) for n, files in executed.items()}
+    assert not any(unhashed.values()), f"executed but not in the training key: {unhashed}"
