@@ -41,14 +41,17 @@ def effect_cell(r) -> str:
     return f"{fmt_num(r['effect'])} [{fmt_num(r['ci_low'])}, {fmt_num(r['ci_high'])}]"
 
 
+PAPERS_SIZE = "papers' size: "  # how every cell of the ledger's papers_size column starts
+
+
 def papers_size_cell(v) -> str:
     """A row's cell "at the papers' size" from :func:`reproduce.protocol.scale.papers_size`: empty for a row the
     papers' size does not decide again, the reason where it has no verdict, else its verdict and interval."""
     if v is None:
         return ""
     if isinstance(v, str):
-        return f"papers' size: {v}"
-    return f"papers' size: **{v['verdict']}** {effect_cell(v)}"
+        return f"{PAPERS_SIZE}{v}"
+    return f"{PAPERS_SIZE}**{v['verdict']}** {effect_cell(v)}"
 
 
 def papers_size_column(df: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
@@ -327,7 +330,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
                 + (fmt_num(r[d + "_ratio"], 2) if np.isfinite(r[d + "_ratio"]) else "—")
                 for d in datasets
             )
-            + (f" | {_cell(r['papers_size'].removeprefix('papers' + chr(39) + ' size: ')) or '—'}" if scaled else "")
+            + (f" | {_cell(r['papers_size'].removeprefix(PAPERS_SIZE)) or '—'}" if scaled else "")
             + " |"
         )
     tallies = []

@@ -37,7 +37,8 @@ import pandas as pd
 
 from reproduce.spec.tables import fmt_num
 
-from reproduce.present.ledger_render import summary_counts, verdict_tags
+from reproduce.present.ledger_render import PAPERS_SIZE, summary_counts, verdict_tags
+from reproduce.protocol import scale
 from reproduce.spec.paths import ROOT
 
 SKIP_DIRS = {"site", "smoke", "benchmarks", "notebooks", "cache"}
@@ -251,15 +252,33 @@ def _effect_text(r: dict) -> str:
     return fmt_num(r.get("effect"))
 
 
+def _papers_size(r: dict) -> str:
+    """The row's cell at the papers' size as the ledger wrote it, without its prefix ("" where it has none)."""
+    v = r.get("papers_size")
+    return v.removeprefix(PAPERS_SIZE) if isinstance(v, str) else ""
+
+
+def _papers_size_html(text: str) -> str:
+    """A papers'-size cell (:func:`_papers_size`) as HTML: its **verdict** in the verdict's colour."""
+    return re.sub(
+        r"\*\*([^*]+)\*\*",
+        lambda m: f'<b style="color:{VERDICT_COLOURS.get(html.unescape(m[1]), "black")}">{m[1]}</b>',
+        html.escape(text),
+    )
+
+
 def claims_table(claims) -> str:
     """One line per claim: id (its page), paper, the statement (cut, full text as its title), per data set the
-    effect [interval] → verdict; filters by paper and verdict (a few lines of script, no library)."""
+    effect [interval] → verdict, and — as in the README, where the ledger has a ``papers_size`` column with
+    anything in it — :data:`reproduce.protocol.scale.SCALE_DATA`'s verdict at the papers' size; filters by paper and
+    verdict (a few lines of script, no library)."""
     prim = claims[claims["role"] == "primary"]
     data = list(dict.fromkeys(prim["dataset"]))
     papers = list(dict.fromkeys(prim["paper"].astype(str)))
     verdicts = [v for v in VERDICT_COLOURS if v in set(prim["verdict"])]
     options = "".join(f"<option>{html.escape(p)}</option>" for p in papers)
     v_options = "".join(f"<option>{html.escape(v)}</option>" for v in verdicts)
+    scaled = any(_papers_size(r) for r in prim[prim["dataset"] == scale.SCALE_DATA].to_dict("records"))
     rows = []
     for cid, g in prim.groupby("id", sort=False):
         by = {r["dataset"]: r for r in g.to_dict("records")}
@@ -270,6 +289,8 @@ def claims_table(claims) -> str:
             f"<td>{html.escape(_effect_text(by[d]))} → {_verdict_html(by[d])}</td>" if d in by else "<td>—</td>"
             for d in data
         )
+        if scaled:
+            cells += f"<td>{_papers_size_html(_papers_size(by.get(scale.SCALE_DATA, {}))) or '—'}</td>"
         vs = "|".join(dict.fromkeys(str(r["verdict"]) for r in by.values()))
         rows.append(
             f'<tr id="{html.escape(cid)}" data-paper="{html.escape(str(first["paper"]))}" '
@@ -279,6 +300,8 @@ def claims_table(claims) -> str:
             f"{html.escape(short)}</td>{cells}</tr>"
         )
     head = "".join(f"<th>{html.escape(d)}: effect [interval] → verdict</th>" for d in data)
+    if scaled:
+        head += f"<th>{html.escape(scale.SCALE_DATA)} at the {html.escape(scale.SCALE_LABEL)}</th>"
     return (
         f"<style>{LEDGER_STYLE}</style>{FILTER_SCRIPT}"
         '<div class="filters">paper <select id="f-paper" onchange="filterClaims()"><option value="">all</option>'
@@ -331,6 +354,7 @@ CLAIM_FIELDS = (
     ("query_var", "test-set sd"),
     ("power", "power at the paper's effect (seeds for 80 %)"),
     ("stability", "stability"),
+    ("papers_size", f"at the {scale.SCALE_LABEL}"),  # only on the pages of the claims it decides again
 )
 
 
@@ -362,6 +386,8 @@ def _field(r: dict, key: str) -> str:
         n = r.get("seeds_for_power")
         need = f"{int(n)} seeds" if pd.notna(n) else str(r.get("power_note") or "")
         return html.escape(f"{100 * r['power']:.0f} % with {int(r['n_seeds'])} ({need})")
+    if key == "papers_size":
+        return _papers_size_html(_papers_size(r)) or "—"
     if key == "stability":
         return html.escape(f"{100 * r['stability']:.0f} %") if pd.notna(r.get("stability")) else "—"
     v = r.get(key)
@@ -381,6 +407,7 @@ def write_claim_pages(claims, out: Path) -> int:
         body = "".join(
             f"<tr><th>{html.escape(label)}</th>" + "".join(f"<td>{_field(r, key)}</td>" for r in rows) + "</tr>"
             for key, label in CLAIM_FIELDS
+            if key != "papers_size" or any(_papers_size(r) for r in rows)
         )
         page = (
             page_head(f"{cid} — {rows[0]['statement']}", depth=1)

@@ -23,11 +23,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from reproduce.protocol import scale
 from reproduce.spec.labels import arm_label
 
 BASE = "VSE++ (Triplet-HN)"
 N_BOOT = 2000
 LEVEL = 0.95
+PAPER_COLOUR = "0.2"  # the papers' size in the forest plot: open dark-grey markers beside our coloured ones
 COLUMNS = [
     "n_seeds",
     "mean",
@@ -176,18 +178,47 @@ def robust_limits(res: pd.DataFrame) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_label: str = "VSE++"):
+def _seeds_text(n_seeds) -> str:
+    """``n_seeds`` of several arms in words: ``"5 seeds"``, ``"3–5 seeds"``."""
+    n = sorted({int(x) for x in pd.to_numeric(pd.Series(n_seeds), errors="coerce").dropna()})
+    if not n:
+        return "seeds unknown"
+    return f"{n[0]} seed{'s' * (n[0] != 1)}" if len(n) == 1 else f"{n[0]}–{n[-1]} seeds"
+
+
+def forest_plot(
+    res: pd.DataFrame,
+    metric_label: str,
+    title: str = "",
+    base_label: str = "VSE++",
+    paper: pd.DataFrame | str | None = None,
+):
     """Two panels sharing the arms: IQM (filled) and mean (open) with their 95% intervals, and the probability
-    of improvement over the baseline with its interval (dashed line: ½, no improvement)."""
+    of improvement over the baseline with its interval (dashed line: ½, no improvement).
+
+    ``paper``: the same comparison at the papers' size (:func:`reproduce.protocol.scale.papers_size_arms`). A table
+    adds, under each arm it has, a lane of its own: its IQM (open diamond) and its probability of improvement over
+    its own baseline (open square), with their intervals; a text (why there is none) is a short note above the right
+    panel; ``None`` draws nothing more (the figure is then the one without the argument)."""
+    scaled = isinstance(paper, pd.DataFrame)
+    if scaled:
+        paper = paper.reindex(res.index)  # aligned to the arms drawn; an arm it lacks is NaN and draws nothing
     n = len(res)
     y = np.arange(n)[::-1]
     fig, (ax1, ax2) = plt.subplots(
-        1, 2, figsize=(11, 1.2 + 0.45 * n), sharey=True, gridspec_kw={"width_ratios": [3, 2]}, layout="constrained"
+        1,
+        2,
+        figsize=(11, 1.2 + (0.6 if scaled else 0.45) * n),
+        sharey=True,
+        gridspec_kw={"width_ratios": [3, 2]},
+        layout="constrained",
     )
-    off = 0.15
+    off = 0.25 if scaled else 0.15
+    # lanes of one arm: (table, statistic, offset, colour); with the papers' size, ours above and theirs below
+    lanes = [(res, "iqm", off, "C0"), (res, "mean", 0.0 if scaled else -off, "C1")]
     ax1.errorbar(
         res["iqm"],
-        y + off,
+        y + lanes[0][2],
         xerr=_whiskers(res, "iqm"),
         fmt="o",
         color="C0",
@@ -196,7 +227,7 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
     )
     ax1.errorbar(
         res["mean"],
-        y - off,
+        y + lanes[1][2],
         xerr=_whiskers(res, "mean"),
         fmt="o",
         mfc="white",
@@ -204,11 +235,36 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
         capsize=3,
         label="mean",
     )
-    lo, hi = robust_limits(res)
+    if scaled:
+        lanes.append((paper, "iqm", -off, PAPER_COLOUR))
+        has_p = np.isfinite(paper["iqm"].to_numpy(dtype=float))
+        ax1.errorbar(
+            paper["iqm"][has_p],
+            (y - off)[has_p],
+            xerr=_whiskers(paper, "iqm", has_p),
+            fmt="D",
+            mfc="white",
+            color=PAPER_COLOUR,
+            capsize=3,
+            label=f"{scale.SCALE_LABEL}:\nIQM, {_seeds_text(paper['n_seeds'][has_p])}",
+        )
+        for i in np.flatnonzero(~has_p):  # an arm the papers' size has not trained: said in its lane
+            ax1.annotate(
+                f"{scale.SCALE_LABEL}: {scale.NOT_MEASURED}",
+                (0.0, y[i] - off),
+                xycoords=("axes fraction", "data"),
+                xytext=(4, 0),
+                textcoords="offset points",
+                ha="left",
+                va="center",
+                fontsize="x-small",
+                color=PAPER_COLOUR,
+            )
+    lo, hi = robust_limits(pd.concat([res, paper]) if scaled else res)
     ax1.set_xlim(lo, hi)
     sides = (("left", lo, -1, "<", 6), ("right", hi, 1, ">", -6))  # side, edge, outward sign, marker, text offset
-    for stat, dy, color in (("iqm", off, "C0"), ("mean", -off, "C1")):  # what lies beyond the limits, at the edge
-        for yi, (x, x_lo, x_hi) in zip(y + dy, res[[stat, f"{stat}_low", f"{stat}_high"]].to_numpy(dtype=float)):
+    for frame, stat, dy, color in lanes:  # what lies beyond the limits, at the edge
+        for yi, (x, x_lo, x_hi) in zip(y + dy, frame[[stat, f"{stat}_low", f"{stat}_high"]].to_numpy(dtype=float)):
             for (side, edge, sign, marker, dx), end in zip(sides, (x_lo, x_hi)):
                 parts = [f"{end:.0f}"] if np.isfinite(end) and sign * (end - edge) > 0 else []
                 if np.isfinite(x) and sign * (x - edge) > 0:
@@ -232,19 +288,33 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
         textwrap.fill(f"test {metric_label}", 50)
         + "\nwhiskers: 95% stratified-bootstrap CI\n◂ n ▸: a value beyond the axis, at its edge"
     )
-    ax1.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, fontsize="small")
+    ax1.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3 if scaled else 2, frameon=False, fontsize="small")
     has = np.isfinite(res["poi"].to_numpy(dtype=float))
     ax2.errorbar(
         res["poi"][has],
-        y[has],
+        (y + (off if scaled else 0.0))[has],
         xerr=_whiskers(res, "poi", has),
         fmt="s",
         color="C2",
         capsize=3,
     )
+    if scaled:
+        has_p = np.isfinite(paper["poi"].to_numpy(dtype=float))
+        ax2.errorbar(
+            paper["poi"][has_p],
+            (y - off)[has_p],
+            xerr=_whiskers(paper, "poi", has_p),
+            fmt="s",
+            mfc="white",
+            color=PAPER_COLOUR,
+            capsize=3,
+        )
     ax2.axvline(0.5, ls="--", color="grey", lw=1)
     ax2.set_xlim(-0.03, 1.03)
-    ax2.set_xlabel(f"P(arm > {base_label})\nwhiskers: 95% CI")
+    ax2.set_xlabel(
+        f"P(arm > {base_label})\nwhiskers: 95% CI"
+        + (f"\nopen: the papers' size,\nagainst its own {base_label}" if scaled else "")
+    )
     ax2.tick_params(axis="y", left=False)
     for i in np.flatnonzero(~has):
         ax2.text(
@@ -256,6 +326,18 @@ def forest_plot(res: pd.DataFrame, metric_label: str, title: str = "", base_labe
             fontsize="small",
             color="grey",
             bbox={"fc": "white", "ec": "none"},
+        )
+    if isinstance(paper, str):
+        ax2.annotate(
+            f"{scale.SCALE_LABEL}: {paper}",
+            (1.0, 1.0),
+            xycoords="axes fraction",
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize="small",
+            color="grey",
         )
     if title:
         fig.suptitle(title)

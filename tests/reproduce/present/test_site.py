@@ -343,3 +343,73 @@ def test_the_ledger_page_has_one_line_per_claim_with_filters_and_a_page_per_clai
     b1 = (out / "claims" / "B1.html").read_text()
     assert "29, 30, 31" in b1 and "4, 5, 6" in b1 and "95 % with 3 (3 seeds)" in b1 and "20 % with 3 (14 seeds)" in b1
     assert (out / "claims" / "B1.png").stat().st_size > 0 and '<img src="B1.png"' in b1
+
+
+def _with_papers_size(planted: Path, paper) -> pd.DataFrame:
+    """The planted ledger with the ledger's own columns and its papers'-size cells as the ledger writes them
+    (:func:`reproduce.present.ledger_render.papers_size_column` against the papers'-size ledger ``paper``)."""
+    from reproduce.present.ledger_render import papers_size_column
+
+    claims = pd.read_csv(planted / "claims.csv").assign(
+        paper=["BCLS", "BCLS", "BCLS", "Unified", "BCLS"], statement=["B1", "B1", "B10", "U1", "s"]
+    )
+    claims["papers_size"] = papers_size_column(claims, paper)
+    claims.to_csv(planted / "claims.csv", index=False)
+    return claims
+
+
+def _row(table: str, cid: str) -> str:
+    return re.search(rf'<tr id="{cid}".*?</tr>', table).group(0)
+
+
+def test_the_ledger_page_and_claim_pages_show_the_verdict_at_the_papers_size(planted: Path, tmp_path: Path):
+    from reproduce.protocol import scale
+
+    paper = pd.DataFrame(
+        [
+            dict(
+                id="B1",
+                role="primary",
+                dataset="flickr8k",
+                verdict="reversed",
+                effect=-15.3,
+                ci_low=-20.1,
+                ci_high=-10.4,
+            )
+        ]
+    )
+    claims = _with_papers_size(planted, paper)
+    assert claims.loc[1, "papers_size"] == "papers' size: **reversed** -15.3 [-20.1, -10.4]"  # B1, flickr8k
+    out = site.build(planted, tmp_path / "site").parent
+    assert _broken_links(out) == []
+    ledger = (out / "ledger.html").read_text()
+    table = ledger[ledger.index('<table class="claims">') : ledger.index("<h2>Every row</h2>")]
+    assert f"<th>flickr8k at the {html.escape(scale.SCALE_LABEL)}</th>" in table
+    b1 = _row(table, "B1")
+    assert b1.endswith(
+        f'<td><b style="color:{site.VERDICT_COLOURS["reversed"]}">reversed</b> -15.3 [-20.1, -10.4]</td></tr>'
+    )
+    assert _row(table, "U1").endswith("<td>—</td></tr>")  # U1 has no Flickr8k row here
+    assert 'data-verdicts="reproduced|inconclusive"' in b1  # the filter keeps the default's verdicts
+    page = (out / "claims" / "B1.html").read_text()
+    line = re.search(rf"<tr><th>at the {re.escape(html.escape(scale.SCALE_LABEL))}</th>.*?</tr>", page).group(0)
+    assert line.count("<td>") == 2 and "<td>Flickr8k only</td>" in line  # synthetic: the paper profile trains none
+    assert '">reversed</b> -15.3 [-20.1, -10.4]</td>' in line
+    assert "papers" not in (out / "claims" / "B10.html").read_text()  # B10 is no main-comparison row
+
+
+def test_without_papers_size_runs_the_main_rows_say_not_yet_measured_and_without_the_column_nothing(
+    planted: Path, tmp_path: Path
+):
+    _with_papers_size(planted, None)
+    out = site.build(planted, tmp_path / "site").parent
+    ledger = (out / "ledger.html").read_text()
+    table = ledger[ledger.index('<table class="claims">') : ledger.index("<h2>Every row</h2>")]
+    assert _row(table, "B1").endswith("<td>not yet measured</td></tr>")
+    assert "not yet measured" in (out / "claims" / "B1.html").read_text()
+    claims = pd.read_csv(planted / "claims.csv").drop(columns="papers_size")  # a ledger written before the column
+    claims.to_csv(planted / "claims.csv", index=False)
+    out = site.build(planted, tmp_path / "site2").parent
+    ledger = (out / "ledger.html").read_text()
+    assert "papers" not in ledger[ledger.index('<table class="claims">') : ledger.index("<h2>Every row</h2>")]
+    assert "papers" not in (out / "claims" / "B1.html").read_text()

@@ -126,3 +126,96 @@ def test_one_seed_gets_no_interval():
     assert np.isnan(one[["mean_low", "mean_high", "iqm_low", "iqm_high", "poi_low", "poi_high"]].astype(float)).all()
     assert mc.comparison_table(res).loc["One", "mean [95% CI]"] == "405.0 [— one seed]"
     mc.forest_plot(res, "RSUM").canvas.draw()  # draws without an interval
+
+
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=60)
+    return buf.getvalue()
+
+
+def _papers_size_case():
+    ours = mc.main_comparison(
+        _runs({mc.BASE: [400.0, 401.0, 399.0], "Triplet-SN": [405.0, 407.0, 404.0], "Unified": [398.0, 402.0, 400.0]}),
+        n_boot=200,
+    )
+    nan = float("nan")
+    theirs = pd.DataFrame(  # VSE++ ahead; Unified not trained; Triplet-SN's interval far beyond ours (to the edge)
+        {
+            mc.BASE: dict(iqm=431.0, iqm_low=430.0, iqm_high=433.0, poi=nan, poi_low=nan, poi_high=nan),
+            "Triplet-SN": dict(iqm=420.0, iqm_low=418.0, iqm_high=520.0, poi=0.0, poi_low=0.0, poi_high=0.1),
+            "Other": dict(iqm=2.0, iqm_low=1.0, iqm_high=3.0, poi=0.0, poi_low=0.0, poi_high=0.0),
+        }
+    ).T.assign(n_seeds=3, mean=nan, mean_low=nan, mean_high=nan)[mc.COLUMNS]
+    return ours, theirs
+
+
+def test_forest_plot_draws_the_papers_size_as_a_lane_of_open_markers_under_each_arm():
+    import matplotlib.pyplot as plt
+
+    from reproduce.protocol import scale
+
+    ours, theirs = _papers_size_case()
+    fig = mc.forest_plot(ours, "RSUM", title="X1", paper=theirs.loc[[mc.BASE, "Triplet-SN", "Other"]])
+    fig.canvas.draw()
+    ax1, ax2 = fig.axes
+    y = {arm: float(i) for arm, i in zip(ours.index, np.arange(len(ours))[::-1])}
+    legend = [t.get_text() for t in ax1.get_legend().get_texts()]
+    assert legend == ["IQM", "mean", f"{scale.SCALE_LABEL}:\nIQM, 3 seeds"]
+    diamonds = [ln for ln in ax1.lines if ln.get_marker() == "D"]
+    assert len(diamonds) == 1 and diamonds[0].get_markerfacecolor() in ("white", (1.0, 1.0, 1.0, 1.0))
+    assert list(diamonds[0].get_xdata()) == list(theirs.loc[[mc.BASE, "Triplet-SN"], "iqm"])  # not "Other"
+    assert list(diamonds[0].get_ydata()) == [y[mc.BASE] - 0.25, y["Triplet-SN"] - 0.25]
+    # its interval: the error bar of each diamond spans the table's IQM interval
+    bars = [c for c in ax1.collections if np.allclose(c.get_segments()[0][:, 1], y[mc.BASE] - 0.25)]
+    assert len(bars) == 1
+    assert [tuple(s[:, 0]) for s in bars[0].get_segments()] == [
+        tuple(theirs.loc[a, ["iqm_low", "iqm_high"]]) for a in (mc.BASE, "Triplet-SN")
+    ]
+    # the probability of improvement at the papers' size: an open square in the same lane, against its own VSE++
+    squares = [ln for ln in ax2.lines if ln.get_marker() == "s" and ln.get_markerfacecolor() != ln.get_color()]
+    assert [list(ln.get_ydata()) for ln in squares] == [[y["Triplet-SN"] - 0.25]]
+    assert list(squares[0].get_xdata()) == [0.0]
+    # our IQM above, our mean in the middle: the lanes do not share a height
+    ours_iqm, ours_mean = [ln for ln in ax1.lines if ln.get_marker() == "o"]  # drawn in this order
+    assert list(ours_iqm.get_xdata()) == list(ours["iqm"]) and list(ours_iqm.get_ydata()) == [
+        v + 0.25 for v in y.values()
+    ]
+    assert list(ours_mean.get_ydata()) == list(y.values())
+    texts = {t.get_text() for t in ax1.texts}
+    assert f"{scale.SCALE_LABEL}: {scale.NOT_MEASURED}" in texts  # Unified: not trained at the papers' size
+    assert "520 ▸" in texts  # beyond the axis: drawn at the edge, labelled with its value
+    lo, hi = ax1.get_xlim()
+    assert lo < 399.0 and 431.0 < hi < 520.0  # ours and theirs share the axis; a far whisker is cut at the edge
+    renderer = fig.canvas.get_renderer()
+    words = [t for ax in fig.axes for t in ax.get_yticklabels() + [ax.xaxis.label] if t.get_text()]
+    words += [fig._suptitle, *ax1.texts, *ax2.texts, *ax1.get_legend().get_texts()]
+    for p, q in itertools.combinations(words, 2):
+        assert not p.get_window_extent(renderer).overlaps(q.get_window_extent(renderer)), (p.get_text(), q.get_text())
+    plt.close(fig)
+
+
+def test_forest_plot_without_papers_size_results_is_todays_figure_or_today_with_a_note():
+    import matplotlib.pyplot as plt
+
+    from reproduce.protocol import scale
+
+    ours, _ = _papers_size_case()
+    plain, with_none = mc.forest_plot(ours, "RSUM", title="X1"), mc.forest_plot(ours, "RSUM", title="X1", paper=None)
+    assert _png(plain) == _png(with_none)
+    noted = mc.forest_plot(ours, "RSUM", title="X1", paper=scale.NOT_MEASURED)
+    assert [t.get_text() for t in noted.axes[1].texts if "papers" in t.get_text()] == [
+        f"{scale.SCALE_LABEL}: {scale.NOT_MEASURED}"
+    ]
+    assert len(noted.axes[0].lines) == len(plain.axes[0].lines) and len(noted.axes[1].lines) == len(plain.axes[1].lines)
+    assert list(noted.get_size_inches()) == list(plain.get_size_inches())
+    noted.canvas.draw()
+    r = noted.canvas.get_renderer()
+    note = next(t for t in noted.axes[1].texts if "papers" in t.get_text()).get_window_extent(r)
+    legend = noted.axes[0].get_legend().get_window_extent(r)
+    assert not note.overlaps(legend) and not note.overlaps(noted._suptitle.get_window_extent(r))
+    assert note.x1 <= noted.get_size_inches()[0] * noted.dpi + 1
+    for f in (plain, with_none, noted):
+        plt.close(f)
