@@ -98,10 +98,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
-from threadpoolctl import threadpool_limits
-
-from coherent_itr import metrics
-from coherent_itr.runs import default_threads
 
 from reproduce.spec.power_seeds import SEED_CAP  # the most seeds the plan gives one arm
 
@@ -235,34 +231,16 @@ def estimate_from_interval(effect: float, ci_low: float, ci_high: float, n: int,
 
 
 # --- per-query metrics and the test set's variance ---------------------------------------------
-def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[str, np.ndarray]:
-    """Per-query hits ×100 for R@K: ``{"i2t": (n_images, len(ks)), "t2i": (n_captions, len(ks))}``.
-
-    The columns are :func:`coherent_itr.metrics.per_query` ``(sim, image_of_caption, "retrieval")``'s
-    ``{d}_r{K}`` (cosine = dot product of the stored,
-    L2-normalised embeddings; pessimistic ties): the column means are ``i2t_r1 …`` and their sum
-    over both directions is RSUM (checked in the tests against ``retrieval_metrics``). The similarity
-    is computed in float32, as :func:`coherent_itr.evaluation.evaluate_embeddings` computes the test
-    records: in float64 two similarities that float32 rounds to a tie can be told apart, and one flipped
-    rank moves RSUM away from the record. The product runs with the run's BLAS thread count
-    (``coherent_itr.runs.default_threads``, as the cache evaluates a run): OpenBLAS splits the sums
-    differently with 2 threads, and on the cold-run cache that flipped one text→image rank of N1's
-    Triplet (mean) seed 2 (RSUM 236.06 vs the record's 235.96)."""
-    with threadpool_limits(limits=default_threads(), user_api="blas"):
-        sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
-    hits = metrics.per_query(sim, image_of_caption, "retrieval", ks=tuple(ks))
-    return {d: np.stack([hits[f"{d}_r{k}"] for k in ks], axis=1) for d in ("i2t", "t2i")}
-
-
 def rsum_of(per_query: dict[str, np.ndarray]) -> float:
-    """RSUM from :func:`per_query_recall`'s output."""
+    """RSUM from :func:`coherent_itr.per_query.per_query_recall`'s output."""
     return float(per_query["i2t"].mean(axis=0).sum() + per_query["t2i"].mean(axis=0).sum())
 
 
 def per_image_effects(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> np.ndarray:
     """The seeds × test images table g of the module doc: row s is seed s's per-image RSUM contribution of
-    A − B (``per_query_*``: per-seed :func:`per_query_recall` outputs, paired by position), so that a row's mean
-    is that seed's RSUM effect. ``image_of_caption``: the test split's image index of every caption."""
+    A − B (``per_query_*``: per-seed :func:`~coherent_itr.per_query.per_query_recall` outputs, paired by
+    position), so that a row's mean is that seed's RSUM effect. ``image_of_caption``: the test split's image index
+    of every caption."""
     if len(per_query_a) != len(per_query_b) or not per_query_a:
         raise ValueError(
             f"per_image_effects needs the same seeds for both arms, got {len(per_query_a)} and {len(per_query_b)}"
@@ -304,8 +282,8 @@ def image_variance(table) -> float:
 
 
 def paired_estimate(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> Estimate:
-    """RSUM effect A − B from per-seed :func:`per_query_recall` outputs of two arms (paired by seed, same test
-    set): the seeds' variance + the test images' own variance (module doc)."""
+    """RSUM effect A − B from per-seed :func:`~coherent_itr.per_query.per_query_recall` outputs of two arms
+    (paired by seed, same test set): the seeds' variance + the test images' own variance (module doc)."""
     table = per_image_effects(per_query_a, per_query_b, image_of_caption)
     effects = [rsum_of(a) - rsum_of(b) for a, b in zip(per_query_a, per_query_b)]
     return estimate(effects, image_variance(table))
