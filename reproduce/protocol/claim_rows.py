@@ -29,7 +29,8 @@ from coherent_itr import health
 from coherent_itr.per_query import per_query_recall
 
 from reproduce.spec import claims as registry
-from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, paired_estimate, verdict
+from reproduce.protocol.claim_files import NOTEBOOK_COLUMNS, verdict
+from reproduce.protocol.ledger import paired_estimate
 from reproduce.protocol.tuning import TuningIncomplete
 
 

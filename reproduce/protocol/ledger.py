@@ -63,7 +63,7 @@ Verdicts (direction claim, interval [L, U] at the family's level)
       ``coherent_itr.health.is_collapsed``, or a validation or test RSUM below half the median of its arm's other
       seeds; an arm the claim predicts to fail is not counted) is a failure of that arm. The row is decided as
       above on all its seeds, and again, beside it, on the seeds without a failure
-      (``reproduce.protocol.ledger_rows``: ``failures``, ``without_failures``).
+      (``reproduce.protocol.ledger_decision``: ``failures``, ``without_failures``).
     * ``not testable``: only a row of a claim file written before the failed seeds (no ``failed_seeds`` column)
       with a collapsed arm: the comparison would measure a training failure.
     Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
@@ -94,7 +94,7 @@ Stability (:func:`stability`)
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
@@ -149,19 +149,6 @@ RULE = (
 
 
 # --- intervals and p-values --------------------------------------------------------------------
-def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and two-sided Student-t ``level`` interval of ``values`` (NaN bounds for n < 2)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return math.nan, math.nan, math.nan
-    m = float(v.mean())
-    if v.size < 2:
-        return m, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return m, m - half, m + half
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A mean effect with its standard error and degrees of freedom (seed + query variation)."""
@@ -492,98 +479,6 @@ def stability(
     se, df = se_df(res.var(axis=1, ddof=1) / n, qv, n)
     codes = decide_codes(kind, res.mean(axis=1), se, df, alpha, delta)
     return float((codes == VERDICTS.index(verdict)).mean())
-
-
-# --- the notebooks' row ---------------------------------------------------------------------------
-def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, float, float, float]:
-    """Preliminary per-row verdict a notebook writes beside its effect (seed-only 95% interval, no family, no
-    δ: direction alone). The ledger's verdict is :func:`decide` — see the module doc."""
-    if kind not in KINDS:
-        raise ValueError(f"claim kind {kind!r} unknown; choose one of {KINDS}")
-    if kind == "identity":
-        if tolerance is None:
-            raise ValueError("an identity claim needs a tolerance")
-        dev = np.abs(np.asarray(effects, dtype=float))
-        worst = float(dev.max()) if dev.size else math.nan
-        ok = dev.size > 0 and np.isfinite(worst) and worst <= tolerance
-        return ("reproduced" if ok else "ruled out"), worst, math.nan, math.nan
-    m, lo, hi = mean_ci(effects)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "inconclusive", m, lo, hi
-    if kind == "direction":
-        if lo > 0:
-            return "reproduced", m, lo, hi
-        if hi < 0:
-            return "reversed", m, lo, hi
-        return "inconclusive", m, lo, hi
-    if tolerance is None or tolerance <= 0:
-        raise ValueError("an equivalence claim needs a positive tolerance")
-    if -tolerance < lo and hi < tolerance:
-        return "reproduced", m, lo, hi
-    if lo >= tolerance or hi <= -tolerance:
-        return "ruled out", m, lo, hi
-    return "inconclusive", m, lo, hi
-
-
-NOTEBOOK_COLUMNS = [
-    "id",
-    "paper",
-    "source",
-    "statement",
-    "metric",
-    "dataset",
-    "arms",
-    "n_seeds",
-    "effect",
-    "ci_low",
-    "ci_high",
-    "tolerance",
-    "kind",
-    "verdict",
-    "notebook",
-    "note",
-    "seed_effects",
-]
-LEDGER_COLUMNS = NOTEBOOK_COLUMNS  # the notebooks' claim files (``write_claims``)
-
-
-@dataclass
-class ClaimResult:
-    """One notebook row. ``effects`` are per-seed values oriented so the claim predicts > 0; they
-    are written to the claim file (``seed_effects``) so the ledger can re-decide the row."""
-
-    id: str
-    paper: str
-    source: str
-    statement: str
-    metric: str
-    dataset: str
-    arms: str
-    effects: list = field(default_factory=list)
-    kind: str = "direction"
-    tolerance: float | None = None
-    notebook: str = ""
-    note: str = ""
-    role: str = ""  # "exploratory" for a row added after seeing results; the registry decides primary
-    failures: dict = field(default_factory=dict)  # the cells seeds, failed_seeds, failures (claim_rows.failure_cells)
-
-    def row(self) -> dict:
-        v, m, lo, hi = verdict(self.kind, self.effects, self.tolerance)
-        d = asdict(self)
-        eff = d.pop("effects")
-        cells = d.pop("failures")
-        if not d["role"]:
-            d.pop("role")
-        return {
-            **d,
-            "n_seeds": len(self.effects),
-            "effect": m,
-            "ci_low": lo,
-            "ci_high": hi,
-            "verdict": v,
-            "seed_effects": ";".join(repr(float(x)) for x in eff),
-            **cells,
-        }
 
 
 def pseudo_effects(est: Estimate) -> list[float]:

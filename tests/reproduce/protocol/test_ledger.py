@@ -13,26 +13,24 @@ from scipy import stats
 from coherent_itr.per_query import per_query_recall
 
 from reproduce.spec import claims as registry
-from reproduce.protocol import ledger_rows
+from reproduce.protocol import claim_files, ledger_decision
 from reproduce.present import ledger_render
 from reproduce.driver import ledger_files
 from reproduce.spec import tables
+from reproduce.protocol.claim_files import ClaimResult, mean_ci, verdict
 from reproduce.protocol.ledger import (
     ALPHA,
-    ClaimResult,
     Estimate,
     bonferroni,
     decide,
     estimate,
     estimate_from_interval,
     family_alpha,
-    mean_ci,
     paired_estimate,
     per_image_effects,
     rsum_of,
     smallest_effect,
     image_variance,
-    verdict,
 )
 
 T2 = 4.302652729749464  # t_{0.975, 2}
@@ -177,7 +175,7 @@ def test_bonferroni_interval_excludes_zero_exactly_when_the_adjusted_p_is_below_
 
 
 def test_family_sizes_are_the_registrys_interval_claims_per_paper():
-    sizes = ledger_rows.family_sizes()
+    sizes = ledger_decision.family_sizes()
     by_hand: dict = {}
     for c in registry.CLAIMS.values():
         if c.primary.kind != "identity":
@@ -539,7 +537,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
         primary_row("B1", "synthetic", df, per_query=pq, image_of_caption=IOC)
     # a secondary row that would match the legacy matcher stays secondary next to a declared primary
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
-    ledger_rows.write_claims(
+    claim_files.write_claims(
         [
             row,
             ClaimResult(
@@ -691,7 +689,7 @@ def test_an_older_claim_files_bootstrap_variance_is_named_in_the_reason(tmp_path
     is read as it is, and the reason says that its interval counts the interaction twice."""
     df, pq = _fake_runs()
     row = _primary_row_b1(df, pq)
-    ledger_rows.write_claims([row], tmp_path, "bcls", "synthetic")
+    claim_files.write_claims([row], tmp_path, "bcls", "synthetic")
     (path,) = tmp_path.rglob("*.csv")
     pd.read_csv(path).rename(columns={"test_images": "n_boot"}).assign(n_boot=1000).to_csv(path, index=False)
     prim = ledger_files.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic' and role == 'primary'").iloc[0]
