@@ -36,7 +36,7 @@ import pandas as pd  # noqa: E402
 
 import output_fingerprints  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
-from reproduce.protocol import ledger_rows  # noqa: E402
+from reproduce.protocol import claim_files  # noqa: E402
 from reproduce.driver import ledger_files  # noqa: E402
 
 
@@ -50,7 +50,7 @@ def _stale_primaries(df: pd.DataFrame) -> pd.Series:
 def copy_claim_files(dest: Path) -> int:
     """The committed claim files under ``dest`` (same layout); stale primaries read as secondary. Their count."""
     n = 0
-    for p in ledger_rows.claim_files(ROOT / "results"):
+    for p in claim_files.claim_files(ROOT / "results"):
         out = dest / p.relative_to(ROOT / "results")
         out.parent.mkdir(parents=True, exist_ok=True)
         df = pd.read_csv(p)

@@ -37,7 +37,7 @@ from reproduce.present import page
 from reproduce.present import qualitative  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
 from reproduce.present.analyses import ladder_claims, unified, unified_claims  # noqa: E402
-from reproduce.protocol.ledger import ClaimResult  # noqa: E402
+from reproduce.protocol.claim_files import ClaimResult  # noqa: E402
 
 SEEDS = (0, 1, 2)
 

@@ -1,7 +1,7 @@
 """The study driver uses the library's public API only: no ``reproduce/`` module imports a ``coherent_itr`` module
-whose name starts with ``_``. (The per-query values the ledger's bootstrap and the SAM analysis read from
-``coherent_itr.metrics.per_query`` are checked against loops of their definitions in
-``tests/reproduce/protocol/test_ledger.py`` and ``tests/reproduce/present/analyses/test_analyses_sam.py``.)"""
+whose name starts with ``_``. (The per-query values the ledger's test-set variance and the SAM analysis read from
+``coherent_itr.metrics.per_query`` are checked against loops of their definitions in ``tests/lib/test_per_query.py``
+and ``tests/reproduce/present/analyses/test_analyses_sam.py``.)"""
 
 from __future__ import annotations
 

@@ -32,7 +32,8 @@ from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import get_profile
 from reproduce.spec.tables import smoke_banner
 from reproduce.protocol import claim_rows, ledger_compare, scale
-from reproduce.protocol.ledger_rows import _read_notebook_rows, build_ledger
+from reproduce.protocol.claim_files import _read_notebook_rows
+from reproduce.protocol.ledger_rows import build_ledger
 from reproduce.protocol.study import Study
 from reproduce.present.ledger_render import (
     NO_HEALTH,

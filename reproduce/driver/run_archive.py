@@ -9,7 +9,7 @@ code looks up on the exporting machine (entries of older code are left out and c
 
 * ``train/<key>/record.json`` — config, history, health, timing, as stored;
 * ``train/<key>/arrays.npz`` — a run's test embeddings with ``--export-embeddings all``; otherwise its per-query
-  R@1/5/10 hits (``pq_i2t``, ``pq_t2i``: :func:`reproduce.protocol.ledger.per_query_recall`, what the ledger's
+  R@1/5/10 hits (``pq_i2t``, ``pq_t2i``: :func:`coherent_itr.per_query.per_query_recall`, what the ledger's
   test-set variance reads), a few kB instead of a few MB, and, for a run that a view of
   :data:`reproduce.spec.views.VIEWS` reads (``--export-embeddings views``, the default), what that view reads of it
   (:func:`view_arrays`: its top candidates per query, Fig. 7 b's errors; :mod:`reproduce.present.rankings`), a few
@@ -55,9 +55,9 @@ from coherent_itr import data as data_mod
 from coherent_itr import runs
 from coherent_itr.config import Config
 from coherent_itr.io import load_npz
+from coherent_itr.per_query import per_query_recall
 
 from reproduce.driver.arguments import EXPORT_EMBEDDINGS
-from reproduce.protocol.ledger import per_query_recall
 from reproduce.protocol.study import Study
 from reproduce.protocol import tuning
 from reproduce.protocol.tuning import TuningIncomplete

@@ -27,7 +27,7 @@ from reproduce.protocol.ledger import (
 )
 from reproduce.protocol import resplit_plan, scale
 from reproduce.protocol.cost import minutes
-from reproduce.protocol.ledger_rows import as_float, is_stale
+from reproduce.protocol.claim_files import as_float, is_stale
 from reproduce.spec.profiles import GPU_COSTS
 from reproduce.spec.tables import fmt_num, md_cell
 

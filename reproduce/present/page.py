@@ -31,9 +31,8 @@ from reproduce.present import qualitative, report
 from reproduce.spec import claims as registry
 from reproduce.protocol.claim_rows import notebook_failure_cells, per_query_of, primary_row
 from reproduce.spec.labels import in_text
-from reproduce.protocol.ledger import ClaimResult
+from reproduce.protocol.claim_files import ClaimResult, write_claims
 from reproduce.spec.tables import fmt_num
-from reproduce.protocol.ledger_rows import write_claims
 from reproduce.spec.paths import for_papers, notebook_paths
 from reproduce.protocol.study import Study
 from reproduce.spec.tables import md_cell

@@ -26,9 +26,11 @@ import numpy as np
 import pandas as pd
 
 from coherent_itr import health
+from coherent_itr.per_query import per_query_recall
 
 from reproduce.spec import claims as registry
-from reproduce.protocol.ledger import NOTEBOOK_COLUMNS, paired_estimate, per_query_recall, verdict
+from reproduce.protocol.claim_files import NOTEBOOK_COLUMNS, verdict
+from reproduce.protocol.ledger import paired_estimate
 from reproduce.protocol.tuning import TuningIncomplete
 
 
@@ -329,7 +331,7 @@ def _common_seeds(a: dict, b: dict) -> tuple[list, list]:
 
 
 def per_query_of(study, paper: str, arm: str, image_of_caption=None) -> dict[int, dict]:
-    """``{seed: per_query_recall(...)}`` of one arm, in seed order (:func:`~reproduce.protocol.ledger.
+    """``{seed: per_query_recall(...)}`` of one arm, in seed order (:func:`~coherent_itr.per_query.
     per_query_recall`), from the runs' stored test embeddings (``RunResult.arrays['test_img'|'test_cap']``), or from
     the per-query hits a run imported without its embeddings carries (``'pq_i2t'|'pq_t2i'``:
     :mod:`reproduce.driver.run_archive`). ``image_of_caption``: the test split's, if the caller has it (else it is

@@ -63,7 +63,7 @@ Verdicts (direction claim, interval [L, U] at the family's level)
       ``coherent_itr.health.is_collapsed``, or a validation or test RSUM below half the median of its arm's other
       seeds; an arm the claim predicts to fail is not counted) is a failure of that arm. The row is decided as
       above on all its seeds, and again, beside it, on the seeds without a failure
-      (``reproduce.protocol.ledger_rows``: ``failures``, ``without_failures``).
+      (``reproduce.protocol.ledger_decision``: ``failures``, ``without_failures``).
     * ``not testable``: only a row of a claim file written before the failed seeds (no ``failed_seeds`` column)
       with a collapsed arm: the comparison would measure a training failure.
     Equivalence claim (|θ| < δ predicted): ``reproduced`` when the (1 − 2·ALPHA/m) interval lies inside ±δ
@@ -94,14 +94,10 @@ Stability (:func:`stability`)
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from threadpoolctl import threadpool_limits
-
-from coherent_itr import metrics
-from coherent_itr.runs import default_threads
 
 from reproduce.spec.power_seeds import SEED_CAP  # the most seeds the plan gives one arm
 
@@ -153,19 +149,6 @@ RULE = (
 
 
 # --- intervals and p-values --------------------------------------------------------------------
-def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and two-sided Student-t ``level`` interval of ``values`` (NaN bounds for n < 2)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return math.nan, math.nan, math.nan
-    m = float(v.mean())
-    if v.size < 2:
-        return m, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return m, m - half, m + half
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A mean effect with its standard error and degrees of freedom (seed + query variation)."""
@@ -235,34 +218,16 @@ def estimate_from_interval(effect: float, ci_low: float, ci_high: float, n: int,
 
 
 # --- per-query metrics and the test set's variance ---------------------------------------------
-def per_query_recall(img_emb, cap_emb, image_of_caption, ks=(1, 5, 10)) -> dict[str, np.ndarray]:
-    """Per-query hits ×100 for R@K: ``{"i2t": (n_images, len(ks)), "t2i": (n_captions, len(ks))}``.
-
-    The columns are :func:`coherent_itr.metrics.per_query` ``(sim, image_of_caption, "retrieval")``'s
-    ``{d}_r{K}`` (cosine = dot product of the stored,
-    L2-normalised embeddings; pessimistic ties): the column means are ``i2t_r1 …`` and their sum
-    over both directions is RSUM (checked in the tests against ``retrieval_metrics``). The similarity
-    is computed in float32, as :func:`coherent_itr.evaluation.evaluate_embeddings` computes the test
-    records: in float64 two similarities that float32 rounds to a tie can be told apart, and one flipped
-    rank moves RSUM away from the record. The product runs with the run's BLAS thread count
-    (``coherent_itr.runs.default_threads``, as the cache evaluates a run): OpenBLAS splits the sums
-    differently with 2 threads, and on the cold-run cache that flipped one text→image rank of N1's
-    Triplet (mean) seed 2 (RSUM 236.06 vs the record's 235.96)."""
-    with threadpool_limits(limits=default_threads(), user_api="blas"):
-        sim = np.asarray(img_emb, dtype=np.float32) @ np.asarray(cap_emb, dtype=np.float32).T
-    hits = metrics.per_query(sim, image_of_caption, "retrieval", ks=tuple(ks))
-    return {d: np.stack([hits[f"{d}_r{k}"] for k in ks], axis=1) for d in ("i2t", "t2i")}
-
-
 def rsum_of(per_query: dict[str, np.ndarray]) -> float:
-    """RSUM from :func:`per_query_recall`'s output."""
+    """RSUM from :func:`coherent_itr.per_query.per_query_recall`'s output."""
     return float(per_query["i2t"].mean(axis=0).sum() + per_query["t2i"].mean(axis=0).sum())
 
 
 def per_image_effects(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> np.ndarray:
     """The seeds × test images table g of the module doc: row s is seed s's per-image RSUM contribution of
-    A − B (``per_query_*``: per-seed :func:`per_query_recall` outputs, paired by position), so that a row's mean
-    is that seed's RSUM effect. ``image_of_caption``: the test split's image index of every caption."""
+    A − B (``per_query_*``: per-seed :func:`~coherent_itr.per_query.per_query_recall` outputs, paired by
+    position), so that a row's mean is that seed's RSUM effect. ``image_of_caption``: the test split's image index
+    of every caption."""
     if len(per_query_a) != len(per_query_b) or not per_query_a:
         raise ValueError(
             f"per_image_effects needs the same seeds for both arms, got {len(per_query_a)} and {len(per_query_b)}"
@@ -304,8 +269,8 @@ def image_variance(table) -> float:
 
 
 def paired_estimate(per_query_a: list[dict], per_query_b: list[dict], image_of_caption) -> Estimate:
-    """RSUM effect A − B from per-seed :func:`per_query_recall` outputs of two arms (paired by seed, same test
-    set): the seeds' variance + the test images' own variance (module doc)."""
+    """RSUM effect A − B from per-seed :func:`~coherent_itr.per_query.per_query_recall` outputs of two arms
+    (paired by seed, same test set): the seeds' variance + the test images' own variance (module doc)."""
     table = per_image_effects(per_query_a, per_query_b, image_of_caption)
     effects = [rsum_of(a) - rsum_of(b) for a, b in zip(per_query_a, per_query_b)]
     return estimate(effects, image_variance(table))
@@ -514,98 +479,6 @@ def stability(
     se, df = se_df(res.var(axis=1, ddof=1) / n, qv, n)
     codes = decide_codes(kind, res.mean(axis=1), se, df, alpha, delta)
     return float((codes == VERDICTS.index(verdict)).mean())
-
-
-# --- the notebooks' row ---------------------------------------------------------------------------
-def verdict(kind: str, effects, tolerance: float | None = None) -> tuple[str, float, float, float]:
-    """Preliminary per-row verdict a notebook writes beside its effect (seed-only 95% interval, no family, no
-    δ: direction alone). The ledger's verdict is :func:`decide` — see the module doc."""
-    if kind not in KINDS:
-        raise ValueError(f"claim kind {kind!r} unknown; choose one of {KINDS}")
-    if kind == "identity":
-        if tolerance is None:
-            raise ValueError("an identity claim needs a tolerance")
-        dev = np.abs(np.asarray(effects, dtype=float))
-        worst = float(dev.max()) if dev.size else math.nan
-        ok = dev.size > 0 and np.isfinite(worst) and worst <= tolerance
-        return ("reproduced" if ok else "ruled out"), worst, math.nan, math.nan
-    m, lo, hi = mean_ci(effects)
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "inconclusive", m, lo, hi
-    if kind == "direction":
-        if lo > 0:
-            return "reproduced", m, lo, hi
-        if hi < 0:
-            return "reversed", m, lo, hi
-        return "inconclusive", m, lo, hi
-    if tolerance is None or tolerance <= 0:
-        raise ValueError("an equivalence claim needs a positive tolerance")
-    if -tolerance < lo and hi < tolerance:
-        return "reproduced", m, lo, hi
-    if lo >= tolerance or hi <= -tolerance:
-        return "ruled out", m, lo, hi
-    return "inconclusive", m, lo, hi
-
-
-NOTEBOOK_COLUMNS = [
-    "id",
-    "paper",
-    "source",
-    "statement",
-    "metric",
-    "dataset",
-    "arms",
-    "n_seeds",
-    "effect",
-    "ci_low",
-    "ci_high",
-    "tolerance",
-    "kind",
-    "verdict",
-    "notebook",
-    "note",
-    "seed_effects",
-]
-LEDGER_COLUMNS = NOTEBOOK_COLUMNS  # the notebooks' claim files (``write_claims``)
-
-
-@dataclass
-class ClaimResult:
-    """One notebook row. ``effects`` are per-seed values oriented so the claim predicts > 0; they
-    are written to the claim file (``seed_effects``) so the ledger can re-decide the row."""
-
-    id: str
-    paper: str
-    source: str
-    statement: str
-    metric: str
-    dataset: str
-    arms: str
-    effects: list = field(default_factory=list)
-    kind: str = "direction"
-    tolerance: float | None = None
-    notebook: str = ""
-    note: str = ""
-    role: str = ""  # "exploratory" for a row added after seeing results; the registry decides primary
-    failures: dict = field(default_factory=dict)  # the cells seeds, failed_seeds, failures (claim_rows.failure_cells)
-
-    def row(self) -> dict:
-        v, m, lo, hi = verdict(self.kind, self.effects, self.tolerance)
-        d = asdict(self)
-        eff = d.pop("effects")
-        cells = d.pop("failures")
-        if not d["role"]:
-            d.pop("role")
-        return {
-            **d,
-            "n_seeds": len(self.effects),
-            "effect": m,
-            "ci_low": lo,
-            "ci_high": hi,
-            "verdict": v,
-            "seed_effects": ";".join(repr(float(x)) for x in eff),
-            **cells,
-        }
 
 
 def pseudo_effects(est: Estimate) -> list[float]:

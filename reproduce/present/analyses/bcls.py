@@ -29,7 +29,7 @@ from reproduce.spec import labels
 
 from reproduce.present import report
 from reproduce.spec import claims as registry
-from reproduce.protocol.ledger import mean_ci
+from reproduce.protocol.claim_files import mean_ci
 from reproduce.spec.paths import ROOT
 from reproduce.protocol.study import paired_effect
 from reproduce.present.analyses import plotting

@@ -21,7 +21,7 @@ from coherent_itr.losses import identities
 from reproduce.spec import labels
 
 from reproduce.present import report
-from reproduce.protocol.ledger import mean_ci
+from reproduce.protocol.claim_files import mean_ci
 from reproduce.protocol.study import paired_effect
 from reproduce.present.analyses import plotting
 
@@ -140,7 +140,7 @@ def gamma_sweep(results: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 def ci_text(effects, digits: int = 1) -> str:
     """``+m [lo, hi]``: mean of per-seed ``effects`` and its 95% Student-t interval
-    (:func:`reproduce.protocol.ledger.mean_ci`); one seed: ``+m (1 seed, no CI)``."""
+    (:func:`reproduce.protocol.claim_files.mean_ci`); one seed: ``+m (1 seed, no CI)``."""
     m, lo, hi = mean_ci(effects)
     if not np.isfinite(lo):
         return f"{m:+.{digits}f} ({len(effects)} seed, no CI)"

@@ -41,7 +41,7 @@ def _fake_papermill(monkeypatch, notebooks, behaviour):
 
 
 def _write_claim(results_dir: Path, paper: str, data: str, verdict: str) -> Path:
-    from reproduce.protocol.ledger import LEDGER_COLUMNS
+    from reproduce.protocol.claim_files import LEDGER_COLUMNS
 
     p = results_dir / paper / f"claims_{data}.csv"
     p.parent.mkdir(parents=True, exist_ok=True)

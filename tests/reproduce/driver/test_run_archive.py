@@ -27,7 +27,7 @@ from coherent_itr import runs
 from coherent_itr.config import Config
 from coherent_itr.data import load_splits
 from reproduce.driver import run_archive as ra
-from reproduce.protocol.ledger import per_query_recall
+from coherent_itr.per_query import per_query_recall
 from tiny_run import TINY
 from helpers import ROOT as REPO
 

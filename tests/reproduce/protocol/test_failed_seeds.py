@@ -15,8 +15,9 @@ import pytest
 from reproduce.driver import ledger_files
 from reproduce.present import ledger_render
 from reproduce.present.analyses import sam_claims
-from reproduce.protocol import claim_rows, ledger_rows
-from reproduce.protocol.ledger import ClaimResult, decide, estimate, family_alpha, smallest_effect
+from reproduce.protocol import claim_files, claim_rows
+from reproduce.protocol.claim_files import ClaimResult
+from reproduce.protocol.ledger import decide, estimate, family_alpha, smallest_effect
 from reproduce.spec import claims as registry
 
 
@@ -33,7 +34,7 @@ def _results(arms: dict, failed: dict | None = None, seeds=range(8)) -> pd.DataF
 
 
 def _ledger(tmp_path, rows: list[dict], collapsed=None) -> pd.DataFrame:
-    ledger_rows.write_claims(rows, tmp_path, "bcls", "synthetic")
+    claim_files.write_claims(rows, tmp_path, "bcls", "synthetic")
     df = ledger_files.collect(tmp_path, collapsed=collapsed)
     return df[(df["role"] == "primary") & (df["dataset"] == "synthetic")].set_index("id")
 
@@ -90,9 +91,9 @@ def test_the_collapsed_mapping_decides_only_rows_without_their_seeds(tmp_path):
 
 def test_a_seed_list_that_is_not_numbers_is_named():
     with pytest.raises(ValueError, match=r"claim B1 \(synthetic\): failed_seeds 'x;2'"):
-        ledger_rows._seed_list({"id": "B1", "dataset": "synthetic", "failed_seeds": "x;2"}, "failed_seeds")
-    assert ledger_rows._seed_list({"seeds": float("nan")}, "seeds") == ()
-    assert ledger_rows._seed_list({}, "seeds") is None
+        claim_files._seed_list({"id": "B1", "dataset": "synthetic", "failed_seeds": "x;2"}, "failed_seeds")
+    assert claim_files._seed_list({"seeds": float("nan")}, "seeds") == ()
+    assert claim_files._seed_list({}, "seeds") is None
 
 
 # --- the failure rule: collapsed, or far below the arm's own other seeds -------------------------------------
@@ -209,7 +210,7 @@ def test_s3_a_notebook_measured_row_carries_its_failed_seed_its_rates_and_both_v
         "τ=3 SN keep=False failed 1 of 5 seeds (4); τ=3 HN keep=False failed 1 of 5 seeds (4); "
         "τ=10 HN keep=False failed 1 of 5 seeds (4)"
     )
-    ledger_rows.write_claims([cr], tmp_path, "sam", "flickr8k")
+    claim_files.write_claims([cr], tmp_path, "sam", "flickr8k")
     got = ledger_files.collect(tmp_path).set_index(["id", "dataset", "role"]).loc[("S3", "flickr8k", "primary")]
     assert got["failures"] == cr.failures["failures"] and got["n_seeds"] == 5
     effects = [float(x) for x in got["seed_effects"].split(";")]
@@ -253,7 +254,7 @@ def test_every_primary_row_has_a_failures_cell(tmp_path):
     df = _results({"Triplet-SN": 400.0, "Triplet-HN": 390.0})
     old = {k: v for k, v in claim_rows.primary_row("B1", "synthetic", df).items() if k not in ("failed_seeds",)}
     old.pop("failures")
-    ledger_rows.write_claims([old], tmp_path, "bcls", "synthetic")
+    claim_files.write_claims([old], tmp_path, "bcls", "synthetic")
     got = ledger_files.collect(tmp_path)
     prim = got[got["role"] == "primary"]
     assert prim["failures"].map(lambda x: isinstance(x, str) and x.strip() != "").all()

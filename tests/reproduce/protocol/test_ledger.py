@@ -1,5 +1,6 @@
 """The ledger's verdict rule on hand-made effects (numbers computed by hand or by scipy, not by the code under
-test), the per-query metrics against the library, and the ledger files."""
+test), the test images' variance of per-query hits, and the ledger files (the per-query hits themselves:
+``tests/lib/test_per_query.py``)."""
 
 import math
 import re
@@ -9,28 +10,27 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from coherent_itr.per_query import per_query_recall
+
 from reproduce.spec import claims as registry
-from reproduce.protocol import ledger_rows
+from reproduce.protocol import claim_files, ledger_decision
 from reproduce.present import ledger_render
 from reproduce.driver import ledger_files
 from reproduce.spec import tables
+from reproduce.protocol.claim_files import ClaimResult, mean_ci, verdict
 from reproduce.protocol.ledger import (
     ALPHA,
-    ClaimResult,
     Estimate,
     bonferroni,
     decide,
     estimate,
     estimate_from_interval,
     family_alpha,
-    mean_ci,
     paired_estimate,
     per_image_effects,
-    per_query_recall,
     rsum_of,
     smallest_effect,
     image_variance,
-    verdict,
 )
 
 T2 = 4.302652729749464  # t_{0.975, 2}
@@ -175,7 +175,7 @@ def test_bonferroni_interval_excludes_zero_exactly_when_the_adjusted_p_is_below_
 
 
 def test_family_sizes_are_the_registrys_interval_claims_per_paper():
-    sizes = ledger_rows.family_sizes()
+    sizes = ledger_decision.family_sizes()
     by_hand: dict = {}
     for c in registry.CLAIMS.values():
         if c.primary.kind != "identity":
@@ -193,62 +193,6 @@ def _embeddings(rng, n_img=40, per=5, dim=16, noise=1.0, images=None):
     img /= np.linalg.norm(img, axis=1, keepdims=True)
     cap /= np.linalg.norm(cap, axis=1, keepdims=True)
     return img.astype(np.float32), cap.astype(np.float32), np.repeat(np.arange(n_img), per)
-
-
-def test_per_query_recall_matches_retrieval_metrics():
-    from coherent_itr.metrics.retrieval import retrieval_metrics
-
-    img, cap, ioc = _embeddings(np.random.default_rng(1))
-    pq = per_query_recall(img, cap, ioc)
-    ref = retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc)
-    for j, k in enumerate((1, 5, 10)):
-        assert pq["i2t"][:, j].mean() == pytest.approx(ref[f"i2t_r{k}"])
-        assert pq["t2i"][:, j].mean() == pytest.approx(ref[f"t2i_r{k}"])
-    assert rsum_of(pq) == pytest.approx(ref["rsum"])
-
-
-def _planted_embeddings(seed: int):
-    """Unit rows of a few images (1–5 captions each); every third seed coarse (rounded to 0.1): many tied scores."""
-    rng = np.random.default_rng(seed)
-    n_img, cpi = int(rng.integers(3, 30)), int(rng.integers(1, 6))
-    ioc = np.repeat(np.arange(n_img), cpi)
-    img = rng.normal(size=(n_img, 8))
-    cap = img[ioc] + rng.normal(scale=1.5, size=(n_img * cpi, 8))
-    img /= np.linalg.norm(img, axis=1, keepdims=True)
-    cap /= np.linalg.norm(cap, axis=1, keepdims=True)
-    if seed % 3 == 0:
-        img, cap = np.round(img, 1), np.round(cap, 1)
-    return img, cap, ioc
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_per_query_recall_is_a_loop_of_hits_with_ties_against_the_query(seed):
-    """Per-query R@K hits from the definition, in float32 as the test records: an image query hits at K when fewer
-    than K captions of other images score at least its best own caption; a caption query when fewer than K other
-    images score at least its own image (a tie counts against the query)."""
-    img, cap, ioc = _planted_embeddings(seed)
-    sim = img.astype(np.float32) @ cap.astype(np.float32).T
-    pq = per_query_recall(img, cap, ioc)
-    ks = (1, 5, 10)
-    for i in range(sim.shape[0]):
-        above = int(np.sum(sim[i, ioc != i] >= sim[i, ioc == i].max()))
-        assert pq["i2t"][i].tolist() == [100.0 * (above < k) for k in ks], (seed, "i2t", i)
-    for c in range(sim.shape[1]):
-        above = int(np.sum(np.delete(sim[:, c], ioc[c]) >= sim[ioc[c], c]))
-        assert pq["t2i"][c].tolist() == [100.0 * (above < k) for k in ks], (seed, "t2i", c)
-
-
-def test_per_query_recall_ranks_the_float32_similarity_of_the_test_records():
-    from coherent_itr.metrics.retrieval import retrieval_metrics
-
-    # image 0's caption beats the other image's caption by 1e-8 in float64, a tie in float32 (lost: pessimistic)
-    img = np.array([[1.0, 1e-4], [0.0, 1.0]], dtype=np.float32)
-    cap = np.array([[1.0, 1e-4], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
-    ioc = np.array([0, 1, 1, 1])
-    pq = per_query_recall(img, cap, ioc, ks=(1,))
-    rec = retrieval_metrics(img @ cap.T, ioc, ks=(1,))  # what evaluate_embeddings records (float32 sim)
-    assert rec["i2t_r1"] == pq["i2t"][:, 0].mean() == 50.0
-    assert retrieval_metrics(img.astype(np.float64) @ cap.astype(np.float64).T, ioc, ks=(1,))["i2t_r1"] == 100.0
 
 
 def test_image_variance_is_the_covariance_two_seeds_share():
@@ -593,7 +537,7 @@ def test_primary_row_by_claim_id_with_the_query_bootstrap(tmp_path):
         primary_row("B1", "synthetic", df, per_query=pq, image_of_caption=IOC)
     # a secondary row that would match the legacy matcher stays secondary next to a declared primary
     legacy = _row("B1", "rsum", "Triplet-SN vs Triplet-HN", [1.0, 2.0, 3.0])
-    ledger_rows.write_claims(
+    claim_files.write_claims(
         [
             row,
             ClaimResult(
@@ -745,7 +689,7 @@ def test_an_older_claim_files_bootstrap_variance_is_named_in_the_reason(tmp_path
     is read as it is, and the reason says that its interval counts the interaction twice."""
     df, pq = _fake_runs()
     row = _primary_row_b1(df, pq)
-    ledger_rows.write_claims([row], tmp_path, "bcls", "synthetic")
+    claim_files.write_claims([row], tmp_path, "bcls", "synthetic")
     (path,) = tmp_path.rglob("*.csv")
     pd.read_csv(path).rename(columns={"test_images": "n_boot"}).assign(n_boot=1000).to_csv(path, index=False)
     prim = ledger_files.collect(tmp_path).query("id == 'B1' and dataset == 'synthetic' and role == 'primary'").iloc[0]

@@ -12,11 +12,11 @@ from scipy import stats
 from reproduce.spec import claims as registry
 from reproduce.present import ledger_render
 from reproduce.driver import ledger_files
+from reproduce.protocol.claim_files import ClaimResult
 from reproduce.protocol.ledger import (
     POWER,
     SEED_CAP,
     VERDICTS,
-    ClaimResult,
     decide,
     decide_codes,
     estimate,

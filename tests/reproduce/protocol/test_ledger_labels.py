@@ -14,10 +14,10 @@ from scipy import stats
 
 from reproduce.present import ledger_render
 from reproduce.protocol import ledger_rows
+from reproduce.protocol.claim_files import ClaimResult
 from reproduce.protocol.ledger import (
     REVERSAL,
     SMALLER,
-    ClaimResult,
     decide,
     estimate,
     reversal_not_excluded,
