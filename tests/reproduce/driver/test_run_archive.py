@@ -428,7 +428,7 @@ def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_pat
 def _views_read_the_same(source, target, monkeypatch):
     """What the listwise views read — the qualitative rankings of seed 0, Fig. 7 (b) of every seed — is the same
     from the imported runs (no embeddings) as from the runs that trained."""
-    from reproduce.present import qualitative
+    from reproduce.present import view_runs
     from reproduce.present.analyses import listwise as lw
     from reproduce.protocol.study import Study
     from reproduce.spec.views import VIEW_K
@@ -438,7 +438,7 @@ def _views_read_the_same(source, target, monkeypatch):
         monkeypatch.setenv("COHERENT_ITR_CACHE", str(root))
         st = Study("smoke", "synthetic", cache=runs.RunCache(), progress=False)
         test = st.splits().test
-        ranks = qualitative.arm_rankings(st, "listwise", [lw.TRIP, lw.BOTH])
+        ranks = view_runs.arm_rankings(st, "listwise", [lw.TRIP, lw.BOTH])
         b = int(st.profile.model["batch_size"])
         errors = lw.study_direct_errors(
             st, "listwise", "table5", lw.BOTH, test, lw.training_relevance(test), batch_size=b
@@ -455,9 +455,9 @@ def _views_read_the_same(source, target, monkeypatch):
 
 
 def _has_embeddings(study, arm) -> bool:
-    from reproduce.present import qualitative
+    from reproduce.present import view_runs
 
-    (res,) = qualitative._arm_runs(study, "listwise", [arm]).values()
+    (res,) = view_runs._arm_runs(study, "listwise", [arm]).values()
     return "test_img" in res.arrays
 
 
