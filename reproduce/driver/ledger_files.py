@@ -34,6 +34,7 @@ from reproduce.spec.tables import smoke_banner
 from reproduce.protocol import claim_rows, ledger_compare, scale
 from reproduce.protocol.ledger_rows import _read_notebook_rows, build_ledger
 from reproduce.protocol.study import Study
+from reproduce.present.ledger_power import power_markdown
 from reproduce.present.ledger_render import (
     NO_HEALTH,
     STALE,
@@ -42,7 +43,6 @@ from reproduce.present.ledger_render import (
     markdown,
     papers_size_column,
     plain_summary,
-    power_markdown,
     summary_counts,
     summary_markdown,
 )
