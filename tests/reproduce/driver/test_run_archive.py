@@ -353,7 +353,7 @@ def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source,
 def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     """reproduce/spec/views.py against what reads embeddings: the arms of every `pg.qualitative([...])` and
     `study_views(…, ARMS)` of the notebooks, SAM's ARMS_100 and listwise's Fig. 7 (b) arm."""
-    from reproduce.present.analyses import bcls, listwise, sam
+    from reproduce.present.analyses import bcls, listwise, sam_agreement
     from reproduce.spec import experiments
     from reproduce.spec.profiles import profile_for
     from reproduce.spec.views import VIEWS
@@ -367,7 +367,7 @@ def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     src = "".join("".join(c["source"]) for c in _cells("07_explore"))
     paper, arms = re.search(r'PAPER, ARMS = "(\w+)", \[([^\]]*)\]', src).groups()
     assert {a.strip().strip('"') for a in arms.split(",")} <= set(VIEWS["qualitative"].arms[paper])
-    assert set(sam.ARMS_100.values()) <= set(VIEWS["sam_table1"].arms["sam"])
+    assert set(sam_agreement.ARMS_100.values()) <= set(VIEWS["sam_table1"].arms["sam"])
     assert VIEWS["fig7b"].arms == {"listwise": (listwise.BOTH,)} and VIEWS["fig7b"].arrays == (listwise.FIG7B,)
     assert {n for v in VIEWS.values() for n in v.arrays} <= set(ra.ARRAY_VIEWS)
     for paper, arms in [(p, a) for v in VIEWS.values() for p, a in v.arms.items()]:
