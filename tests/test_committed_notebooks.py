@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.spec import labels
+from reproduce.spec import notebook_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted(
@@ -22,13 +22,13 @@ def _outputs_text(path: Path) -> str:
     import json
 
     nb = json.loads(path.read_text(encoding="utf-8"))
-    return "\n".join(t for c in nb["cells"] for o in c.get("outputs", []) for t in labels._output_texts(o))
+    return "\n".join(t for c in nb["cells"] for o in c.get("outputs", []) for t in notebook_keys._output_texts(o))
 
 
 @pytest.mark.skipif(not COMMITTED, reason="no executed notebooks under results/ (run make reproduce)")
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_committed_notebook_uses_labels_and_shows_no_warning_or_machine_path(path):
-    assert labels.raw_metric_keys_in(path) == []
+    assert notebook_keys.raw_metric_keys_in(path) == []
     text = _outputs_text(path)
     assert "TqdmWarning" not in text and "Flickr8kWarning" not in text
     assert not MACHINE_PATH.findall(text), MACHINE_PATH.findall(text)[:3]

@@ -35,6 +35,7 @@ from reproduce.protocol import claim_rows, ledger_compare, scale
 from reproduce.protocol.claim_files import _read_notebook_rows
 from reproduce.protocol.ledger_rows import build_ledger
 from reproduce.protocol.study import Study
+from reproduce.present.ledger_power import power_markdown
 from reproduce.present.ledger_render import (
     NO_HEALTH,
     STALE,
@@ -43,7 +44,6 @@ from reproduce.present.ledger_render import (
     markdown,
     papers_size_column,
     plain_summary,
-    power_markdown,
     summary_counts,
     summary_markdown,
 )

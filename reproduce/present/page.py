@@ -27,7 +27,7 @@ from IPython.display import Markdown, display
 
 from reproduce.spec import labels, power_seeds
 
-from reproduce.present import qualitative, report
+from reproduce.present import qualitative, report, view_runs
 from reproduce.spec import claims as registry
 from reproduce.protocol.claim_rows import notebook_failure_cells, per_query_of, primary_row
 from reproduce.spec.labels import in_text
@@ -236,7 +236,7 @@ class Page:
         (seed 0) for the ``n`` test images where the first two arms disagree most, each caption with its
         Sentence-BERT relevance and, when judged, its expert score (:mod:`reproduce.present.qualitative`). Saved as
         ``<results>/<paper>/qualitative_<data>.{png,svg}``; from cached embeddings, no training."""
-        fig, picked = qualitative.figure_disagreement(qualitative.study_views(self.study, self.paper, arms), n=n, k=k)
+        fig, picked = qualitative.figure_disagreement(view_runs.study_views(self.study, self.paper, arms), n=n, k=k)
         report.save_figure(fig, self.out, self.paper, f"qualitative_{self.data}")
         if show:
             plt.show()

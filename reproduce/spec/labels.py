@@ -16,18 +16,16 @@ metric without a pattern here fails ``tests/reproduce/spec/test_labels.py`` inst
 :func:`readable` renames a DataFrame's columns by the map and formats its numbers for Markdown
 (``mean ± std`` when a ``<key>_std`` column sits beside ``<key>``), :func:`markdown` prints that;
 :func:`glossary` spells out the
-abbreviations once per notebook; :func:`raw_metric_keys_in` lists the raw keys a notebook's
-outputs still show; :func:`key` builds a metric key (``key("cs", "i2t", "true", k=100)``) and
+abbreviations once per notebook (:func:`reproduce.spec.notebook_keys.raw_metric_keys_in` lists the raw keys a
+notebook's outputs still show); :func:`key` builds a metric key (``key("cs", "i2t", "true", k=100)``) and
 refuses one the record does not have, so a typo is an error rather than a dropped column.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -311,6 +309,9 @@ def label(key: str) -> str:
     return info(key).label
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+
+
 def in_text(text: str) -> str:
     """``text`` with every raw metric key in it replaced by its label (e.g. ``"mean val_rsum, epochs 1–2"``
     → ``"mean RSUM (validation) … , epochs 1–2"``); other words are kept as they are."""
@@ -459,41 +460,6 @@ def markdown(df: pd.DataFrame, arms: bool = True) -> str:
     return markdown_table(readable(df, arms))
 
 
-# --------------------------------------------------------------------------------------------------
-# Notebook check
-# --------------------------------------------------------------------------------------------------
-_TOKEN = re.compile(r"[A-Za-z0-9_]+")
-_TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/svg+xml")
-
-
-def _output_texts(output: dict):
-    if output.get("output_type") == "stream":
-        yield "".join(output.get("text", ""))
-    for mime in _TEXT_MIMES:
-        v = output.get("data", {}).get(mime)
-        if v is not None:
-            yield "".join(v) if isinstance(v, list) else str(v)
-    if output.get("output_type") == "error":
-        yield "\n".join(output.get("traceback", []))
-
-
-def raw_metric_keys_in(notebook_path) -> list[str]:
-    """Sorted raw metric keys (e.g. ``cs100_i2t_true``) found in the text *outputs* of a notebook's
-    code cells (streams, tables as text/HTML/Markdown, SVG text, tracebacks). Code and Markdown
-    sources are not scanned; PNG figures cannot be (check their labels where they are drawn)."""
-    path = Path(notebook_path)
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a notebook (invalid JSON at line {e.lineno}: {e.msg})") from None
-    found = set()
-    for cell in nb.get("cells", []):
-        for o in cell.get("outputs", []):
-            for t in _output_texts(o):
-                found.update(tok for tok in _TOKEN.findall(t) if is_metric_key(tok))
-    return sorted(found)
-
-
 __all__ = [
     "ABBREVIATIONS",
     "DIRECTIONS",
@@ -510,6 +476,5 @@ __all__ = [
     "kind_of",
     "label",
     "markdown",
-    "raw_metric_keys_in",
     "readable",
 ]

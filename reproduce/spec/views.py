@@ -8,8 +8,8 @@ send back and another machine draws every view from it:
 
 * ``qualitative`` — the qualitative figures (``Page.qualitative`` in notebooks 01, 02, 04) and the explorer of
   notebook 07: the first seed's top :data:`VIEW_K` candidates of every image and caption query;
-* ``sam_table1`` — SAM Table 1's model-based variant (``analyses.sam.ARMS_100``): every seed's top :data:`SAM_K`
-  captions of every image query (it reads the top 5);
+* ``sam_table1`` — SAM Table 1's model-based variant (``analyses.sam_agreement.ARMS_100``): every seed's top
+  :data:`SAM_K` captions of every image query (it reads the top 5);
 * ``fig7b`` — listwise Fig. 7 (b): every seed's |NDCG-hat − NDCG| on its test batches (``analyses.listwise``).
 
 ``tests/reproduce/driver/test_run_archive.py`` checks these arms against the notebooks and the analyses' constants.

@@ -10,7 +10,8 @@ import pandas as pd
 from reproduce.spec import claims as registry
 from reproduce.protocol import claim_rows
 from reproduce.protocol.study import paired_effect
-from reproduce.present.analyses.sam import ARMS_100, NOTE_BACKBONE, VARIANT, arm_name
+from reproduce.present.analyses.sam import NOTE_BACKBONE, VARIANT, arm_name
+from reproduce.present.analyses.sam_agreement import ARMS_100
 
 
 # --- claims S1–S5 -------------------------------------------------------------------------------------------

@@ -353,7 +353,7 @@ def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source,
 def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     """reproduce/spec/views.py against what reads embeddings: the arms of every `pg.qualitative([...])` and
     `study_views(…, ARMS)` of the notebooks, SAM's ARMS_100 and listwise's Fig. 7 (b) arm."""
-    from reproduce.present.analyses import bcls, listwise, sam
+    from reproduce.present.analyses import bcls, listwise, sam_agreement
     from reproduce.spec import experiments
     from reproduce.spec.profiles import profile_for
     from reproduce.spec.views import VIEWS
@@ -367,7 +367,7 @@ def test_the_view_arms_are_the_ones_the_notebooks_and_analyses_read():
     src = "".join("".join(c["source"]) for c in _cells("07_explore"))
     paper, arms = re.search(r'PAPER, ARMS = "(\w+)", \[([^\]]*)\]', src).groups()
     assert {a.strip().strip('"') for a in arms.split(",")} <= set(VIEWS["qualitative"].arms[paper])
-    assert set(sam.ARMS_100.values()) <= set(VIEWS["sam_table1"].arms["sam"])
+    assert set(sam_agreement.ARMS_100.values()) <= set(VIEWS["sam_table1"].arms["sam"])
     assert VIEWS["fig7b"].arms == {"listwise": (listwise.BOTH,)} and VIEWS["fig7b"].arrays == (listwise.FIG7B,)
     assert {n for v in VIEWS.values() for n in v.arrays} <= set(ra.ARRAY_VIEWS)
     for paper, arms in [(p, a) for v in VIEWS.values() for p, a in v.arms.items()]:
@@ -428,7 +428,7 @@ def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_pat
 def _views_read_the_same(source, target, monkeypatch):
     """What the listwise views read — the qualitative rankings of seed 0, Fig. 7 (b) of every seed — is the same
     from the imported runs (no embeddings) as from the runs that trained."""
-    from reproduce.present import qualitative
+    from reproduce.present import view_runs
     from reproduce.present.analyses import listwise as lw
     from reproduce.protocol.study import Study
     from reproduce.spec.views import VIEW_K
@@ -438,7 +438,7 @@ def _views_read_the_same(source, target, monkeypatch):
         monkeypatch.setenv("COHERENT_ITR_CACHE", str(root))
         st = Study("smoke", "synthetic", cache=runs.RunCache(), progress=False)
         test = st.splits().test
-        ranks = qualitative.arm_rankings(st, "listwise", [lw.TRIP, lw.BOTH])
+        ranks = view_runs.arm_rankings(st, "listwise", [lw.TRIP, lw.BOTH])
         b = int(st.profile.model["batch_size"])
         errors = lw.study_direct_errors(
             st, "listwise", "table5", lw.BOTH, test, lw.training_relevance(test), batch_size=b
@@ -455,9 +455,9 @@ def _views_read_the_same(source, target, monkeypatch):
 
 
 def _has_embeddings(study, arm) -> bool:
-    from reproduce.present import qualitative
+    from reproduce.present import view_runs
 
-    (res,) = qualitative._arm_runs(study, "listwise", [arm]).values()
+    (res,) = view_runs._arm_runs(study, "listwise", [arm]).values()
     return "test_img" in res.arrays
 
 

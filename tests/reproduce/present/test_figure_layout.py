@@ -28,7 +28,7 @@ from reproduce.spec.claim_data import DATASETS
 from reproduce.spec.profiles import profile_for
 from reproduce.present import page, qualitative
 from reproduce.present import report  # noqa: E402
-from reproduce.present.analyses import bcls, ladder, listwise, plotting, sam, unified  # noqa: E402
+from reproduce.present.analyses import bcls, ladder, ladder_theta, listwise, plotting, sam, unified  # noqa: E402
 
 # the data set whose name makes the longest title, and the longest footer the notebooks write (Page.setup: every seed
 # policy of the default profile and the most seeds the power analysis may give an arm)
@@ -268,15 +268,15 @@ def fig_ladder_lminmax():
 
 
 def fig_ladder_fig6():
-    f6 = ladder.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
-    return ladder.fig6_figure(f6, title("ladder", "fig6"))
+    f6 = ladder_theta.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
+    return ladder_theta.fig6_figure(f6, title("ladder", "fig6"))
 
 
 def fig_ladder_theta():
-    cal = ladder.theta_calibration(CosineProvider(), Train(), n_batches=3, batch_size=40)
+    cal = ladder_theta.theta_calibration(CosineProvider(), Train(), n_batches=3, batch_size=40)
     prof = tuple(cal["thetas"])  # the runs use the calibration measured here: same values twice
-    cal = ladder.theta_calibration(CosineProvider(), Train(), profile_theta=prof, n_batches=3, batch_size=40)
-    return ladder.theta_figure(cal["values"], cal["table"], title("ladder", "theta_calibration"))
+    cal = ladder_theta.theta_calibration(CosineProvider(), Train(), profile_theta=prof, n_batches=3, batch_size=40)
+    return ladder_theta.theta_figure(cal["values"], cal["table"], title("ladder", "theta_calibration"))
 
 
 LW_ARMS = [listwise.TRIP, listwise.ALONE, listwise.BOTH]
@@ -498,8 +498,8 @@ COVERS = {
     "ladder.cs_bars": ["ladder_cs_bars", "ladder_cs_bars_flickr8k"],
     "ladder.sweep_figure": ["ladder_beta2"],
     "ladder.sweep_view": ["ladder_beta2", "ladder_levels", "ladder_lminmax"],
-    "ladder.fig6_figure": ["ladder_fig6"],
-    "ladder.theta_figure": ["ladder_theta"],
+    "ladder_theta.fig6_figure": ["ladder_fig6"],
+    "ladder_theta.theta_figure": ["ladder_theta"],
     "listwise.fig_tables5_7": ["listwise_tables5_7"],
     "listwise.legends_outside": ["listwise_fig5"],
     "listwise.fig6": ["listwise_fig6"],
@@ -520,6 +520,7 @@ MODULES = {
     "report": report,
     "bcls": bcls,
     "ladder": ladder,
+    "ladder_theta": ladder_theta,
     "listwise": listwise,
     "sam": sam,
     "unified": unified,
@@ -681,11 +682,11 @@ def test_theta_figure_draws_a_shared_value_once():
             "calibrated θ₂ (profile: the runs)",
         ],
     )
-    assert ladder.theta_lines(table)[2] == (
+    assert ladder_theta.theta_lines(table)[2] == (
         ["calibrated θ₁ (measured here)", "calibrated θ₁ (profile: the runs)"],
         0.508,
     )
-    fig = ladder.theta_figure(np.linspace(-0.2, 0.9, 500), table, "t")
+    fig = ladder_theta.theta_figure(np.linspace(-0.2, 0.9, 500), table, "t")
     names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "calibrated θ₁ (measured here; profile: the runs) = 0.508" in names and len(fig.axes[0].lines) == 4
 
@@ -741,10 +742,10 @@ def test_wrap_keeps_words_and_width():
 
 def test_the_same_results_draw_the_same_pixels():
     """Seaborn's 95% bands are bootstrapped; unseeded, the ladder's Fig. 6 view drew other pixels at every call."""
-    f6 = ladder.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
+    f6 = ladder_theta.fig6_batches(Train(), CosineProvider(), "images", Adaptive(), n_batches=3, batch_size=40)
     drawn = []
     for _ in range(2):
-        fig = ladder.fig6_figure(f6.copy(), "Fig. 6 analogue")
+        fig = ladder_theta.fig6_figure(f6.copy(), "Fig. 6 analogue")
         fig.canvas.draw()
         drawn.append(bytes(fig.canvas.buffer_rgba()))
         plt.close(fig)

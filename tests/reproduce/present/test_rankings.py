@@ -15,7 +15,7 @@ import pytest
 from coherent_itr import runs
 from coherent_itr.io import load_npz
 from reproduce.present import rankings as rk
-from reproduce.present.analyses import sam
+from reproduce.present.analyses import sam_agreement
 
 
 def _loop_top(sim, k, query):
@@ -109,10 +109,10 @@ def test_sam_per_query_metrics_on_a_stored_ranking_equal_those_on_the_similariti
     phi, quality = rng.random((12, 60)), rng.random((12, 60))
     kept = rk.Ranking.of_similarity(sim).to_arrays({"image": 12 if tied else 8})
     stored = rk.Ranking.from_arrays(_through_npz(kept))
-    want = sam.per_query_metrics(sim, ioc, phi, quality, 5)
-    got = sam.per_query_metrics(stored, ioc, phi, quality, 5)
+    want = sam_agreement.per_query_metrics(sim, ioc, phi, quality, 5)
+    got = sam_agreement.per_query_metrics(stored, ioc, phi, quality, 5)
     assert got.equals(want)
-    direct = sam.ncs_per_query(sim, ioc, phi, 5, "i2t")  # the library's NCS@5 on the similarities themselves
+    direct = sam_agreement.ncs_per_query(sim, ioc, phi, 5, "i2t")  # the library's NCS@5 on the similarities themselves
     assert np.allclose(got["NCS@5 (CIDEr-D)"], direct, rtol=0, atol=1e-12, equal_nan=True)
 
 

@@ -27,7 +27,7 @@ import nbformat  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from reproduce.present import site  # noqa: E402
+from reproduce.present import site, site_claims  # noqa: E402
 
 CLAIMS_MD = """# Claims ledger
 
@@ -387,7 +387,7 @@ def test_the_ledger_page_and_claim_pages_show_the_verdict_at_the_papers_size(pla
     assert f"<th>flickr8k at the {html.escape(scale.SCALE_LABEL)}</th>" in table
     b1 = _row(table, "B1")
     assert b1.endswith(
-        f'<td><b style="color:{site.VERDICT_COLOURS["reversed"]}">reversed</b> -15.3 [-20.1, -10.4]</td></tr>'
+        f'<td><b style="color:{site_claims.VERDICT_COLOURS["reversed"]}">reversed</b> -15.3 [-20.1, -10.4]</td></tr>'
     )
     assert _row(table, "U1").endswith("<td>—</td></tr>")  # U1 has no Flickr8k row here
     assert 'data-verdicts="reproduced|inconclusive"' in b1  # the filter keeps the default's verdicts

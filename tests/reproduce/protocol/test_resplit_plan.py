@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from reproduce.present import ledger_render
+from reproduce.present import ledger_power
 from reproduce.protocol import resplit_plan as rp
 from reproduce.protocol.cost import run_estimate_s
 from reproduce.protocol.ledger import POWER, family_alpha, power_at
@@ -100,10 +100,10 @@ def test_missing_columns_are_named():
 
 def test_power_md_gets_the_section():
     ledger = pd.DataFrame([_row(), _row(cid="B1", query_var=0.0)])
-    text = ledger_render.resplit_markdown(ledger)
+    text = ledger_power.resplit_markdown(ledger)
     assert text.startswith("## More test images where they bind")
     (line,) = [x for x in text.splitlines() if x.startswith("| N1 ")]
     (plan,) = rp.plan_rows(ledger)
     assert f"| {plan.k} × {plan.n} | {plan.runs} (" in line and line.endswith(f"| {100 * plan.power:.0f}% |")
     assert "not trained yet" in text and not any(x.startswith("| B1 ") for x in text.splitlines())
-    assert "No Flickr8k primary row" in ledger_render.resplit_markdown(ledger.iloc[1:])
+    assert "No Flickr8k primary row" in ledger_power.resplit_markdown(ledger.iloc[1:])

@@ -17,6 +17,7 @@ from reproduce.present import report  # noqa: E402
 from reproduce.spec import claims as registry  # noqa: E402
 from reproduce.present.analyses import ladder as L  # noqa: E402
 from reproduce.present.analyses import ladder_claims as LC  # noqa: E402
+from reproduce.present.analyses import ladder_theta as LT  # noqa: E402
 from reproduce.present.analyses import plotting  # noqa: E402
 
 SEEDS = (0, 1, 2)
@@ -162,7 +163,7 @@ def test_batch_stats_against_an_explicit_loop_and_scipy_binomial():
     n = 10
     rel = planted_rel(n)
     levels = np.array([2, 2, 2, 3, 3, 4, 2, 2, 3, 2])
-    s = L.batch_stats(rel, 0.4, levels)
+    s = LT.batch_stats(rel, 0.4, levels)
     counts = [sum(rel[i, j] >= 0.4 for j in range(n) if j != i) for i in range(n)]
     p = sum(counts) / (n * (n - 1))
     binom = stats.binom(n - 1, p).std()
@@ -175,7 +176,7 @@ def test_batch_stats_against_an_explicit_loop_and_scipy_binomial():
     assert s["mean rel"] == pytest.approx(np.mean(off)) and s["std rel"] == pytest.approx(np.std(off))
     assert s["rows with no candidate ≥ θ (%)"] == pytest.approx(100 * counts.count(0) / n)
     assert s["modal levels"] == 2 and s["rows ≠ modal levels (%)"] == pytest.approx(40.0)
-    assert np.isnan(L.batch_stats(np.eye(4) * 0 + 0.1, 0.4, np.full(4, 2))["overdispersion"])
+    assert np.isnan(LT.batch_stats(np.eye(4) * 0 + 0.1, 0.4, np.full(4, 2))["overdispersion"])
 
 
 class FakeTrain:
@@ -202,14 +203,14 @@ class FakeAdaptive:
 @pytest.mark.parametrize("sampling", ["images", "captions"])
 def test_fig6_batches_counts_density_and_levels(sampling):
     prov = FakeProvider()
-    f6 = L.fig6_batches(FakeTrain(), prov, sampling, FakeAdaptive(), n_batches=3, batch_size=10)
+    f6 = LT.fig6_batches(FakeTrain(), prov, sampling, FakeAdaptive(), n_batches=3, batch_size=10)
     assert len(prov.calls) == 3 and all(len(set(c)) == 10 for _, c in prov.calls)
     assert list(f6["counts"].query("batch == 1").n_above) == [i % 4 for i in range(10)]
     for _, g in f6["dens"].groupby("batch"):
         assert (g.density * 0.05).sum() == pytest.approx(1.0)
     lv = f6["levels"].query("batch == 0").set_index("levels").share
     assert lv[2] == pytest.approx(80.0) and lv[3] == pytest.approx(20.0) and lv[4] == 0
-    ref = L.batch_stats(planted_rel(10), 0.4, np.array([2 + (i % 5 == 0) for i in range(10)]))
+    ref = LT.batch_stats(planted_rel(10), 0.4, np.array([2 + (i % 5 == 0) for i in range(10)]))
     assert f6["stats"].iloc[2]["overdispersion"] == pytest.approx(ref["overdispersion"])
 
 
@@ -228,7 +229,7 @@ class CosineProvider:
 
 def test_theta_calibration_matches_the_quantiles_and_shares_by_hand():
     prov = CosineProvider()
-    out = L.theta_calibration(prov, FakeTrain(), profile_theta=(0.5, 0.45), n_batches=4, batch_size=20, seed=3)
+    out = LT.theta_calibration(prov, FakeTrain(), profile_theta=(0.5, 0.45), n_batches=4, batch_size=20, seed=3)
     mats = [prov.batch(i, c) for i, c in calibration.training_batches(40, 5, batch_size=20, n_batches=4, seed=3)]
     vals = np.concatenate([m[~np.eye(20, dtype=bool)] for m in mats])
     want = [np.sort(vals)[int(np.ceil((1 - s) * (len(vals) - 1)))] for s in calibration.SCOPE_SHARES]
@@ -245,14 +246,14 @@ def test_theta_calibration_matches_the_quantiles_and_shares_by_hand():
     assert tab.loc["paper θ₁", "pairs ≥ θ (%)"] == pytest.approx(100 * (vals >= 0.40).mean())
     empty = np.mean([not any(m[i, j] >= 0.5 for j in range(20) if j != i) for m in mats for i in range(20)])
     assert tab.loc["calibrated θ₁ (profile: the runs)", "rows with an empty level 1 (%)"] == pytest.approx(100 * empty)
-    assert len(L.theta_calibration(prov, FakeTrain(), n_batches=2, batch_size=20)["table"]) == 4
+    assert len(LT.theta_calibration(prov, FakeTrain(), n_batches=2, batch_size=20)["table"]) == 4
 
 
 def test_literal_of_maps_calibrated_arms_only():
-    assert L.literal_of("Ladder (manual, θ=0.508 calibrated)") == "Ladder (manual)"
-    assert L.literal_of("manual β₂=0.5 (θ calibrated)") == "manual β₂=0.5"
-    assert L.literal_of("L=3 (θ calibrated)") == "L=3"
-    assert L.literal_of("Ladder (manual)") is None and L.literal_of("VSE++") is None
+    assert LT.literal_of("Ladder (manual, θ=0.508 calibrated)") == "Ladder (manual)"
+    assert LT.literal_of("manual β₂=0.5 (θ calibrated)") == "manual β₂=0.5"
+    assert LT.literal_of("L=3 (θ calibrated)") == "L=3"
+    assert LT.literal_of("Ladder (manual)") is None and LT.literal_of("VSE++") is None
 
 
 def test_theta_arms_and_deltas_pair_literal_and_calibrated_runs():
@@ -260,14 +261,14 @@ def test_theta_arms_and_deltas_pair_literal_and_calibrated_runs():
     df = pd.DataFrame(
         [{"arm": a, "seed": s, "rsum": 10.0 * i + s * (i % 2)} for i, a in enumerate(arms) for s in SEEDS]
     )
-    cal = L.theta_arms(df)
+    cal = LT.theta_arms(df)
     assert list(cal.setting.unique()) == ["Ladder (manual)", "L=3"] and "VSE++" not in set(cal.arm)
     assert set(cal[cal.arm == "L=3"]["θ"]) == {"literal"}
-    d = L.theta_deltas(cal, ["rsum"])
+    d = LT.theta_deltas(cal, ["rsum"])
     # Ladder (manual) is arm 1 (+s), calibrated arm 2 (+0): differences 10, 9, 8
     assert d.loc["Ladder (manual)", "rsum"] == pytest.approx(9.0)
     assert d.loc["Ladder (manual)", "rsum_std"] == pytest.approx(1.0) and d.loc["L=3", "n_seeds"] == 3
-    assert L.theta_arms(df[df.arm.isin(["VSE++", "L=3"])]).empty
+    assert LT.theta_arms(df[df.arm.isin(["VSE++", "L=3"])]).empty
 
 
 # --- claims ------------------------------------------------------------------------------------------------
@@ -393,14 +394,14 @@ def test_sweep_view_levels_has_a_panel_per_k_and_rsum(close_figures):
 
 
 def test_fig6_figure_has_three_panels(close_figures):
-    f6 = L.fig6_batches(FakeTrain(), FakeProvider(), "captions", FakeAdaptive(), n_batches=2, batch_size=10)
+    f6 = LT.fig6_batches(FakeTrain(), FakeProvider(), "captions", FakeAdaptive(), n_batches=2, batch_size=10)
     assert f6["batch_size"] == 10 and f6["theta"] == calibration.PAPER_THETAS[0]
-    assert len(L.fig6_figure(f6, "t").axes) == 3
+    assert len(LT.fig6_figure(f6, "t").axes) == 3
 
 
 def test_theta_figure_marks_every_theta(close_figures):
-    out = L.theta_calibration(CosineProvider(), FakeTrain(), n_batches=2, batch_size=20)
-    fig = L.theta_figure(out["values"], out["table"], "t")
+    out = LT.theta_calibration(CosineProvider(), FakeTrain(), n_batches=2, batch_size=20)
+    fig = LT.theta_figure(out["values"], out["table"], "t")
     assert len(fig.axes[0].lines) == len(out["table"])  # one vertical line per θ
 
 

@@ -14,7 +14,7 @@ from coherent_itr import metrics
 from coherent_itr.data.base import CaptionedImages
 from reproduce.protocol import calibration
 from reproduce.spec import claims as registry
-from reproduce.present.analyses import sam, sam_claims
+from reproduce.present.analyses import sam, sam_agreement, sam_claims
 from reproduce.spec.experiments import Arm
 
 matplotlib.use("Agg")
@@ -102,7 +102,7 @@ def test_headers_use_labels_and_sam_names():
     t = pd.DataFrame(columns=["rsum", "sam_margin", "cider", "share_above_1", "other"])
     h = sam.headers(t)
     assert list(h.columns)[0].startswith("RSUM") and list(h.columns)[-1] == "other"
-    assert sam.GRID_DIAGNOSTICS["sam_margin"] in h.columns and sam.RELEVANCE["cider"] in h.columns
+    assert sam.GRID_DIAGNOSTICS["sam_margin"] in h.columns and sam_agreement.RELEVANCE["cider"] in h.columns
     assert sam.MARGIN_COLUMNS["share_above_1"] in h.columns
 
 
@@ -223,22 +223,22 @@ def test_margin_batches_are_cider_of_training_batches():
 def toy_world(n_images=10, cpi=2, seed=0):
     rng = np.random.default_rng(seed)
     ioc = np.repeat(np.arange(n_images), cpi)
-    gt = sam.gt_matrix(ioc, n_images)
+    gt = sam_agreement.gt_matrix(ioc, n_images)
     yard = np.clip(0.3 * rng.random((n_images, n_images * cpi)) + 0.6 * gt, 0, 1)
     cider = yard + 0.2 * rng.random(yard.shape)
     return ioc, gt, yard, cider
 
 
 def test_folds_and_gt_matrix():
-    assert sam.folds(10, 5).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    assert sam.folds(7, 2).tolist() == [0, 0, 0, 0, 1, 1, 1]
-    g = sam.gt_matrix([0, 0, 1], 2)
+    assert sam_agreement.folds(10, 5).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert sam_agreement.folds(7, 2).tolist() == [0, 0, 0, 0, 1, 1, 1]
+    g = sam_agreement.gt_matrix([0, 0, 1], 2)
     assert g.tolist() == [[True, True, False], [False, False, True]]
 
 
 def test_agreement_folds_synthetic_against_scipy():
     ioc, gt, yard, cider = toy_world()
-    long = sam.agreement_folds(ioc, 10, {"cider": cider}, yard, None, n_folds=2)
+    long = sam_agreement.agreement_folds(ioc, 10, {"cider": cider}, yard, None, n_folds=2)
     assert set(long["pair set"]) == {"every pair", "CxC-like mix (57% GT)"}
     assert not ((long["pair set"] != "every pair") & (long["subset"] == "non-GT pairs")).any()
     rows = np.arange(5)  # fold 0
@@ -259,7 +259,7 @@ def test_agreement_folds_human_uses_the_judged_pairs_of_each_fold():
     cap = np.array([0, 5, 2, 9, 6, 10, 3, 14, 16, 18, 1, 8])
     score = np.array([4, 1, 3, 2, 4, 1, 2, 4, 3, 4, 1, 3], dtype=float)
     hum = {"expert": {"image_idx": img, "caption_idx": cap, "score": score}}
-    long = sam.agreement_folds(ioc, 10, {"cider": cider}, None, hum, n_folds=2)
+    long = sam_agreement.agreement_folds(ioc, 10, {"cider": cider}, None, hum, n_folds=2)
     assert set(long["pair set"]) == {"expert-judged pairs"}
     k = img < 5
     f0 = long[(long["fold"] == 0) & (long["subset"] == "all pairs")].set_index("relevance")
@@ -269,8 +269,8 @@ def test_agreement_folds_human_uses_the_judged_pairs_of_each_fold():
 
 def test_agreement_wide_table_and_claims():
     ioc, gt, yard, cider = toy_world()
-    long = sam.agreement_folds(ioc, 10, {"cider": cider, "sbert": yard}, yard, None, n_folds=2)
-    wide = sam.agreement_wide(long)
+    long = sam_agreement.agreement_folds(ioc, 10, {"cider": cider, "sbert": yard}, yard, None, n_folds=2)
+    wide = sam_agreement.agreement_wide(long)
     assert list(wide["row"].unique()) == [
         "every pair · all pairs",
         "every pair · non-GT pairs",
@@ -280,7 +280,9 @@ def test_agreement_wide_table_and_claims():
     w1 = wide[(wide["fold"] == 1) & (wide["row"] == "every pair · all pairs")].iloc[0]
     assert w1["cider"] == pytest.approx(float(sel.loc[sel["relevance"] == "cider", "pearson"].iloc[0]))
     assert w1["pairs per fold"] == 100
-    num, shown = sam.agreement_table(wide, {"paper T1": pd.DataFrame({"cider": [0.734]}, index=["all pairs"])}, "ours")
+    num, shown = sam_agreement.agreement_table(
+        wide, {"paper T1": pd.DataFrame({"cider": [0.734]}, index=["all pairs"])}, "ours"
+    )
     assert list(shown.columns) == ["binary", "cider", "sbert", "spice", "pairs per fold"]
     assert shown.loc[("ours", "every pair · all pairs"), "pairs per fold"] == "100"
     assert shown.loc[("paper T1", "all pairs"), "cider"] == "0.734"
@@ -315,7 +317,7 @@ def test_ncs_per_query_is_a_loop_of_sam_eq_5(seed):
                 order = sorted(range(s.shape[1]), key=lambda j: (-s[q, j], r[q, j], j))
                 ideal = sum(sorted(r[q], reverse=True)[:k])
                 want.append(100 * sum(r[q, j] for j in order[:k]) / ideal if ideal > 0 else np.nan)
-            got = sam.ncs_per_query(sim, ioc, rel, k, d)
+            got = sam_agreement.ncs_per_query(sim, ioc, rel, k, d)
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"seed {seed} k {k} {d}")
 
 
@@ -324,7 +326,7 @@ def test_ncs_per_query_is_the_library_ncs_per_query():
     ioc = np.repeat(np.arange(6), 5)
     sim, rel = rng.normal(size=(6, 30)), rng.random((6, 30))
     rel[4] = 0.0  # undefined query: no relevance at all
-    v = sam.ncs_per_query(sim, ioc, rel, k=5)
+    v = sam_agreement.ncs_per_query(sim, ioc, rel, k=5)
     for q in range(6):
         top = np.argsort(-sim[q])[:5]
         ideal = np.sort(rel[q])[::-1][:5].sum()
@@ -333,7 +335,7 @@ def test_ncs_per_query_is_the_library_ncs_per_query():
         else:
             assert v[q] == pytest.approx(100 * rel[q, top].sum() / ideal)
     assert np.nanmean(v) == pytest.approx(metrics.ncs(sim, ioc, rel, ks=(5,))["ncs5_i2t"])
-    t2i = sam.ncs_per_query(sim, ioc, rel, k=1, direction="t2i")
+    t2i = sam_agreement.ncs_per_query(sim, ioc, rel, k=1, direction="t2i")
     assert len(t2i) == 30 and t2i[0] == pytest.approx(100 * rel[np.argmax(sim[:, 0]), 0] / rel[:, 0].max())
 
 
@@ -341,19 +343,21 @@ def test_per_query_metrics_and_fold_pearson_against_loops():
     rng = np.random.default_rng(6)
     ioc = np.repeat(np.arange(8), 5)
     sim, phi, quality = rng.normal(size=(8, 40)), rng.random((8, 40)), rng.random((8, 40))
-    pq = sam.per_query_metrics(sim, ioc, phi, quality, 5)
+    pq = sam_agreement.per_query_metrics(sim, ioc, phi, quality, 5)
     for q in range(8):
         top = np.argsort(-sim[q])[:5]
         gt = ioc[top] == q
         assert pq.loc[q, "quality"] == pytest.approx(quality[q, top].mean())
         assert pq.loc[q, "binary R^V@5"] == float(gt.any()) and pq.loc[q, "R@5 (Eq. 1)"] == gt.sum() / 5
-    fp = sam.fold_pearson(pq, sam.folds(8, 2)).set_index(["fold", "metric"])
+    fp = sam_agreement.fold_pearson(pq, sam_agreement.folds(8, 2)).set_index(["fold", "metric"])
     half = pq.iloc[4:]
     assert fp.loc[(1, "NCS@5 (CIDEr-D)"), "pearson"] == pytest.approx(
         pearsonr(half["NCS@5 (CIDEr-D)"], half["quality"])[0]
     )
     const = pq.assign(**{"binary R^V@5": 1.0})
-    assert (sam.fold_pearson(const, sam.folds(8, 2)).query("metric == 'binary R^V@5'")["pearson"] == 0.0).all()
+    assert (
+        sam_agreement.fold_pearson(const, sam_agreement.folds(8, 2)).query("metric == 'binary R^V@5'")["pearson"] == 0.0
+    ).all()
 
 
 def test_per_query_metrics_rank_ties_by_the_library_rule_per_column():
@@ -365,7 +369,7 @@ def test_per_query_metrics_rank_ties_by_the_library_rule_per_column():
     sim = np.round(rng.normal(size=(8, 40)), 0)  # integer scores: long tie runs across place 5
     sim[:, :5] = np.round(sim[:, :5])  # GT captions of image 0 tie with others too
     phi, quality = rng.random((8, 40)), rng.random((8, 40))
-    pq = sam.per_query_metrics(sim, ioc, phi, quality, 5)
+    pq = sam_agreement.per_query_metrics(sim, ioc, phi, quality, 5)
     crossing = 0
     for q in range(8):
         order = sorted(range(40), key=lambda c: -sim[q, c])
@@ -376,8 +380,8 @@ def test_per_query_metrics_rank_ties_by_the_library_rule_per_column():
         assert pq.loc[q, "quality"] == pytest.approx(quality[q, by_quality].mean())
         assert pq.loc[q, "binary R^V@5"] == float(gt.any()) and pq.loc[q, "R@5 (Eq. 1)"] == gt.sum() / 5
     assert crossing >= 4  # the case is exercised
-    assert np.allclose(pq["NCS@5 (CIDEr-D)"], sam.ncs_per_query(sim, ioc, phi), equal_nan=True)
-    flat = sam.per_query_metrics(np.zeros((8, 40)), ioc, phi, quality, 5)  # a constant model never looks good
+    assert np.allclose(pq["NCS@5 (CIDEr-D)"], sam_agreement.ncs_per_query(sim, ioc, phi), equal_nan=True)
+    flat = sam_agreement.per_query_metrics(np.zeros((8, 40)), ioc, phi, quality, 5)  # a constant model never looks good
     assert (flat["binary R^V@5"] == 0).all() and flat["quality"].tolist() == pytest.approx(
         np.sort(quality, axis=1)[:, :5].mean(axis=1)
     )
@@ -388,8 +392,12 @@ def test_per_query_agreement_reads_every_seed_of_each_arm_and_checks_the_record(
     ioc = np.repeat(np.arange(10), 2)
     split = SimpleNamespace(n_images=10, image_of_caption=ioc, captions_per_image=2)
     phi, quality = rng.random((10, 20)), rng.random((10, 20))
-    emb = {(a, s): (rng.normal(size=(10, 4)), rng.normal(size=(20, 4))) for a in sam.ARMS_100.values() for s in (0, 1)}
-    arms = [SimpleNamespace(name=a) for a in sam.ARMS_100.values()]
+    emb = {
+        (a, s): (rng.normal(size=(10, 4)), rng.normal(size=(20, 4)))
+        for a in sam_agreement.ARMS_100.values()
+        for s in (0, 1)
+    }
+    arms = [SimpleNamespace(name=a) for a in sam_agreement.ARMS_100.values()]
     cache = SimpleNamespace(
         get_or_train=lambda cfg, progress: SimpleNamespace(
             arrays={"test_img": emb[(cfg.arm, cfg.seed)][0], "test_cap": emb[(cfg.arm, cfg.seed)][1]}
@@ -400,24 +408,24 @@ def test_per_query_agreement_reads_every_seed_of_each_arm_and_checks_the_record(
         configs=lambda arm: [SimpleNamespace(arm=arm.name, seed=s) for s in (0, 1)],
         cache=cache,
     )
-    pq, check = sam.per_query_agreement(study, "sam", sam.ARMS_100, split, phi, quality, n_folds=2)
-    assert len(pq) == 2 * 2 * 2 * len(sam.PER_QUERY) and set(pq["model"]) == set(sam.ARMS_100)
+    pq, check = sam_agreement.per_query_agreement(study, "sam", sam_agreement.ARMS_100, split, phi, quality, n_folds=2)
+    assert len(pq) == 2 * 2 * 2 * len(sam_agreement.PER_QUERY) and set(pq["model"]) == set(sam_agreement.ARMS_100)
     img, cap = emb[("100% data, + SAM", 1)]
     sim = img.astype(np.float32) @ cap.astype(np.float32).T
-    want = np.nanmean(sam.ncs_per_query(sim, ioc, phi))
+    want = np.nanmean(sam_agreement.ncs_per_query(sim, ioc, phi))
     got = check.set_index(["model", "seed"]).loc[("VSE++ + SAM", 1), "mean per-query NCS@5"]
     assert got == pytest.approx(want)
     rec = pd.DataFrame(
         [
-            dict(arm=sam.ARMS_100[r["model"]], seed=r["seed"], ncs5_i2t_cider=r["mean per-query NCS@5"])
+            dict(arm=sam_agreement.ARMS_100[r["model"]], seed=r["seed"], ncs5_i2t_cider=r["mean per-query NCS@5"])
             for r in check.to_dict("records")
         ]
     )
-    assert sam.ncs_identity(check, rec) == pytest.approx(0.0)
+    assert sam_agreement.ncs_identity(check, rec) == pytest.approx(0.0)
     rec.loc[0, "ncs5_i2t_cider"] += 0.1
     with pytest.raises(AssertionError, match="does not average"):
-        sam.ncs_identity(check, rec)
-    t = sam.per_query_table(pq)
+        sam_agreement.ncs_identity(check, rec)
+    t = sam_agreement.per_query_table(pq)
     fold_mean = pq[(pq["model"] == "VSE++ + SAM") & (pq["metric"] == "R@5 (Eq. 1)")].groupby("fold")["pearson"].mean()
     assert t.loc["VSE++ + SAM", "R@5 (Eq. 1)"] == pytest.approx(fold_mean.mean())
     assert t.loc["VSE++ + SAM", "R@5 (Eq. 1)_std"] == pytest.approx(fold_mean.std(ddof=1))
