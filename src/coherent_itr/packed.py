@@ -9,7 +9,10 @@ What each member keeps of its own (as in :func:`coherent_itr.train.train`, run b
   :class:`coherent_itr.models.VSEModel` per member);
 * its batch order, from its own generator seeded as the solo run's (:func:`coherent_itr.train._batches`);
 * its loss, a module of its own (its parameters, its warm-up switch, its random draws): the pack's similarities are
-  ``[E, B, B]`` and member e's loss reads ``sim[e]`` only;
+  ``[E, B, B]`` and member e's loss reads ``sim[e]`` only — computed for every member at once over ``[E, B, B]``
+  where the loss has a batched form (:mod:`coherent_itr.packed_losses`: equal to the member's module, bit for bit on
+  the CPU), else by each member's module in turn; its relevance gathered on the device where the provider is a
+  table;
 * its Adam state, learning rate and schedule, step count and gradient-norm clip (:class:`PackedAdam`,
   :func:`clip_per_member`);
 * its selection and early stopping: a member that stops is frozen (its update masked), its best checkpoint kept

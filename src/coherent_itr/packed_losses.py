@@ -447,21 +447,22 @@ class _AdaptiveLadder(_LadderBase):
 
 class _SmoothDCGPack(torch.autograd.Function):
     """:class:`coherent_itr.losses.sndcg._SmoothDCG`'s one-chunk path for every member's rows at once: ``sim``,
-    ``gains`` ``[E, B, B]``, τ and the clamp per member (``[E]``; ``exact[e]``: the member's clamp is applied)."""
+    ``gains`` ``[E, B, B]``, τ and the clamp per member (``[E]``; ``exact[e]``: the member's clamp is applied,
+    ``any_exact``: some member's is, known on the host). Memory: three E·B³ tensors at the peak."""
 
     @staticmethod
-    def forward(ctx, sim, gains, tau, clamp, exact):
+    def forward(ctx, sim, gains, tau, clamp, exact, any_exact: bool):
         e = sim.shape[0]
         st = (sim / tau.view(e, 1, 1)).contiguous()
         x = st.unsqueeze(2) - st.unsqueeze(3)  # x[e, c, j, k] = (s_k − s_j)/τ_e
-        if bool(exact.any()):
+        if any_exact:
             lim = clamp.view(e, 1, 1, 1)
             on = exact.view(e, 1, 1, 1)
             sig = torch.sigmoid(torch.where(on, torch.minimum(torch.maximum(x, -lim), lim), x))
         else:
             sig = torch.sigmoid(x)
         sig.diagonal(dim1=2, dim2=3).zero_()
-        outside = ((x.abs() > clamp.view(e, 1, 1, 1)) & exact.view(e, 1, 1, 1)) if bool(exact.any()) else None
+        outside = ((x.abs() > clamp.view(e, 1, 1, 1)) & exact.view(e, 1, 1, 1)) if any_exact else None
         del x
         dsig = torch.addcmul(sig, sig, sig, value=-1.0)
         if outside is not None:
@@ -483,7 +484,7 @@ class _SmoothDCGPack(torch.autograd.Function):
         grad = (torch.bmm(gf.unsqueeze(1), flat).squeeze(1) - gf * flat.sum(dim=2)) / tau.repeat_interleave(b).view(
             -1, 1
         )
-        return grad.view(e, b, b), None, None, None, None
+        return grad.view(e, b, b), None, None, None, None, None
 
 
 class _SNDCG(_Family):
@@ -491,7 +492,8 @@ class _SNDCG(_Family):
         super().__init__(crits, device)
         self.tau = _vec([c.tau for c in crits], torch.float32, device)
         self.clamp = _vec([c.clamp for c in crits], torch.float32, device)
-        self.exact = torch.tensor([not clamp_is_negligible(c.clamp, torch.float32) for c in crits], device=device)
+        exact = [not clamp_is_negligible(c.clamp, torch.float32) for c in crits]
+        self.exact, self.any_exact = torch.tensor(exact, device=device), any(exact)
         self.paper = [c.idcg == "paper" for c in crits]
         self.transposed = [c.t2i_rel == "transposed" for c in crits]
         self.max_chunk_mb = [c.max_chunk_mb for c in crits]
@@ -507,7 +509,8 @@ class _SNDCG(_Family):
         )
         ok = idcg > 0
         safe = torch.where(ok, idcg, 1.0)
-        dcg_hat = _SmoothDCGPack.apply(sim, gains, self.tau.to(sim.dtype), self.clamp.to(sim.dtype), self.exact)
+        tau, clamp = self.tau.to(sim.dtype), self.clamp.to(sim.dtype)
+        dcg_hat = _SmoothDCGPack.apply(sim, gains, tau, clamp, self.exact, self.any_exact)
         ndcg_hat = torch.where(ok, dcg_hat / safe, 1.0)
         with torch.no_grad():
             ranks = hard_ranks(sim.detach().reshape(e * b, b)).view(e, b, b)
