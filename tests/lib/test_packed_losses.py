@@ -33,17 +33,16 @@ def _planted(e=E, b=B, seed=0, symmetric_member=1):
     return sim, rel
 
 
-def _compare(name, params, warm=None, rel_shift=0.0, seed=0):
+def _compare(name, params, warm=None, seed=0, b=B):
     """The batched form against each member's module: values and sim's gradient bit-equal, diagnostics close."""
     warm = warm or [False] * len(params)
-    sim, rel = _planted(len(params), seed=seed)
-    rel = rel + rel_shift
+    sim, rel = _planted(len(params), b=b, seed=seed)
     solo_crits = [losses.build(name, **p) for p in params]
     pack_crits = [losses.build(name, **p) for p in params]
     for c, c2, w in zip(solo_crits, pack_crits, warm):
         c.set_warmup(w)
         c2.set_warmup(w)
-    packed = pl.PackedLoss(pack_crits, B, "cpu")
+    packed = pl.PackedLoss(pack_crits, b, "cpu")
     assert packed.mode == pl.BATCHED, packed.reason
     s1 = sim.clone().requires_grad_()
     want = torch.stack([c(s1[k], rel[k]) for k, c in enumerate(solo_crits)])
@@ -101,6 +100,13 @@ def test_a_batched_loss_is_each_members_module_bit_for_bit(name):
     params, warm = CASES[name]
     _compare(name, params, warm)
     _compare(name, params, warm, seed=3)
+
+
+@pytest.mark.parametrize("name", ["triplet", "unified", "ladder", "adaptive_ladder", "listwise", "bcls"])
+def test_a_batched_loss_is_each_members_module_at_the_default_batch_size(name):
+    """B = 128, the study's batch: other reduction lengths, the same bits."""
+    params, warm = CASES[name]
+    _compare(name, params, warm, b=128)
 
 
 def test_a_member_alone_or_among_others_gets_the_same_bits():
