@@ -65,7 +65,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from . import kmeans1d
+from . import kmeans1d, losses
 from .data.base import TrueRelevance
 from .data.synthetic import SyntheticTrueRelevance
 from .losses.adaptive_ladder import AdaptiveLadderLoss, embed_offdiag_levels, offdiag_index
@@ -112,8 +112,6 @@ def crit_mode(crit: torch.nn.Module, batch: int) -> tuple[str, str]:
 def member_loss_mode(config) -> tuple[str, str]:
     """``("batched" | "loop", reason)``: how ``config``'s loss runs in a pack (:func:`crit_mode` of its built
     loss at its batch size)."""
-    from . import losses  # the registry, complete
-
     return crit_mode(losses.build(config.loss, **config.loss_params), config.batch_size)
 
 
@@ -691,9 +689,9 @@ class PackedLoss:
                 for c in self.crits
             ]
             return loss, [{"train_loss": v, **{f"loss_{k}": x for k, x in d.items()}} for v, d in zip(values, diags)]
-        e, b, _ = sim.shape
-        if sim.dim() != 3 or b != sim.shape[2] or b < 2:
+        if sim.dim() != 3 or sim.shape[1] != sim.shape[2] or sim.shape[1] < 2:
             raise ValueError(f"packed loss: sim must be [E, B, B] with B ≥ 2, got {tuple(sim.shape)}")
+        e = sim.shape[0]
         if rel is None and any(getattr(c, "requires_relevance", False) for c in self.crits):
             raise ValueError(f"{type(self.crits[0]).__name__} needs a relevance tensor rel [E, B, B], got None")
         if rel is not None and rel.shape != sim.shape:

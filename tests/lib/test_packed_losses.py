@@ -278,3 +278,16 @@ def test_the_packed_key_hashes_the_module_and_no_solo_key_does(tmp_path):
     for cfg in cfgs:
         assert not set(packed_mod.ENGINE_FILES) & set(runs.training_files(cfg))
     assert not set(packed_mod.ENGINE_FILES) & set(runs.evaluation_files())
+
+
+def test_bad_inputs_are_refused_by_name():
+    packed = pl.PackedLoss([losses.build("ladder"), losses.build("ladder")], B, "cpu")
+    sim, rel = _planted(2)
+    with pytest.raises(ValueError, match=r"\[E, B, B\]"):
+        packed(sim[0], rel[0])
+    with pytest.raises(ValueError, match="needs a relevance tensor"):
+        packed(sim, None)
+    with pytest.raises(ValueError, match="rel shape"):
+        packed(sim, rel[:, :5])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        packed(sim, rel.masked_fill(torch.eye(B, dtype=torch.bool), float("nan")))
