@@ -110,7 +110,7 @@ def loss_ops(loss: str) -> int:
     """A member's loss module, forward and backward, on one B × B batch."""
     crit = losses.build(loss)
     s = torch.randn(B, B, requires_grad=True)
-    rel = torch.rand(B, B)
+    rel = _batch(1)[3][0]  # the updates' relevance (symmetric, as Sentence-BERT's paired cosine)
     return leaf_ops(lambda: crit(s, _rel_arg(loss, rel)).backward())
 
 
@@ -119,7 +119,7 @@ def batched_loss_ops(loss: str, e: int) -> int:
     backward, after a first call (the k-means DP caches its index tensors per shape)."""
     packed = PackedLoss([losses.build(loss) for _ in range(e)], B, "cpu")
     s = torch.randn(e, B, B, requires_grad=True)
-    rel = torch.rand(e, B, B)
+    rel = _batch(e)[3]
 
     def call():
         packed(s, _rel_arg(loss, rel))[0].sum().backward()
