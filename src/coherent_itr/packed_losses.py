@@ -28,7 +28,9 @@ loss                          mode      why
                                         level with α, β per member (padded levels weigh 0, are not counted)
 ``adaptive_ladder`` (torch)   batched   levels of every row of every member (both directions) in one
                                         :func:`coherent_itr.kmeans1d.adaptive_levels` call per (l_min, l_max)
-                                        (equal to the module's back-end, bit for bit), then the ladder's hinges
+                                        (equal to the module's back-end, bit for bit), then the ladder's hinges;
+                                        both directions always (the module clusters a symmetric batch once:
+                                        the same levels, twice the DP's rows here)
 ``adaptive_ladder`` (sklearn) loop      k-means restarts on the host, row by row
 ``sndcg``                     batched   smooth ranks of every member's rows in one B×B×B tensor per member
                                         (the module's one-chunk path); τ, clamp, IDCG rule per member.
