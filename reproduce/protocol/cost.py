@@ -21,7 +21,7 @@ from pathlib import Path
 from coherent_itr.data.synthetic import SCALES
 
 from reproduce.protocol.prepare import train_rows
-from reproduce.spec.profiles import COSTS, COSTS_MODEL, GPU_COSTS, expected_epochs, run_seconds
+from reproduce.spec.profiles import COSTS, COSTS_MODEL, GPU_COSTS, PACKED_COSTS, expected_epochs, run_seconds
 from reproduce.spec.tables import md_cell
 
 FEATURE_DIM = 1280  # EfficientNet-Lite0 / synthetic image features
@@ -86,7 +86,24 @@ def gpu_run_estimate_s(config, data: str, evaluated: bool = True, trained: bool 
     measured: its fixed part, its test evaluation when ``evaluated`` (the CPU's price), and unless ``trained``
     :func:`~reproduce.spec.profiles.expected_epochs` epochs of the loss's measured training (the slowest loss's
     for one not measured) scaled by the data set's steps, plus validation."""
-    g = GPU_COSTS
+    return _device_run_s(GPU_COSTS, config, data, evaluated, trained)
+
+
+def packed_run_estimate_s(config, data: str, evaluated: bool = True, trained: bool = False) -> float:
+    """Expected seconds of one run as a member of a pack on a GPU: from
+    :data:`reproduce.spec.profiles.PACKED_COSTS` as :func:`gpu_run_estimate_s` prices from ``GPU_COSTS``, or, while
+    no packed run has been measured (``PACKED_COSTS`` is None), the solo run's price (:func:`packed_priced_as_solo`)."""
+    if packed_priced_as_solo():
+        return gpu_run_estimate_s(config, data, evaluated, trained)
+    return _device_run_s(PACKED_COSTS, config, data, evaluated, trained)
+
+
+def packed_priced_as_solo() -> bool:
+    """Whether packed runs are priced as solo runs: no packed measurement yet (``PACKED_COSTS`` is None)."""
+    return PACKED_COSTS is None
+
+
+def _device_run_s(g: dict, config, data: str, evaluated: bool, trained: bool) -> float:
     steps = COSTS[data]["steps"] / g["steps"]
     train = g["epoch_s"].get(config.loss, max(g["epoch_s"].values())) * steps * config.train_fraction
     eval_s = COSTS[data]["eval_s"] if evaluated else 0.0

@@ -31,6 +31,7 @@ import torch
 
 from coherent_itr import runs
 from reproduce.protocol import tuning
+from reproduce.protocol import cost
 from reproduce.protocol.cost import (
     REFERENCE_MODEL,
     TOKENS_PER_CAPTION,
@@ -239,16 +240,34 @@ def plan_lines(plan: Plan) -> list[str]:
         "every run at its expected epochs (reproduce.spec.profiles.EXPECTED_EPOCHS: early stopping measured)"
     )
     if torch.cuda.is_available():
-        gpu_s = sum(sum(e.run_s(gpu_run_estimate_s).values()) for e in plan.estimates.values()) / max(1, plan.workers)
+        packed = runs.engine_from_env() is not None
+        price = cost.packed_run_estimate_s if packed else gpu_run_estimate_s
+        gpu_s = sum(sum(e.run_s(price).values()) for e in plan.estimates.values()) / max(1, plan.workers)
         lines.append(
             f"plan [{plan.profile_name}]: training here runs on CUDA, which those CPU costs do not price; priced "
             f"from {GPU_COSTS['device']} (reproduce.spec.profiles.GPU_COSTS), the runs take ≈ {minutes(gpu_s)} on "
             f"{plan.workers} worker(s), data preparation and notebooks apart; the ETA corrects itself from the runs "
             "that finish, and `python -m reproduce.protocol.cost CACHE` says what they cost"
         )
+        if packed:
+            lines.append(packed_line(plan.profile_name))
     else:
         lines.append(cpu_line(plan.profile_name))
     return lines
+
+
+def packed_line(profile_name: str) -> str:
+    """How the plan prices the packed engine's runs (``$COHERENT_ITR_ENGINE`` packs on CUDA): from the packed
+    measurement of a GPU visit (``reproduce.spec.profiles.PACKED_COSTS``), or, while there is none, as solo runs."""
+    if cost.packed_priced_as_solo():
+        return (
+            f"plan [{profile_name}]: packed runs priced as solo runs: no packed measurement yet "
+            "(reproduce.spec.profiles.PACKED_COSTS is None; a GPU visit's packed measurement goes there)"
+        )
+    return (
+        f"plan [{profile_name}]: packed runs priced from {cost.PACKED_COSTS['device']} "
+        "(reproduce.spec.profiles.PACKED_COSTS), the price above"
+    )
 
 
 def cpu_line(profile_name: str) -> str:

@@ -382,6 +382,12 @@ GPU_COSTS = dict(
         adaptive_ladder=8.3,
     ),
 )
+# What a run of the packed engine (coherent_itr.packed) costs on one GPU: not measured yet — no GPU visit has run
+# it. A visit's measurement goes here, with GPU_COSTS's fields: ``device`` (the GPU and the pack's width), ``steps``,
+# ``fixed_s`` and ``val_s`` per run (the pack's seconds shared by its members), ``epoch_s`` per loss (training
+# seconds of a Flickr8k epoch per member of a full pack). While it is None the plan prices a packed run as a solo
+# run (GPU_COSTS) and says so.
+PACKED_COSTS: dict | None = None
 # Epochs a full-data run trains before early stopping (patience 3 after the warm-up) ends it, at a good lr: the
 # learning curves with early stopping replayed on them (fast arms: best epoch + 3; the slow arms from the
 # 40-epoch curves), checked against the Flickr8k VSE++ tuning runs (lr 2e-3: 9 and 12 epochs;

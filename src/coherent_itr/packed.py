@@ -9,7 +9,10 @@ What each member keeps of its own (as in :func:`coherent_itr.train.train`, run b
   :class:`coherent_itr.models.VSEModel` per member);
 * its batch order, from its own generator seeded as the solo run's (:func:`coherent_itr.train._batches`);
 * its loss, a module of its own (its parameters, its warm-up switch, its random draws): the pack's similarities are
-  ``[E, B, B]`` and member e's loss reads ``sim[e]`` only;
+  ``[E, B, B]`` and member e's loss reads ``sim[e]`` only — computed for every member at once over ``[E, B, B]``
+  where the loss has a batched form (:mod:`coherent_itr.packed_losses`: equal to the member's module, bit for bit on
+  the CPU), else by each member's module in turn; its relevance gathered on the device where the provider is a
+  table;
 * its Adam state, learning rate and schedule, step count and gradient-norm clip (:class:`PackedAdam`,
   :func:`clip_per_member`);
 * its selection and early stopping: a member that stops is frozen (its update masked), its best checkpoint kept
@@ -50,7 +53,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from . import data as data_mod
-from . import health, losses, metrics
+from . import health, losses, metrics, packed_losses
 from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
@@ -84,15 +87,30 @@ DEFAULT_WIDTH = 8  # members per pack, dummies included
 _NO_WEIGHTS = nn.Module()
 
 
+#: the modules a packed run executes beside the solo run's frozen files (relative to the package): their sources are
+#: the ``source`` of a packed run's key, in no solo run's key
+ENGINE_FILES = ("packed.py", "packed_losses.py", "kmeans1d.py")
+
+
+def engine_source(root: Path | None = None) -> str:
+    """sha256 (16 digits) of :data:`ENGINE_FILES` under ``root`` (default: this package), each file's name and
+    bytes in that order."""
+    root = Path(__file__).parent if root is None else Path(root)
+    h = hashlib.sha256()
+    for name in ENGINE_FILES:
+        h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 @lru_cache(maxsize=None)
 def engine_identity(width: int) -> dict:
     """What a packed run's key names beside its config and machine (:func:`coherent_itr.runs.run_key`): the engine,
-    the pack's width (which fixes the shapes every kernel sees) and this module's source (sha256, 16 digits). The
-    member's slot is not part of it: the tests hold a member's numbers equal in every slot."""
+    the pack's width (which fixes the shapes every kernel sees) and the source of the modules it executes
+    (:func:`engine_source`). The member's slot is not part of it: the tests hold a member's numbers equal in every
+    slot."""
     if not (isinstance(width, int) and width >= 1):
         raise ValueError(f"pack width must be an integer ≥ 1, got {width!r}")
-    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return {"step": "packed", "width": width, "source": source}
+    return {"step": "packed", "width": width, "source": engine_source()}
 
 
 def signature(config: Config) -> str:
@@ -304,11 +322,25 @@ def _validate(model: PackedVSE, dev, vocab, device, chance: float) -> list[dict]
     return rows
 
 
-def _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step: int) -> tuple[list, bool]:
+def _relevance(provider, device):
+    """``(img_idx, cap_idx) -> [E, B, B]`` relevance on the device: one gather from the provider's table where it is
+    one (:func:`coherent_itr.packed_losses.device_relevance`), else ``provider.batch`` per member on the host;
+    ``None`` without a provider."""
+    if provider is None:
+        return None
+    table = packed_losses.device_relevance(provider, device)
+    if table is not None:
+        return table.gather
+    return lambda img, cap: packed_losses.host_relevance(provider, img, cap, device)
+
+
+def _train_step(model, members, pairs, tokens, lengths, feats, relevance, crit, device, step: int) -> tuple[list, bool]:
     """One packed forward and backward (gradients clipped per member; the optimiser steps after): per member its
     step's loss, its loss's scalar diagnostics and, every ``grad_diag_every``-th step, the tangent-gradient
     statistics of :func:`coherent_itr.gradients.tangent_gradient_stats` — what
-    :func:`coherent_itr.train._train_step` returns for a solo run; and whether this step was a sampled one."""
+    :func:`coherent_itr.train._train_step` returns for a solo run; and whether this step was a sampled one.
+    ``relevance(img_idx, cap_idx)`` gives the pack's ``[E, B, B]`` relevance on the device (``None``: the config
+    has none); ``crit`` is the members' losses over the pack (:class:`coherent_itr.packed_losses.PackedLoss`)."""
     every = members[0].config.grad_diag_every
     diagnose = every > 0 and step % every == 0
     img_idx = torch.stack([p[0] for p in pairs])  # [E, B]
@@ -322,30 +354,13 @@ def _train_step(model, members, pairs, tokens, lengths, feats, provider, device,
     sim = torch.bmm(v, t.transpose(1, 2))
     if diagnose:
         sim.retain_grad()
-    each = []
-    for k, m in enumerate(members):
-        rel = None
-        if provider is not None:
-            got = provider.batch(img_idx[k].numpy(), cap_idx[k].numpy())
-            rel = torch.as_tensor(got, dtype=torch.float32, device=device)
-        each.append(m.crit(sim[k], rel))
-    loss = torch.stack(each)
+    rel = None if relevance is None else relevance(img_idx, cap_idx)
+    loss, out = crit(sim, rel)  # one host read for the pack
     loss.sum().backward()
     clip_per_member(list(model.parameters()), [m.config.grad_clip for m in members])
-    values = loss.detach().cpu().tolist()  # one host read for the pack
-    out = []
-    for k, m in enumerate(members):
-        st = {"train_loss": values[k]}
-        st.update(
-            {
-                f"loss_{key}": float(x)
-                for key, x in m.crit.diagnostics.items()
-                if isinstance(x, (int, float)) and not isinstance(x, bool)
-            }
-        )
-        if diagnose:
+    if diagnose:
+        for k, st in enumerate(out):
             st.update(tangent_gradient_stats(v[k].detach(), t[k].detach(), sim[k].detach(), sim.grad[k], v.grad[k]))
-        out.append(st)
     return out, diagnose
 
 
@@ -384,6 +399,7 @@ def train_packed(
         if first.relevance
         else None
     )
+    relevance = _relevance(provider, device)
     tokens, lengths = vocab.encode_batch(tr.captions)
     feats = torch.from_numpy(np.ascontiguousarray(tr.features, dtype=np.float32)).to(device)
     members, models = [], []
@@ -394,6 +410,7 @@ def train_packed(
         warm = c.warmup_epochs if getattr(crit, "honours_warmup", False) else 0
         members.append(_Member(c, g, crit, _Selector(c.early_stop_patience, first_epoch=warm + 1), []))
     model = PackedVSE(models).to(device)
+    crit = packed_losses.PackedLoss([m.crit for m in members], first.batch_size, device)
     params = list(model.parameters())
     opt = PackedAdam(params)
     best = [p.detach().clone() for p in params]
@@ -422,7 +439,9 @@ def train_packed(
             batches = [_batches(tr.n_images, tr.captions_per_image, m.config, m.generator) for m in members]
             for pairs in zip(*batches):
                 opt.zero_grad()
-                stats, sampled = _train_step(model, members, pairs, tokens, lengths, feats, provider, device, step)
+                stats, sampled = _train_step(
+                    model, members, pairs, tokens, lengths, feats, relevance, crit, device, step
+                )
                 opt.step(lrs, active)
                 warm_now = [epoch < m.config.warmup_epochs for m in members]
                 for k, (m, st) in enumerate(zip(members, stats)):
@@ -513,7 +532,7 @@ def train_packed(
                 "python": platform.python_version(),
                 "threads": torch.get_num_threads(),
             },
-            "engine": {**engine_identity(width), "slot": k, "members": len(configs)},
+            "engine": {**engine_identity(width), "slot": k, "members": len(configs), "losses": crit.mode},
         }
         arrays = {"test_img": img_e[k].astype(np.float32), "test_cap": cap_e[k].astype(np.float32)}
         out.append(RunResult(record, arrays))

@@ -7,8 +7,11 @@ import dataclasses
 import re
 
 import pytest
+import torch
 
+from coherent_itr import runs
 from reproduce.protocol import cost, plan, tuning
+from reproduce.spec import profiles
 from reproduce.spec.profiles import COSTS, COSTS_MODEL, TuningGrid, get_profile
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, planted, record
 
@@ -113,6 +116,34 @@ def test_on_a_cuda_device_the_plan_says_its_costs_are_the_cpus(monkeypatch):
     final = [cost.gpu_run_estimate_s(c, "synthetic", trained=c.key() in est.tuning_keys) for c in est.final_todo]
     want = (sum(cost.gpu_run_estimate_s(c, "synthetic", evaluated=False) for c in tune) + sum(final)) / 2
     assert f"the runs take ≈ {cost.minutes(want)} on 2 worker(s)" in lines[-1] and "H200" in lines[-1]
+
+
+def test_on_cuda_packed_runs_are_priced_as_solo_runs_until_a_packed_measurement(monkeypatch):
+    """With the packed engine on CUDA (``$COHERENT_ITR_ENGINE``) and no packed measurement, the plan prices the runs
+    as solo runs and says so; a measurement in ``PACKED_COSTS`` (planted) prices them instead and is named."""
+    prof = get_profile("smoke")
+    tune = tuning.tuning_configs(prof)
+    est = plan.estimate_data_set(prof, "synthetic", None, tune, tune, FakeCache(planted))
+    p = plan.Plan("smoke", [plan.DataSetPlan("synthetic", prof, tune, tune, None, est)], workers=2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv(runs.ENGINE_ENV, raising=False)
+    solo = plan.plan_lines(p)
+    assert not any("packed" in x for x in solo)
+    monkeypatch.setenv(runs.ENGINE_ENV, "pack:8")
+    lines = plan.plan_lines(p)
+    assert lines[:-1] == solo
+    assert "packed runs priced as solo runs: no packed measurement yet" in lines[-1] and "PACKED_COSTS" in lines[-1]
+    assert cost.packed_run_estimate_s(tune[0], "synthetic") == cost.gpu_run_estimate_s(tune[0], "synthetic")
+    measured = {**profiles.GPU_COSTS, "device": "Planted GPU, packs of 8", "epoch_s": {"triplet": 0.01}}
+    monkeypatch.setattr(cost, "PACKED_COSTS", measured)
+    lines = plan.plan_lines(p)
+    assert "packed runs priced from Planted GPU, packs of 8 (reproduce.spec.profiles.PACKED_COSTS)" in lines[-1]
+    cfg = tune[0].replace(loss="triplet", loss_params={})
+    e = profiles.expected_epochs(cfg, "synthetic")
+    steps = profiles.COSTS["synthetic"]["steps"] / measured["steps"]
+    want = measured["fixed_s"] + e * (0.01 * steps * cfg.train_fraction + measured["val_s"])
+    assert cost.packed_run_estimate_s(cfg, "synthetic", evaluated=False) == pytest.approx(want)
+    assert profiles.PACKED_COSTS is None  # no GPU visit has measured a pack
 
 
 def test_a_gpu_run_is_priced_from_the_gpu_measurements():
