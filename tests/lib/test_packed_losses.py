@@ -17,6 +17,8 @@ from coherent_itr.config import Config
 from coherent_itr.data import load_splits, make_toy_splits, relevance_provider
 from tiny_run import tiny
 
+from reproduce.driver import pins
+
 E, B = 4, 12
 
 
@@ -262,18 +264,18 @@ def test_a_packed_run_with_batched_losses_is_the_run_with_the_loop(loss, params,
 
 # --- the packed key ---------------------------------------------------------------------------------------------
 def test_the_packed_key_hashes_the_module_and_no_solo_key_does(tmp_path):
-    """An edit of packed_losses.py (or kmeans1d.py) changes the packed engine's source, hence every packed key; no
-    solo key hashes these files."""
+    """An edit of any module of the packed engine (packed*.py, kmeans1d.py) changes its source, hence every packed key;
+    no solo key hashes these files."""
     root = packed_mod.Path(packed_mod.__file__).parent
     for name in packed_mod.ENGINE_FILES:
         (tmp_path / name).write_bytes((root / name).read_bytes())
     assert packed_mod.engine_source(tmp_path) == packed_mod.engine_identity(4)["source"]
-    for name in ("packed_losses.py", "kmeans1d.py"):
+    for name in packed_mod.ENGINE_FILES:
         before = (tmp_path / name).read_bytes()
         (tmp_path / name).write_bytes(before + b"\n# an edit\n")
         assert packed_mod.engine_source(tmp_path) != packed_mod.engine_identity(4)["source"]
         (tmp_path / name).write_bytes(before)
-        assert "packed_losses.py" not in code_identity.load().get("files", {})
+        assert name not in code_identity.load().get("files", {})
     cfgs = (Config(**tiny()), Config(data="synthetic", data_scale="smoke", loss="adaptive_ladder", relevance="sbert"))
     for cfg in cfgs:
         assert not set(packed_mod.ENGINE_FILES) & set(runs.training_files(cfg))
@@ -291,3 +293,16 @@ def test_bad_inputs_are_refused_by_name():
         packed(sim, rel[:, :5])
     with pytest.raises(ValueError, match="NaN or infinite"):
         packed(sim, rel.masked_fill(torch.eye(B, dtype=torch.bool), float("nan")))
+
+
+@pytest.mark.parametrize("loss,params,rel", [("triplet", {}, None), ("adaptive_ladder", {}, "true")])
+def test_a_packed_run_executes_no_library_file_its_key_leaves_out(loss, params, rel):
+    """Every library file a packed run calls into is in its solo run's file set or the engine's
+    (:data:`coherent_itr.packed.ENGINE_FILES`, the ``source`` of its key)."""
+    cfg = Config(**tiny(loss=loss, loss_params=params, relevance=rel))
+    seen: set[str] = set()
+    pins._profiled(lambda: packed_mod.train_packed([cfg, cfg.replace(seed=1)], width=2, progress=False), seen)
+    assert seen, "the profiler saw no package code"
+    assert not seen - set(runs.training_files(cfg)) - set(packed_mod.ENGINE_FILES), sorted(
+        seen - set(runs.training_files(cfg)) - set(packed_mod.ENGINE_FILES)
+    )
