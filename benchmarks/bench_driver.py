@@ -27,9 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 os.environ["COHERENT_ITR_CACHE"] = tempfile.mkdtemp()  # set before the library reads it
 
-from coherent_itr.runs import RunCache  # noqa: E402
+from coherent_itr.runs import RunCache, archive  # noqa: E402
 
-from reproduce.driver import run_archive  # noqa: E402
 from reproduce.driver.executors import longest_first  # noqa: E402
 from reproduce.protocol import pipeline, tuning  # noqa: E402
 from reproduce.spec import experiments  # noqa: E402
@@ -69,7 +68,7 @@ def main(argv=None) -> int:
     rows = []
     times, got = timed(prof, cache, warm=False, repeat=a.repeat)
     rows.append(("empty cache", times, got))
-    imported = run_archive.import_runs(a.archive)
+    imported = archive.import_runs(a.archive)
     try:
         tuned = tuning.tuned_plan(prof, None, cache)
         n = sum(cache.has(c) for c in tuned)

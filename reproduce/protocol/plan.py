@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from coherent_itr import runs
+from coherent_itr import paths, runs
 from reproduce.protocol import tuning
 from reproduce.protocol import cost
 from reproduce.protocol.cost import (
@@ -278,7 +278,7 @@ def cpu_line(profile_name: str) -> str:
     here = runs.cpu_identity()
     source = os.environ.get(runs.RUNS_FROM_ENV)
     if source:
-        there = runs.load_machine(runs.paths.cache_dir(create=False), source)
+        there = runs.load_machine(paths.cache_dir(create=False), source)
         where = there.get("device") or f"CPU {there.get('cpu', runs.REFERENCE_CPU)}"
         return (
             f"plan [{profile_name}]: every run is read from those imported from machine {source} ({where}, torch "

@@ -17,6 +17,9 @@ from coherent_itr import evaluation, runs
 from coherent_itr import train as train_mod
 from coherent_itr.config import Config
 from coherent_itr.data import load_splits
+from coherent_itr.io import atomic_save_npz
+from coherent_itr.runs import cache as cache_mod
+from coherent_itr.runs import identity, store
 from tiny_run import TINY
 
 BASE = Config(**TINY)
@@ -124,19 +127,19 @@ def package_copy(tmp_path, monkeypatch):
     """The keys computed over an editable copy of the package source (nothing imported from it)."""
     pkg = tmp_path / "pkg"
     shutil.copytree(runs.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(runs, "PACKAGE_DIR", pkg)
+    monkeypatch.setattr(identity, "PACKAGE_DIR", pkg)  # read by the key code
 
     def edit(rel):
         with open(pkg / rel, "a") as f:
             f.write("\n# edited by a test\n")
-        runs._files_hash.cache_clear()
-        runs._loss_files.cache_clear()
+        identity._files_hash.cache_clear()
+        identity._loss_files.cache_clear()
 
-    runs._files_hash.cache_clear()
-    runs._loss_files.cache_clear()
+    identity._files_hash.cache_clear()
+    identity._loss_files.cache_clear()
     yield edit
-    runs._files_hash.cache_clear()
-    runs._loss_files.cache_clear()
+    identity._files_hash.cache_clear()
+    identity._loss_files.cache_clear()
 
 
 def test_metric_edit_reevaluates_and_a_new_loss_trains_only_its_runs(cache_root, package_copy, counted):
@@ -255,7 +258,7 @@ def test_evaluation_of_other_embeddings_is_not_used(cache_root, seeded, counted)
     record = (cache.train_path(BASE) / "record.json").read_bytes()
     runs.write_entry(
         cache.train_path(BASE),
-        {"record.json": lambda p: p.write_bytes(record), "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays)},
+        {"record.json": lambda p: p.write_bytes(record), "arrays.npz": lambda p: atomic_save_npz(p, **arrays)},
         replace=True,
     )
     problems = runs.verify_cache(cache_root)
@@ -271,10 +274,10 @@ def test_unreadable_entry_error_names_the_entry(tmp_path):
     bad.mkdir()
     (bad / "arrays.npz").write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(runs.CacheEntryError, match=r"abc123: cannot read .*arrays.npz"):
-        runs._read_npz(bad / "arrays.npz", "training entry")
+        store._read_npz(bad / "arrays.npz", "training entry")
     (bad / "record.json").write_text('{"a": ')
     with pytest.raises(runs.CacheEntryError, match=r"abc123: cannot read .*record.json.*JSONDecodeError"):
-        runs._read_json(bad / "record.json", "training entry")
+        store._read_json(bad / "record.json", "training entry")
 
 
 def test_unwritable_cache_is_found_before_training(tmp_path):
@@ -525,15 +528,15 @@ def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypat
     from tiny_run import TINY
 
     config = Config(**TINY, seed=0)
-    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
+    monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
     blob = {"config": config.key(), "code": training_code_hash(config), "threads": 1, "torch": torch.__version__}
     cpu = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
     assert run_key(config) == cpu
-    monkeypatch.setattr(runs, "cpu_identity", lambda: "GenuineIntel/AVX512")
+    monkeypatch.setattr(identity, "cpu_identity", lambda: "GenuineIntel/AVX512")
     other = hashlib.sha256(json.dumps({**blob, "cpu": "GenuineIntel/AVX512"}, sort_keys=True).encode()).hexdigest()
     assert run_key(config) == other[:20] != cpu
     assert runs.machine_id(runs.local_numerics(config)).startswith("cpu-GenuineIntel-AVX512-torch")
-    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
+    monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     cuda = run_key(config)
@@ -558,7 +561,7 @@ def test_a_cache_with_fixed_code_computes_each_key_once_and_the_same(tmp_path, m
     assert [fixed.train_key(c) for c in configs] == [plain.train_key(c) for c in configs]
     calls = []
     real = runs.run_key
-    monkeypatch.setattr(runs, "run_key", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(cache_mod, "run_key", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     assert fixed.train_key(BASE) == plain.train_key(BASE) and calls == [BASE]  # the plain cache asked, not the fixed
     assert fixed.train_path(BASE) == plain.train_path(BASE) and fixed.root == plain.root
     assert plain._keys is None  # the memo is the copy's alone
@@ -610,7 +613,7 @@ def test_a_cuda_run_that_computes_its_data_on_its_machine_names_the_host_cpu(tmp
     cpu_keys = [runs.run_key(c) for c in (synthetic, flickr, toy)]
     assert all(runs.HOST_FIELD not in runs.local_numerics(c) for c in (synthetic, flickr, toy))
     cuda = {"device": "cuda:sm90", "tf32_matmul": False, "tf32_cudnn": True, "step": "eager"}
-    monkeypatch.setattr(runs, "device_numerics", lambda config: dict(cuda))
+    monkeypatch.setattr(identity, "device_numerics", lambda config: dict(cuda))
     host = runs.cpu_identity()
     assert runs.local_numerics(synthetic)[runs.HOST_FIELD] == host
     assert runs.local_numerics(flickr)[runs.HOST_FIELD] == host

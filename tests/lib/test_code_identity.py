@@ -10,6 +10,7 @@ import json
 
 from coherent_itr import code_identity, runs
 from coherent_itr.config import Config
+from coherent_itr.runs import identity
 
 from reproduce.driver import pins
 
@@ -55,8 +56,8 @@ def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatc
 
     def key_when(state):
         monkeypatch.setattr(code_identity, "_changed_now", lambda: {"train.py": state} if state else {})
-        runs._files_hash.cache_clear()
-        return runs._files_hash(files)
+        identity._files_hash.cache_clear()
+        return identity._files_hash(files)
 
     try:
         assert key_when(None) == frozen
@@ -65,7 +66,7 @@ def test_a_declared_edit_keeps_the_key_and_an_undeclared_one_moves_it(monkeypatc
         monkeypatch.setattr(code_identity, "_frozen_sets", lambda: {files: "0" * 16})  # as if train.py had changed
         assert key_when("declared") == "0" * 16 and key_when("undeclared") != "0" * 16
     finally:
-        runs._files_hash.cache_clear()
+        identity._files_hash.cache_clear()
 
 
 def test_an_edit_declared_for_the_cpu_keeps_cpu_keys_and_moves_cuda_keys(monkeypatch):
@@ -80,10 +81,10 @@ def test_an_edit_declared_for_the_cpu_keeps_cpu_keys_and_moves_cuda_keys(monkeyp
 
     def when(state):
         monkeypatch.setattr(code_identity, "_changed_now", lambda: {"losses/adaptive_ladder.py": state})
-        runs._files_hash.cache_clear()
+        identity._files_hash.cache_clear()
         return (
-            runs._files_hash(files, "cpu"),
-            runs._files_hash(files, "cuda"),
+            identity._files_hash(files, "cpu"),
+            identity._files_hash(files, "cuda"),
             runs.run_key(cfg),
             runs.run_key(cfg, 1, cuda),
         )
@@ -95,7 +96,7 @@ def test_an_edit_declared_for_the_cpu_keeps_cpu_keys_and_moves_cuda_keys(monkeyp
         assert cpu_only[2] == everywhere[2] and cpu_only[3] != everywhere[3]
         assert when("declared:cpu,cuda")[:2] == ("0" * 16, "0" * 16) and when("undeclared")[:2] == (live, live)
     finally:
-        runs._files_hash.cache_clear()
+        identity._files_hash.cache_clear()
     assert code_identity.holds(None, "cuda") and code_identity.holds("declared", "cuda")
     assert code_identity.holds("declared:cpu", "cpu") and not code_identity.holds("declared:cpu", "cuda")
     assert not code_identity.holds("undeclared", "cpu") and not code_identity.holds("missing", "cpu")

@@ -11,6 +11,7 @@ import torch
 
 from coherent_itr import cuda_graphs, losses, runs
 from coherent_itr.config import Config
+from coherent_itr.runs import identity
 from coherent_itr.data import make_toy_splits
 from coherent_itr.train import train
 from tiny_run import tiny
@@ -198,7 +199,7 @@ def test_the_step_engine_enters_a_cuda_runs_key_and_no_cpu_key(monkeypatch):
     """A CPU run's numerics name no step engine (on the reference CPU they are empty, and its key is as before); on
     CUDA the key names eager or the graph engine."""
     cfg = Config(**tiny(loss="triplet", device="cpu"))
-    monkeypatch.setattr(runs, "cpu_identity", lambda: runs.REFERENCE_CPU)
+    monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
     assert runs.device_numerics(cfg) == {}
     assert cuda_graphs.step_identity(cfg, "cuda") == f"cuda-graph:{cuda_graphs.engine_source_sha()}"
     assert cuda_graphs.step_identity(cfg.replace(loss="bcls", relevance="true"), "cuda") == (

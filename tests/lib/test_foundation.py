@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from coherent_itr import runs
+from coherent_itr.runs import cache as cache_mod
+from coherent_itr.runs import store
 from coherent_itr.evaluation import evaluate_run
 from coherent_itr.config import Config
 from coherent_itr.data import make_toy_splits
@@ -146,18 +148,20 @@ def test_interrupted_store_leaves_no_result_and_is_redone(tmp_path, toy, monkeyp
     cache = runs.RunCache(tmp_path)
     cfg = Config(**{**TINY, "epochs": 1})
     calls = {"n": 0}
-    real = runs.atomic_write_json
+    real = store.atomic_write_json
 
     def interrupted(path, obj):
         calls["n"] += 1
         raise KeyboardInterrupt("simulated Ctrl-C while writing")
 
-    monkeypatch.setattr(runs, "atomic_write_json", interrupted)
+    for module in (cache_mod, store):  # the entry's record.json and its checksum.json
+        monkeypatch.setattr(module, "atomic_write_json", interrupted)
     with pytest.raises(KeyboardInterrupt):
         cache.get_or_train(cfg, progress=False, splits=toy)
     assert not cache.has(cfg)
     assert list((cache.root / "train").iterdir()) == []  # no temp folder left behind
-    monkeypatch.setattr(runs, "atomic_write_json", real)
+    for module in (cache_mod, store):
+        monkeypatch.setattr(module, "atomic_write_json", real)
     res = cache.get_or_train(cfg, progress=False, splits=toy)
     assert cache.has(cfg) and np.isfinite(res.test["rsum"])
     stored = json.loads((cache.path(cfg) / "record.json").read_text())

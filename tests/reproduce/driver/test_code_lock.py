@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 from coherent_itr import code_identity, runs
+from coherent_itr.runs import identity
 from coherent_itr.losses import triplet
 
 from reproduce.driver import code_identity as ci
@@ -31,7 +32,7 @@ def lock(tmp_path, monkeypatch):
     shutil.copy(code_identity.PACKAGE_DIR / "code_identity.log", code_identity.LOG_FILE)
 
     def forget():
-        for f in (code_identity.load, code_identity._changed_now, code_identity._frozen_sets, runs._files_hash):
+        for f in (code_identity.load, code_identity._changed_now, code_identity._frozen_sets, identity._files_hash):
             f.cache_clear()
 
     forget()
@@ -96,7 +97,7 @@ def test_a_bump_moves_exactly_the_keys_of_the_runs_that_execute_the_file(lock, c
     before = {c.key(): runs.run_key(c) for c in configs}
     n = len(code_identity.read_log())
     assert ci.main(["--bump", "losses/sndcg.py", "--why", "the S-NDCG temperature's rounding changes"]) == 0
-    runs._files_hash.cache_clear()
+    identity._files_hash.cache_clear()
     after = {c.key(): runs.run_key(c) for c in configs}
     holding = {c.key() for c in configs if "losses/sndcg.py" in runs.training_files(c)}
     assert holding and holding != set(before)

@@ -15,8 +15,8 @@ import pytest
 from test_run_archive import BLOCKER
 
 from coherent_itr import runs
+from coherent_itr.runs import archive
 from reproduce.driver import gpu_carry
-from reproduce.driver import run_archive as ra
 from helpers import ROOT as REPO
 
 
@@ -66,7 +66,7 @@ def test_the_gpu_script_trains_and_exports_on_a_bare_machine(carry, tmp_path):
     assert agree and agree[1] == agree[2] and int(agree[2]) > 100 and "packed_identity failed" not in bench
     assert "| triplet | cpu | None |" in bench and "| True | 0.00 |" in bench  # a run in a pack is the run alone
     assert "Traceback" not in (out / "train.log").read_text()
-    got = ra.import_runs(out / "runs.tar.xz", tmp_path / "here")
+    got = archive.import_runs(out / "runs.tar.xz", tmp_path / "here")
     assert got["runs"] == 7 and got["evaluations"] == 7
 
 
@@ -106,7 +106,7 @@ def test_the_packed_engine_trains_the_plan_and_the_papers_size_phase_runs_in_its
     ).read_text()[-3000:]
     assert (out / "train_paper.log").is_file() and "Traceback" not in (out / "train.log").read_text()
     here = tmp_path / "here"
-    got = ra.import_runs(out / "runs.tar.xz", here)
+    got = archive.import_runs(out / "runs.tar.xz", here)
     assert got["runs"] == 7 and got["evaluations"] == 7  # the paper phase's runs are not in this archive
     records = [json.loads(p.read_text()) for p in (here / "runs" / "train").glob("*/record.json")]
     assert len(records) == 7 and {(r["engine"]["step"], r["engine"]["width"]) for r in records} == {("packed", 4)}

@@ -1,4 +1,5 @@
-"""The portable run cache (reproduce/driver/run_archive.py): export, verified import, another machine's keys.
+"""The portable run cache (reproduce/driver/run_archive.py: the export policy and commands; the archive format,
+import and merge: src/coherent_itr/runs/archive.py): export, verified import, another machine's keys.
 
 Checked against the cache itself: an imported run loads the same record, metrics and embeddings bytes as the
 exported one; a run imported without embeddings gives the ledger the same per-query hits as its embeddings do;
@@ -26,6 +27,9 @@ import pytest
 from coherent_itr import runs
 from coherent_itr.config import Config
 from coherent_itr.data import load_splits
+from coherent_itr.io import atomic_save_npz, atomic_write_json
+from coherent_itr.runs import archive, identity
+from coherent_itr.runs import cache as cache_mod
 from reproduce.driver import run_archive as ra
 from coherent_itr.per_query import per_query_recall
 from tiny_run import TINY
@@ -57,7 +61,7 @@ def test_an_imported_run_is_the_exported_one_and_a_slim_one_carries_its_per_quer
     summary = _export(source, tmp_path)
     assert (summary["runs"], summary["evaluations"], summary["with_embeddings"], summary["stale"]) == (2, 2, 1, 0)
     target = tmp_path / "target"
-    got = ra.import_runs(summary["files"][0], target)
+    got = archive.import_runs(summary["files"][0], target)
     assert got["runs"] == 2 and got["evaluations"] == 2 and got["local"] and got["kept"] == 0
     assert runs.verify_cache(target) == []
     here, there = runs.RunCache(source), runs.RunCache(target)
@@ -76,13 +80,14 @@ def test_an_imported_run_is_the_exported_one_and_a_slim_one_carries_its_per_quer
     pq = per_query_recall(orig["test_img"], orig["test_cap"], ioc)
     for d in ("i2t", "t2i"):  # what reproduce.protocol.claim_rows.per_query_of rebuilds from the hits
         assert np.array_equal(slim.arrays[f"pq_{d}"].astype(np.float64) * 100.0, pq[d])
-    assert ra.import_runs(summary["files"][0], target)["kept"] == 2  # a second import keeps what is there
+    assert archive.import_runs(summary["files"][0], target)["kept"] == 2  # a second import keeps what is there
 
 
 def test_a_run_without_embeddings_is_never_re_evaluated(source, tmp_path, monkeypatch):
     target = tmp_path / "target"
-    ra.import_runs(_export(source, tmp_path)["files"][0], target)
-    monkeypatch.setattr(runs, "evaluation_code_hash", lambda: "a-changed-metric")  # every evaluation key moves
+    archive.import_runs(_export(source, tmp_path)["files"][0], target)
+    for module in (identity, cache_mod):  # every evaluation key moves, and what an evaluation records
+        monkeypatch.setattr(module, "evaluation_code_hash", lambda: "a-changed-metric")
     there = runs.RunCache(target)
     assert there.load(A) is not None  # its embeddings travelled: evaluated again here
     with pytest.raises(runs.ImportedRunMissing, match="cannot be re-evaluated"):
@@ -94,10 +99,10 @@ def test_an_archive_imported_on_another_cpu_says_so(source, tmp_path, monkeypatc
     this CPU's keys are others, and the import names the two CPUs and what to do."""
     summary = ra.export_runs(tmp_path / "here.tar.xz", runs.RunCache(source), keep_embeddings=set())
     here = runs.cpu_identity()
-    manifest, _ = ra.read_archive(summary["files"][0])
+    manifest, _ = archive.read_archive(summary["files"][0])
     assert manifest["machine"].get("cpu", runs.REFERENCE_CPU) == here  # the reference CPU's archive names none
     other = "GenuineIntel/AVX512" if here != "GenuineIntel/AVX512" else "AuthenticAMD/AVX2"
-    monkeypatch.setattr(runs, "cpu_identity", lambda: other)
+    monkeypatch.setattr(identity, "cpu_identity", lambda: other)  # read by the machine's numerics
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "other"))
     assert ra.import_command(argparse.Namespace(import_runs=summary["files"][0])) == 0
     out = capsys.readouterr().out
@@ -120,7 +125,7 @@ def test_another_machines_runs_are_read_under_its_name_and_never_trained_here(so
     summary = ra.export_runs(tmp_path / "gpu.tar.xz", there, keep_embeddings=set())
     assert summary["machine"] == name and summary["runs"] == 1
     target = tmp_path / "target"
-    got = ra.import_runs(summary["files"][0], target)
+    got = archive.import_runs(summary["files"][0], target)
     assert got["machine"] == name and not got["local"]
     assert got["differs"]["device"] == (FOREIGN["device"], "cpu") and got["differs"]["torch"][0] == FOREIGN["torch"]
     assert not runs.RunCache(target).has(A)  # this machine's key: not the imported run
@@ -149,7 +154,7 @@ def _tar_xz(members: dict[str, bytes], manifest: dict | None) -> bytes:
 
 
 def test_an_altered_foreign_or_broken_archive_imports_nothing(source, tmp_path):
-    manifest, members = ra.read_archive(_export(source, tmp_path)["files"][0])
+    manifest, members = archive.read_archive(_export(source, tmp_path)["files"][0])
     target = tmp_path / "target"
     name = next(n for n in members if n.endswith("record.json"))
     bad = {}
@@ -170,8 +175,8 @@ def test_an_altered_foreign_or_broken_archive_imports_nothing(source, tmp_path):
     for what, blob in bad.items():
         f = tmp_path / f"{what.replace(' ', '_')}.tar.xz"
         f.write_bytes(blob)
-        with pytest.raises(ra.ArchiveError, match=want[what]) as e:
-            ra.import_runs(f, target)
+        with pytest.raises(archive.ArchiveError, match=want[what]) as e:
+            archive.import_runs(f, target)
         assert str(f) in str(e.value)
         assert not (target / "runs" / "train").exists() or not any((target / "runs" / "train").iterdir())
 
@@ -182,18 +187,19 @@ def test_a_large_archive_travels_in_parts_read_from_any_of_them(source, tmp_path
     files = [Path(f) for f in summary["files"]]
     assert len(files) == 3 and all(re.fullmatch(r"runs\.tar\.xz\.part\d+", f.name) for f in files)
     assert max(f.stat().st_size for f in files) <= whole // 3 + 1 and not (tmp_path / "runs.tar.xz").exists()
-    assert ra.import_runs(files[-1], tmp_path / "t1")["runs"] == 2
-    assert ra.import_runs(tmp_path / "runs.tar.xz", tmp_path / "t2")["runs"] == 2
+    assert archive.import_runs(files[-1], tmp_path / "t1")["runs"] == 2
+    assert archive.import_runs(tmp_path / "runs.tar.xz", tmp_path / "t2")["runs"] == 2
     files[1].unlink()
-    with pytest.raises(ra.ArchiveError, match="without a gap"):
-        ra.import_runs(files[0], tmp_path / "t3")
-    with pytest.raises(ra.ArchiveError, match="more than 8 parts"):
+    with pytest.raises(archive.ArchiveError, match="without a gap"):
+        archive.import_runs(files[0], tmp_path / "t3")
+    with pytest.raises(archive.ArchiveError, match="more than 8 parts"):
         _export(source, tmp_path, keep="all", part_bytes=whole // 9)
 
 
 def test_entries_of_older_code_stay_behind(source, tmp_path, monkeypatch):
-    monkeypatch.setattr(runs, "training_code_hash", lambda config, device="cpu": "other-code")
-    with pytest.raises(ra.ArchiveError, match="no run of the current code to export \\(2 older entries\\)"):
+    for module in (identity, cache_mod):  # the keys, and what a stored record names
+        monkeypatch.setattr(module, "training_code_hash", lambda config, device="cpu": "other-code")
+    with pytest.raises(archive.ArchiveError, match="no run of the current code to export \\(2 older entries\\)"):
         _export(source, tmp_path)
 
 
@@ -216,8 +222,8 @@ def _plant(cache: runs.RunCache, config: Config, result) -> None:
     runs.write_entry(
         cache.train_path(config),
         {
-            "arrays.npz": lambda p: runs.atomic_save_npz(p, **arrays),
-            "record.json": lambda p: runs.atomic_write_json(p, record),
+            "arrays.npz": lambda p: atomic_save_npz(p, **arrays),
+            "record.json": lambda p: atomic_write_json(p, record),
         },
     )
 
@@ -240,7 +246,7 @@ def test_a_run_whose_capture_fell_back_is_never_stored_exported_or_imported(sour
     cache.load(A)  # evaluated: an eval entry names it
     summary = ra.export_runs(tmp_path / "gpu.tar.xz", cache, keep_embeddings=None)
     assert (summary["runs"], summary["fell_back"], summary["evaluations"]) == (1, 1, 1)
-    assert ra.read_archive(summary["files"][0])[0]["members"].keys() == {
+    assert archive.read_archive(summary["files"][0])[0]["members"].keys() == {
         f"train/{cache.train_key(B)}/record.json",
         f"train/{cache.train_key(B)}/arrays.npz",
         f"eval/{cache.eval_key(B)}/metrics.json",
@@ -254,14 +260,14 @@ def test_a_run_whose_capture_fell_back_is_never_stored_exported_or_imported(sour
     members |= {
         f"eval/{cache.eval_key(c)}/metrics.json": (cache.eval_path(c) / "metrics.json").read_bytes() for c in (A, B)
     }
-    manifest, _ = ra.read_archive(summary["files"][0])
-    ra._write_parts(
+    manifest, _ = archive.read_archive(summary["files"][0])
+    archive.write_archive(
         tmp_path / "old.tar.xz",
-        {**manifest, "members": {n: ra._sha(d) for n, d in members.items()}},
+        {**manifest, "members": {n: archive.member_sha256(d) for n, d in members.items()}},
         members,
-        ra.PART_BYTES,
+        archive.PART_BYTES,
     )
-    got = ra.import_runs(tmp_path / "old.tar.xz", tmp_path / "target")
+    got = archive.import_runs(tmp_path / "old.tar.xz", tmp_path / "target")
     assert (got["runs"], got["evaluations"], got["fell_back"]) == (1, 1, 1)
     target = runs.RunCache(tmp_path / "target")
     assert target.has(B) and not target.train_path(A).exists() and not target.eval_path(A).exists()
@@ -282,12 +288,12 @@ def test_archives_of_one_machine_merge_into_one(source, tmp_path, capsys):
     assert ra.main(["--merge", str(out), only_a, both]) == 0
     said = capsys.readouterr().out
     assert "2 runs, 2 evaluations" in said and "1 runs found again in a later archive kept from the first" in said
-    manifest, members = ra.read_archive(out)
+    manifest, members = archive.read_archive(out)
     assert [m["file"] for m in manifest["merged_from"]] == ["a.tar.xz", "runs.tar.xz"]
     key_a = runs.RunCache(source).train_key(A)
     assert json.loads(members[f"train/{key_a}/record.json"])["timing"] == {"train_s": -1.0}
     assert sum(n.startswith("eval/") for n in members) == 2
-    got = ra.import_runs(out, tmp_path / "target")
+    got = archive.import_runs(out, tmp_path / "target")
     assert (got["runs"], got["evaluations"]) == (2, 2)
     target = runs.RunCache(tmp_path / "target")
     for c in (A, B):
@@ -311,19 +317,19 @@ def test_a_machine_that_names_a_data_form_only_for_the_runs_that_read_it_is_one_
     name no form), another carry or bundle, or another device."""
     carried = {**FOREIGN, "synthetic_form": "carried:aaaa"}
     bundle = {**FOREIGN, "flickr8k_form": "bundle:bbbb"}
-    assert ra.one_machine(bundle, {"flickr8k_form"}, carried, {"synthetic_form", None}) == {**bundle, **carried}
-    assert ra.one_machine(carried, {"synthetic_form"}, bundle, {"flickr8k_form"}) == {**bundle, **carried}
-    assert ra.one_machine(FOREIGN, {"synthetic_form"}, carried, {"synthetic_form"}) is None  # embedded there
-    assert ra.one_machine(carried, {"synthetic_form"}, FOREIGN, {"synthetic_form"}) is None
+    assert archive.one_machine(bundle, {"flickr8k_form"}, carried, {"synthetic_form", None}) == {**bundle, **carried}
+    assert archive.one_machine(carried, {"synthetic_form"}, bundle, {"flickr8k_form"}) == {**bundle, **carried}
+    assert archive.one_machine(FOREIGN, {"synthetic_form"}, carried, {"synthetic_form"}) is None  # embedded there
+    assert archive.one_machine(carried, {"synthetic_form"}, FOREIGN, {"synthetic_form"}) is None
     other = {**FOREIGN, "synthetic_form": "carried:cccc"}
-    assert ra.one_machine(carried, {"synthetic_form"}, other, {"synthetic_form"}) is None
-    assert ra.one_machine(carried, set(), {**carried, "device": "cuda:sm80"}, set()) is None
-    assert ra.one_machine(FOREIGN, {None}, dict(FOREIGN), {None}) == FOREIGN
+    assert archive.one_machine(carried, {"synthetic_form"}, other, {"synthetic_form"}) is None
+    assert archive.one_machine(carried, set(), {**carried, "device": "cuda:sm80"}, set()) is None
+    assert archive.one_machine(FOREIGN, {None}, dict(FOREIGN), {None}) == FOREIGN
     local = {**FOREIGN, runs.HOST_FIELD: "GenuineIntel/AVX512"}  # a session that computed Flickr8k's data there
     reads = {"flickr8k_form", runs.HOST_FIELD}
-    assert ra.one_machine(local, reads, carried, {"synthetic_form"}) == {**local, **carried}
-    assert ra.one_machine(local, reads, bundle, {"flickr8k_form"}) is None  # its Flickr8k runs read the release
-    assert ra.one_machine(local, reads, {**FOREIGN, runs.HOST_FIELD: "AuthenticAMD/AVX2"}, reads) is None
+    assert archive.one_machine(local, reads, carried, {"synthetic_form"}) == {**local, **carried}
+    assert archive.one_machine(local, reads, bundle, {"flickr8k_form"}) is None  # its Flickr8k runs read the release
+    assert archive.one_machine(local, reads, {**FOREIGN, runs.HOST_FIELD: "AuthenticAMD/AVX2"}, reads) is None
 
 
 def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source, tmp_path, capsys):
@@ -343,9 +349,9 @@ def test_archives_of_two_sessions_merge_when_only_one_carried_embeddings(source,
         archives.append(ra.export_runs(tmp_path / f"{name}.tar.xz", cache, keep_embeddings=None)["files"][0])
     out = tmp_path / "merged.tar.xz"
     assert ra.main(["--merge", str(out), *archives]) == 0, capsys.readouterr().err
-    manifest, _ = ra.read_archive(out)
+    manifest, _ = archive.read_archive(out)
     assert manifest["machine"] == {**FOREIGN, "synthetic_form": "carried:a"}
-    got = ra.import_runs(out, tmp_path / "target" / "runs")
+    got = archive.import_runs(out, tmp_path / "target" / "runs")
     reader = runs.RunCache(tmp_path / "target" / "runs", machine=got["machine"])
     assert reader.has_training(A) and reader.has_training(listwise)
 
@@ -403,10 +409,10 @@ def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_pat
     env = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "gpu")}
     env.pop(runs.RUNS_FROM_ENV, None)
     env["PYTHONPATH"] = os.pathsep.join([str(block), env.get("PYTHONPATH", "")])
-    archive = tmp_path / "out" / "runs.tar.xz"
+    archive_file = tmp_path / "out" / "runs.tar.xz"
     cmd = [sys.executable, "-m", "reproduce", "--profile", "smoke", "--data", "synthetic", "--papers", "listwise"]
     r = subprocess.run(
-        [*cmd, "--skip-notebooks", "--no-progress", "--export-runs", str(archive)],
+        [*cmd, "--skip-notebooks", "--no-progress", "--export-runs", str(archive_file)],
         env=env,
         capture_output=True,
         text=True,
@@ -418,7 +424,10 @@ def test_the_command_line_exports_without_the_notebook_stack_and_imports(tmp_pat
     assert m and int(m.group(1)) >= 2, r.stdout[-2000:]  # Triplet (mean) and Triplet + S-NDCG at least
     env2 = {**os.environ, "COHERENT_ITR_CACHE": str(tmp_path / "lab")}
     r = subprocess.run(
-        [sys.executable, "-m", "reproduce", "--import-runs", str(archive)], env=env2, capture_output=True, text=True
+        [sys.executable, "-m", "reproduce", "--import-runs", str(archive_file)],
+        env=env2,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 0 and "imported 7 runs and 7 evaluations" in r.stdout, r.stdout + r.stderr
     assert "this machine's own keys" in r.stdout
@@ -487,7 +496,7 @@ def test_a_run_whose_test_split_is_not_here_keeps_its_embeddings(source, tmp_pat
     s = _export(source, tmp_path, keep="none")
     assert s["with_embeddings"] == 2
     assert s["unloadable"] == {"toy": "their test split is not here (Flickr8k is not configured)"}
-    ra.import_runs(s["files"][0], tmp_path / "t")
+    archive.import_runs(s["files"][0], tmp_path / "t")
     assert "test_img" in runs.RunCache(tmp_path / "t").load(B).arrays
 
 
@@ -504,7 +513,7 @@ def test_a_run_not_yet_evaluated_is_evaluated_before_it_travels_without_embeddin
     s = ra.export_runs(tmp_path / "runs.tar.xz", cache, keep_embeddings=set())
     assert (s["runs"], s["evaluated"], s["evaluations"], s["with_embeddings"]) == (1, 1, 1, 0)
     assert cache.has(A)  # stored where it trained too
-    ra.import_runs(s["files"][0], tmp_path / "target")
+    archive.import_runs(s["files"][0], tmp_path / "target")
     there = runs.RunCache(tmp_path / "target")
     assert there.has(A)
     with runs.pinned_threads(cache.threads):  # what the cache evaluates with (the metrics depend on it)
@@ -560,7 +569,7 @@ def test_only_data_exports_one_data_sets_runs(source, tmp_path, monkeypatch, cap
     monkeypatch.delenv(runs.RUNS_FROM_ENV, raising=False)
     out = tmp_path / "toy.tar.xz"
     assert ra.main(["--export", str(out), "--only-data", "toy", "--data", "", "--no-progress"]) == 0
-    _, members = ra.read_archive(out)
+    _, members = archive.read_archive(out)
     assert sum(n.endswith("record.json") for n in members) == 2
     assert ra.main(["--export", str(tmp_path / "s.tar.xz"), "--only-data", "synthetic", "--data", ""]) == 1
     assert "no run of the current code of synthetic to export" in capsys.readouterr().err
@@ -577,15 +586,15 @@ def test_a_merge_keeps_the_copy_of_a_run_that_carries_what_the_views_read(source
     assert views["with_views"] == 1
     for i, order in enumerate(([plain, views["files"][0]], [views["files"][0], plain])):
         out = tmp_path / "merged.tar.xz"
-        got = ra.merge_archives(out, order)
+        got = archive.merge_archives(out, order)
         assert (got["runs"], got["evaluations"], got["duplicates"]) == (2, 2, 2)
-        manifest, members = ra.read_archive(out)
+        manifest, members = archive.read_archive(out)
         arrays = np.load(io.BytesIO(members[f"train/{cache.train_key(B)}/arrays.npz"]))
         assert "view_ranking_image_top" in arrays.files and set(manifest["slim"]) == {
             cache.train_key(c) for c in (A, B)
         }
         target = tmp_path / f"target{i}"
-        ra.import_runs(out, target)
+        archive.import_runs(out, target)
         there = runs.RunCache(target)
         assert there.load(B).record["test"] == cache.load(B).record["test"]
 
@@ -599,7 +608,7 @@ def test_committed_names_the_machine_of_the_committed_cpu_archives(tmp_path):
     found = ra.committed_archives("default", ["synthetic", "flickr8k"], folder)
     assert sorted(found) == ["flickr8k", "synthetic"]
     machine = ra.committed_machine("default", ["synthetic", "flickr8k"], folder)
-    assert machine == ra.archive_machine(found["flickr8k"])["machine_id"] and machine.startswith("cpu-")
+    assert machine == archive.archive_machine(found["flickr8k"])["machine_id"] and machine.startswith("cpu-")
     with pytest.raises(ValueError, match="no committed run archive of profile smoke.*make retrain"):
         ra.committed_machine("smoke", ["synthetic"], folder)
     shutil.copy(found["synthetic"], tmp_path / "synthetic-default-cpu.tar.xz")
@@ -607,5 +616,5 @@ def test_committed_names_the_machine_of_the_committed_cpu_archives(tmp_path):
     with pytest.raises(ValueError, match="different machines.*synthetic: cpu-.*flickr8k: cuda-sm90"):
         ra.committed_machine("default", ["synthetic", "flickr8k"], tmp_path)
     (tmp_path / "bad-default-cpu.tar.xz").write_bytes(b"not an archive")
-    with pytest.raises(ra.ArchiveError, match="not a readable run archive"):
-        ra.archive_machine(tmp_path / "bad-default-cpu.tar.xz")
+    with pytest.raises(archive.ArchiveError, match="not a readable run archive"):
+        archive.archive_machine(tmp_path / "bad-default-cpu.tar.xz")

@@ -14,7 +14,7 @@ import pytest
 
 from coherent_itr import losses, metrics, runs
 from coherent_itr.losses.triplet_sn import TripletSNLoss
-from coherent_itr.runs import RunCache
+from coherent_itr.runs import RunCache, identity
 from reproduce.spec import experiments
 from reproduce.spec.profiles import get_profile
 from reproduce.protocol.study import Study
@@ -80,11 +80,11 @@ def test_an_outside_loss_enters_the_training_key(toy_loss):
     from coherent_itr.config import Config
 
     cfg = Config(loss=TOY_LOSS, data="toy", data_scale="smoke")
-    files = runs._files_hash(tuple(runs.training_files(cfg)))
+    files = identity._files_hash(tuple(runs.training_files(cfg)))
     assert runs.training_code_hash(cfg) != files  # the toy class's source is hashed too
     assert "losses/triplet_sn.py" in runs.training_files(cfg)  # and the package's base class file
     own = Config(loss="triplet_sn", data="toy", data_scale="smoke")
-    assert runs.training_code_hash(own) == runs._files_hash(tuple(runs.training_files(own)))
+    assert runs.training_code_hash(own) == identity._files_hash(tuple(runs.training_files(own)))
 
 
 def test_registered_arms_join_an_existing_paper_and_leave_it():
