@@ -102,7 +102,7 @@ def validate(args) -> list[str]:
 def data_warnings_once() -> None:
     """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
     the driver's output, as one line without the source line that issued it: the preparation reads the same files
-    from several places (the workers ignore them, ``executors.init_worker``), and a library that puts a filter of its
+    from several places (the workers ignore them, ``worker.init_worker``), and a library that puts a filter of its
     own in front (``"default"``: once per place) would print it again, so each text is remembered here. Call inside
     ``warnings.catch_warnings()``, which puts ``warnings.showwarning`` back."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)

@@ -29,7 +29,7 @@ from coherent_itr.runs import RunCache
 
 from reproduce.spec import experiments
 
-from reproduce.protocol import tuning
+from reproduce.protocol import trials, tuning
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import Profile, profile_for
 
@@ -131,7 +131,7 @@ def _collapse_columns(record) -> dict:
     run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses), and the
     validation RSUM at the selected checkpoint (``selected_val_rsum``; the ledger's failure rule,
     :func:`reproduce.protocol.claim_rows.run_failures`)."""
-    collapsed, reason = tuning._default_is_collapsed(tuning._validation_view(record))
+    collapsed, reason = trials.default_is_collapsed(trials.validation_view(record))
     val = (record.get("health") or {}).get("val_rsum")
     return {
         "collapsed": collapsed,

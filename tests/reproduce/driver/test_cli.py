@@ -320,7 +320,7 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     code = (
         "import os, warnings\n"
         "from coherent_itr.data.flickr8k import Flickr8kWarning\n"
-        "from reproduce.driver.executors import init_worker\n"
+        "from reproduce.driver.worker import init_worker\n"
         "init_worker(os.getppid())\n"
         "warnings.warn('release note', Flickr8kWarning)\n"
         "warnings.warn('another warning', UserWarning)\n"

@@ -85,7 +85,7 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
 def test_driver_does_not_update_readme_when_something_failed_and_records_failures(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
     from reproduce.driver import ledger_files, outcome
-    from reproduce.driver.executors import RunFailure
+    from reproduce.driver.worker import RunFailure
 
     monkeypatch.setattr(outcome, "ROOT", tmp_path)
     readme_calls = []
@@ -378,7 +378,7 @@ def test_failed_tuning_runs_end_in_one_summary(tmp_path, monkeypatch, capsys):
     from reproduce.driver import ledger_files, outcome
     from reproduce.present import tuning_tables
     from reproduce.protocol import prepare
-    from reproduce.driver.executors import RunFailure
+    from reproduce.driver.worker import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(outcome, "ROOT", tmp_path)

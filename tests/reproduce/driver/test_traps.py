@@ -568,7 +568,7 @@ def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_pa
 
 _PACK_SCRIPT = """
 import signal, sys, threading, time
-from reproduce.driver import executors
+from reproduce.driver import worker
 
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as the driver does: a SIGINT ignored by a parent shell
 
@@ -579,8 +579,8 @@ def run(config_dict, *args):  # a run that lasts: the Ctrl-C lands inside it
         print("started", flush=True)
     time.sleep(600)
 
-executors._run_one = run
-executors._run_pack([{"seed": 1}, {"seed": 2}], sys.argv[1], 1)
+worker.run_one = run
+worker.run_pack([{"seed": 1}, {"seed": 2}], sys.argv[1], 1)
 """
 
 
@@ -622,7 +622,7 @@ def test_after_a_ctrl_c_the_driver_exits_with_its_status_while_a_packs_runs_are_
         "import sys, threading, time\n"
         "import torch\n"
         "from reproduce.__main__ import exit_now_if_runs_are_left\n"
-        "from reproduce.driver.executors import RUN_THREAD\n"
+        "from reproduce.driver.worker import RUN_THREAD\n"
         "exit_now_if_runs_are_left(3)  # no run left: returns\n"
         "x = torch.randn(256, 256)\n"
         "def work():\n"

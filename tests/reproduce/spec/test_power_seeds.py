@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from reproduce.protocol import tuning
+from reproduce.protocol import trials
 from reproduce.spec import experiments, power_seeds
 from reproduce.spec.profiles import profile_for
 
@@ -40,8 +40,8 @@ def test_an_arm_trains_the_seeds_the_file_gives_it_and_the_health_check_reads_th
             asked.append(cfg.seed)
             return True
 
-    monkeypatch.setattr(tuning, "_load_record", lambda cache, cfg: {})
-    bad, checked, complete = tuning._other_seeds_health(
+    monkeypatch.setattr(trials, "load_record", lambda cache, cfg: {})
+    bad, checked, complete = trials.other_seeds_health(
         sn, flickr, {"lr": 2e-3, "warmup_epochs": 0}, Cache(), (), False, lambda view: (False, "")
     )
     assert sorted(asked) == [1, 2, 3, 4] and (bad, checked, complete) == (0, 4, True)
