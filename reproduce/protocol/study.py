@@ -27,7 +27,7 @@ from coherent_itr.data import flickr8k
 from coherent_itr.data.flickr8k import Flickr8kWarning
 from coherent_itr.runs import RunCache
 
-from reproduce.spec import experiments
+from reproduce.spec import experiments, power_seeds
 
 from reproduce.protocol import trials, tuning
 from reproduce.spec.paths import ROOT
@@ -41,8 +41,12 @@ class Study:
         data: str = "synthetic",
         cache: RunCache | None = None,
         progress: bool = True,
+        pilot_only: bool | None = None,
     ) -> None:
-        self.profile = profile_for(profile, data)
+        # a profile named here is resolved here; ``pilot_only`` None: a notebook's, which the driver's
+        # ``--pilot-only`` reaches through its kernel's environment (power_seeds.PILOT_ONLY_ENV)
+        pilot = power_seeds.pilot_only() if pilot_only is None else pilot_only
+        self.profile = profile_for(profile, data, pilot_only=pilot)
         self.data = data
         if data == "flickr8k":  # the data card (06_data) reports the release's warnings once, in prose
             warnings.filterwarnings("ignore", category=Flickr8kWarning)

@@ -54,19 +54,18 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     from reproduce.present import tuning_tables
     from reproduce.protocol import prepare
 
-    args = cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"])
-    args.data_reasons = ["synthetic: planted"]
+    inv = cli.build_invocation(cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"]))
     executor = _RefusingExecutor()
     called = []
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: executor)
     monkeypatch.setattr(prepare, "prepare", lambda todo, progress: called.append(("prepare", len(todo))) or 0.0)
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: called.append(("summary", a[3:])))
     cache = RunCache()
-    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
+    plan = plan_mod.data_set_plan(inv.profiles["synthetic"], "synthetic", inv.papers, cache)
     assert plan.tuned and plan.configs == [] and plan.todo == []
-    cli.announce(args, [plan])
+    cli.announce(inv, [plan])
     out = outcome.Outcome()
-    cli.train_data_set(args, plan, cache, out)
+    assert cli.train_data_set(inv, plan, cache, out, {}) is None  # nothing trained: no fresh notebook execution
     assert executor.calls == [] and called == [] and out.runs_to_do == 0 and out.failed_runs == []
     said = capsys.readouterr().out
     assert "nothing to train (the selected papers train nothing)" in said
@@ -467,7 +466,7 @@ def run(args, sets):
 
 
 driver.run = run
-driver.runs_cached = lambda plans: 0
+driver.runs_cached = lambda configs: 0
 for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
     t = time.monotonic()
     rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks"])
@@ -519,14 +518,14 @@ class Stalling:  # an executor whose runs never end
     run = run_as_ready = staticmethod(stall)
 
 
-def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
+def make_plan(profiles, papers, cache, workers, notebooks_s=0.0, runs_from=None):
     if PHASE == "planning":
         stall()
     todo = [] if PHASE == "notebooks" else [Config(data="toy", seed=0)]
     profile = profile_for("default", "synthetic")  # tunes
     if PHASE != "tuning":  # the runs known at once, no tuning phase
         profile = dataclasses.replace(profile, tuning=None)
-    return plan_mod.Plan(profile_name, [plan_mod.DataSetPlan("synthetic", profile, todo, todo)], workers, notebooks_s)
+    return plan_mod.Plan("smoke", [plan_mod.DataSetPlan("synthetic", profile, todo, todo)], workers, notebooks_s)
 
 
 plan_mod.make_plan = make_plan
@@ -535,7 +534,7 @@ prepare.prepare = stall if PHASE == "preparation" else (lambda todo, progress, l
 prepare.prepare_analyses = lambda profile, data, progress=True: {}  # the notebooks' data: the test's world has none
 executors.make_executor = lambda *a, **k: Stalling()
 notebooks.execute_all = stall
-driver.runs_cached = lambda plans: 0
+driver.runs_cached = lambda configs: 0
 for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
     t = time.monotonic()
     rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--no-progress"])
