@@ -26,7 +26,7 @@
    epochs, the first a warm-up; a relevance-based loss on the world's true relevance): which losses the GPU
    captures.
 7. **packed** — runs side by side in one process (``--runs-per-worker``: threads, each run on its own CUDA stream,
-   :func:`reproduce.driver.executors._run_pack`): P processes × K runs each (P × K = 16), every run a whole
+   :func:`reproduce.driver.worker.run_pack`): P processes × K runs each (P × K = 16), every run a whole
    ``train()`` of VSE++ for 6 epochs on the synthetic default world from splits the process loaded once —
    epochs an hour for each (P, K): on an H200, 16 × 1 was fastest and packs failed, so the driver trains one run
    a process on CUDA (**processes16**: that row alone, e.g. with and without CUDA MPS). **packed_identity** — one
@@ -68,7 +68,7 @@ from coherent_itr import data as data_mod  # noqa: E402
 from coherent_itr import losses, metrics  # noqa: E402
 from coherent_itr import train as T  # noqa: E402
 from coherent_itr.determinism import use_deterministic_kernels  # noqa: E402
-from reproduce.driver.executors import side_by_side  # noqa: E402
+from reproduce.driver.worker import side_by_side  # noqa: E402
 from reproduce.spec import experiments, profiles  # noqa: E402
 
 TOL = 1e-5

@@ -40,6 +40,7 @@ def compare(data: str, profile_name: str = "default", cache_root=None) -> tuple[
     """(one row per arm × setting found in both, a summary)."""
     from coherent_itr.runs import RunCache
     from reproduce.protocol import tuning
+    from reproduce.protocol.trials import load_record
     from reproduce.spec import experiments
     from reproduce.spec.profiles import profile_for
 
@@ -63,7 +64,7 @@ def compare(data: str, profile_name: str = "default", cache_root=None) -> tuple[
                 setting = (
                     {"lr": t["lr"], "warmup_epochs": t["warmup_epochs"]} if arm.honours_warmup else {"lr": t["lr"]}
                 )
-                full = tuning._load_record(cache, tuning._tuning_config(arm, prof, setting))
+                full = load_record(cache, tuning._tuning_config(arm, prof, setting))
                 ft = tuning.trial_from_record(full) if full is not None else None
                 rows.append(
                     {

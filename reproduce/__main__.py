@@ -11,8 +11,8 @@ def exit_now_if_runs_are_left(status: int) -> None:
     torch operation in their daemon threads; finalising the interpreter under them aborts in torch's C++ ("terminate
     called without an active exception", exit status 134 instead of 130). What they had not stored is lost either
     way (the cache writes atomically), so the process ends at once with ``status``, its output flushed."""
-    executors = sys.modules.get("reproduce.driver.executors")  # imported only where runs were trained or planned
-    if executors is not None and executors.runs_left():
+    worker = sys.modules.get("reproduce.driver.worker")  # imported only where runs were trained or planned
+    if worker is not None and worker.runs_left():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

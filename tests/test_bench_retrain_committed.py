@@ -16,7 +16,7 @@ def bench():
 
 @pytest.mark.parametrize("shift", [0.0, 2.5])
 def test_a_cached_rung_is_compared_with_its_committed_row(bench, monkeypatch, tmp_path, shift):
-    from reproduce.protocol import tuning
+    from reproduce.protocol import trials, tuning
 
     committed = bench.committed_table("flickr8k", "overview")
     row = committed.iloc[0]
@@ -28,7 +28,7 @@ def test_a_cached_rung_is_compared_with_its_committed_row(bench, monkeypatch, tm
         return [{**trial, "val_rsum": float(row.rung_val_rsum) + shift}], []
 
     monkeypatch.setattr(tuning, "rung_trials", rung_trials)
-    monkeypatch.setattr(tuning, "_load_record", lambda cache, config: None)
+    monkeypatch.setattr(trials, "load_record", lambda cache, config: None)
     monkeypatch.setattr(bench, "chosen_settings", lambda *a: bench.pd.DataFrame())  # its own test below
     df, s = bench.compare("flickr8k", cache_root=tmp_path)
     assert len(df) == 1 and df.arm[0] == row.arm and df.rung_committed[0] == row.rung_val_rsum

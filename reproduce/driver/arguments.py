@@ -258,10 +258,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def engine_setting(args, machine: str | None) -> str:
-    """The value of ``$COHERENT_ITR_ENGINE`` for ``args.engine``: ``solo``, ``pack:<width>``, or ``auto:<width>``
-    (the library resolves it: packed on CUDA, solo on a CPU); ``auto`` reads another machine's runs (``machine``,
-    ``--runs-from``) with the solo engine, the engine of the committed CPU archives."""
-    if args.engine == "solo" or (args.engine == "auto" and machine):
+def engine_setting(engine: str, pack_width: int, machine: str | None) -> str:
+    """The value of ``$COHERENT_ITR_ENGINE`` for ``--engine`` ``engine``: ``solo``, ``pack:<width>``, or
+    ``auto:<width>`` (the library resolves it: packed on CUDA, solo on a CPU); ``auto`` reads another machine's runs
+    (``machine``, ``--runs-from``) with the solo engine, the engine of the committed CPU archives."""
+    if engine == "solo" or (engine == "auto" and machine):
         return "solo"
-    return f"{args.engine}:{args.pack_width}"
+    return f"{engine}:{pack_width}"

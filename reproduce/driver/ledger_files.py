@@ -118,12 +118,14 @@ def runs_machine() -> dict:
     return {"id": name, "numerics": numerics}
 
 
-def collapsed_arms(profile: str, sets: list[str], papers=None) -> dict:
-    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only), for the
-    ledger's ``not testable`` verdicts (``coherent_itr.health.is_collapsed``)."""
+def collapsed_arms(profiles, papers=None) -> dict:
+    """``{(data set, arm): reason}`` of the primary contrasts' collapsed arms (cached runs only) under ``profiles``
+    (one resolved :class:`~reproduce.spec.profiles.Profile` per data set run), for the ledger's ``not testable``
+    verdicts (``coherent_itr.health.is_collapsed``)."""
     out: dict = {}
-    for d in sets:
-        out.update(claim_rows.collapsed_arms(Study(profile, d, cache=RunCache(), progress=False), papers=papers))
+    for prof in profiles:
+        study = Study(prof, prof.data, cache=RunCache(), progress=False)
+        out.update(claim_rows.collapsed_arms(study, papers=papers))
     return out
 
 
@@ -271,16 +273,16 @@ def main(argv=None) -> int:
     intervals are the notebooks' last ones, and the README says so."""
     ap = argparse.ArgumentParser(prog="python -m reproduce.driver.ledger_files", description=main.__doc__)
     ap.add_argument("--profile", default="default", help="whose results folder (default: %(default)s)")
-    args = ap.parse_args(argv)
-    base = ROOT / get_profile(args.profile).results_dir
+    name = ap.parse_args(argv).profile
+    base = ROOT / get_profile(name).results_dir
     try:
         collapsed = previous_health(base / "claims.csv")
     except ValueError as e:
         print(f"{ap.prog}: error: {e}", file=sys.stderr)
         return 2
     table = collect(base, collapsed=collapsed)
-    if args.profile != "smoke":
-        update_readme(table, args.profile, by=REDECIDED_BY)
+    if name != "smoke":
+        update_readme(table, name, by=REDECIDED_BY)
     print(summary_counts(table).to_string())
     return 0
 

@@ -19,9 +19,8 @@ from coherent_itr import paths
 
 from reproduce.driver import notebooks
 from reproduce.driver.arguments import DATA_SETS
+from reproduce.driver.invocation import Invocation
 from reproduce.spec.paths import ROOT
-from reproduce.spec.power_seeds import pilot_only
-from reproduce.spec.profiles import profile_for
 
 
 @dataclass
@@ -91,35 +90,34 @@ def failure_report(out: Outcome) -> list[str]:
     return lines
 
 
-def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
+def finish(inv: Invocation, out: Outcome, t0: float) -> int:
     """Ledger (stale claims marked), README (unless something failed; stale rows marked), manifest; the exit
     status."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)
     from reproduce.driver import ledger_files
 
-    base = ROOT / profile_for(args.profile, "synthetic").results_dir
-    dirs = {d: ROOT / profile_for(args.profile, d).results_dir for d in DATA_SETS}
-    stale = notebooks.stale_claims(args.profile, dirs)
+    dirs = {d: ROOT / inv.profiles[d].results_dir for d in DATA_SETS}
+    base = dirs["synthetic"]  # the invocation's ledger and manifest: the synthetic world's results folder
+    stale = notebooks.stale_claims(inv.profile, dirs)
     for p, why in stale.items():
         print(f"reproduce: STALE {p.relative_to(ROOT)}: {why}", flush=True)
     failed = bool(out.failed_runs or out.failed_notebooks or out.failed_data)
     before = ledger_files.committed_ledger(base / "claims.csv")
-    table = ledger_files.collect(
-        base, stale=stale, collapsed=None if failed else ledger_files.collapsed_arms(args.profile, sets, args.papers)
-    )
+    collapsed = None if failed else ledger_files.collapsed_arms(inv.run_profiles().values(), inv.papers)
+    table = ledger_files.collect(base, stale=stale, collapsed=collapsed)
     change = ledger_files.compare_ledgers(before, base / "claims.csv")
-    if pilot_only():
+    if inv.pilot_only:
         print(
             f"reproduce: README.md left alone (--pilot-only: the pilot's ledger is {base.relative_to(ROOT)})",
             flush=True,
         )
-    elif args.profile == "paper":  # the papers' size: its verdicts join the default's rows (protocol.scale)
+    elif inv.profile == "paper":  # the papers' size: its verdicts join the default's rows (protocol.scale)
         print(f"reproduce: README.md left alone (profile paper: its ledger is {base.relative_to(ROOT)})", flush=True)
-    elif args.profile != "smoke":
+    elif inv.profile != "smoke":
         if failed:
             print("reproduce: README.md NOT updated (failures, see above)", flush=True)
         else:
-            n_stale = ledger_files.update_readme(table, args.profile)
+            n_stale = ledger_files.update_readme(table, inv.profile)
             print(
                 "reproduce: README.md claims-ledger table rewritten"
                 + (f" ({n_stale} stale primary rows shown as awaiting a current run)" if n_stale else ""),
@@ -139,11 +137,11 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         estimate = out.progress.report(time.perf_counter() - t0, out.runs_done)
     ledger_files.write_manifest(
         base,
-        args.profile,
-        sets,
+        inv.profile,
+        list(inv.data_sets),
         time.perf_counter() - t0,
         out.timings,
-        n_workers=args.workers,
+        n_workers=inv.workers,
         runs_trained=out.runs_trained,
         runs_evaluated=out.runs_evaluated,
         by_data=out.by_data,
@@ -152,7 +150,7 @@ def finish(args, sets: list[str], out: Outcome, t0: float) -> int:
         ledger_change=change,
     )
     print(
-        f"reproduce: profile={args.profile} finished in {time.perf_counter() - t0:.0f} s; "
+        f"reproduce: profile={inv.profile} finished in {time.perf_counter() - t0:.0f} s; "
         f"{out.runs_trained} run(s) trained, {out.runs_evaluated} evaluated; "
         f"ledger in {base.relative_to(ROOT)}/claims.md"
         + (

@@ -18,17 +18,17 @@ from coherent_itr import paths
 
 from reproduce.driver.arguments import UsageError
 from reproduce.spec.paths import ROOT
-from reproduce.spec.profiles import get_profile
+from reproduce.spec.profiles import Profile
 
 
-def resolve_data_sets(args) -> tuple[list[str], list[str]]:
-    """The data sets to run and one line per data set saying why; ``UsageError`` if Flickr8k is
-    requested (or configured) but unusable. ``--data-bundle DIR`` sets ``$FLICKR8K_DIR`` to DIR (for the workers and
-    kernels too), which must then be a bundle."""
-    if args.data_bundle:
-        os.environ[paths.FLICKR8K_ENV] = str(Path(args.data_bundle).expanduser().resolve())
+def resolve_data_sets(data_sets: list[str] | None, data_bundle: str | None = None) -> tuple[list[str], list[str]]:
+    """The data sets to run (``data_sets``: ``--data``'s, None: auto) and one line per data set saying why;
+    ``UsageError`` if Flickr8k is requested (or configured) but unusable. ``--data-bundle DIR`` (``data_bundle``)
+    sets ``$FLICKR8K_DIR`` to DIR (for the workers and kernels too), which must then be a bundle."""
+    if data_bundle:
+        os.environ[paths.FLICKR8K_ENV] = str(Path(data_bundle).expanduser().resolve())
     env = os.environ.get(paths.FLICKR8K_ENV)
-    wanted = args.data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
+    wanted = data_sets or (["synthetic", "flickr8k"] if env else ["synthetic"])
     why = {"synthetic": "synthetic: the embedded generated world (always available)"}
     if "flickr8k" in wanted:
         if not env:
@@ -42,9 +42,9 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
                 root = folder
                 bundle.verify_bundle(root)
                 missing, source = [], "the bundle"
-            elif args.data_bundle:
+            elif data_bundle:
                 raise UsageError(
-                    f"--data-bundle {args.data_bundle}: not a bundle: it has no {bundle.MANIFEST} "
+                    f"--data-bundle {data_bundle}: not a bundle: it has no {bundle.MANIFEST} "
                     "(python -m reproduce.bundle --data flickr8k --out DIR builds one)"
                 )
             else:
@@ -60,21 +60,25 @@ def resolve_data_sets(args) -> tuple[list[str], list[str]]:
             if missing
             else ""
         )
-    elif args.data_sets is None:
+    elif data_sets is None:
         why["flickr8k"] = f"flickr8k: not run (${paths.FLICKR8K_ENV} is not set)"
     return wanted, [why[d] for d in ("synthetic", "flickr8k") if d in why]
 
 
-def validate(args) -> list[str]:
-    """Every check of the inputs, before any work (seconds); returns the data sets to run (``UsageError`` if bad)."""
-    sets, why = resolve_data_sets(args)
-    if args.runs_per_worker > 1:
+def validate(
+    profile: Profile, data_sets: list[str] | None, data_bundle: str | None = None, runs_per_worker: int = 1
+) -> tuple[list[str], list[str]]:
+    """Every check of the inputs, before any work (seconds): the data sets (:func:`resolve_data_sets`), the runs side
+    by side, the run cache and ``profile``'s results folder writable (a ``--pilot-only`` profile's is its own). Returns
+    the data sets to run and why each runs (``UsageError`` if bad)."""
+    sets, why = resolve_data_sets(data_sets, data_bundle)
+    if runs_per_worker > 1:
         # heavy (numpy): only --runs-per-worker reads the runs' thread count here
         from coherent_itr.runs import THREADS_ENV, default_threads
 
         if default_threads() != 1:
             raise UsageError(
-                f"--runs-per-worker {args.runs_per_worker}: runs side by side in one process need 1 intra-op "
+                f"--runs-per-worker {runs_per_worker}: runs side by side in one process need 1 intra-op "
                 f"thread a run; ${THREADS_ENV}={default_threads()}"
             )
         # heavy (torch): only --runs-per-worker asks for the device here
@@ -82,7 +86,7 @@ def validate(args) -> list[str]:
 
         if torch.cuda.is_available():
             raise UsageError(
-                f"--runs-per-worker {args.runs_per_worker}: on CUDA, runs side by side in one process fail with "
+                f"--runs-per-worker {runs_per_worker}: on CUDA, runs side by side in one process fail with "
                 "cuDNN errors (CUDNN_STATUS_INTERNAL_ERROR in 5 of 16 runs at 4 × 4 on an H200) and train fewer "
                 "epochs an hour than one run a process (results/benchmarks/gpu/README.md); use --workers N, and "
                 "CUDA MPS to let their kernels overlap (docs/cluster.md)"
@@ -92,17 +96,16 @@ def validate(args) -> list[str]:
         raise UsageError(
             f"run cache from {paths.cache_origin()}: {problem}; set {paths.CACHE_ENV} to a writable folder"
         )
-    problem = paths.writable_problem(ROOT / get_profile(args.profile).results_dir)  # --pilot-only: its own folder
+    problem = paths.writable_problem(ROOT / profile.results_dir)
     if problem:
         raise UsageError(problem)
-    args.data_reasons = why
-    return sets
+    return sets, why
 
 
 def data_warnings_once() -> None:
     """Each warning about the Flickr8k release (the captions of a missing image, malformed judgement lines) once in
     the driver's output, as one line without the source line that issued it: the preparation reads the same files
-    from several places (the workers ignore them, ``executors.init_worker``), and a library that puts a filter of its
+    from several places (the workers ignore them, ``worker.init_worker``), and a library that puts a filter of its
     own in front (``"default"``: once per place) would print it again, so each text is remembered here. Call inside
     ``warnings.catch_warnings()``, which puts ``warnings.showwarning`` back."""
     # heavy (torch, pandas): --help and usage errors stay light (tests/reproduce/driver/test_cli.py)

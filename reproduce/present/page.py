@@ -186,7 +186,8 @@ class Page:
     def most(self) -> int:
         """The most seeds ``power_seeds.toml`` gives an arm of this paper (0: none; the seeds a power analysis asked
         for: :mod:`reproduce.spec.power_seeds`)."""
-        return power_seeds.most_of_paper(self.study.profile.name, self.data, self.paper)
+        prof = self.study.profile
+        return power_seeds.most_of_paper(prof.name, self.data, self.paper, pilot=prof.pilot_only)
 
     @property
     def data_name(self) -> str:

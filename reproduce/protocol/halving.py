@@ -23,7 +23,7 @@ def n_survivors(n: int, keep: float) -> int:
 
 
 def rung_view(record: dict, epochs: int) -> dict:
-    """The validation view (:data:`reproduce.protocol.tuning.VALIDATION_KEYS`) of ``record``'s first ``epochs`` epochs:
+    """The validation view (:data:`reproduce.protocol.trials.VALIDATION_KEYS`) of ``record``'s first ``epochs`` epochs:
     what the same run stopped at ``epochs`` records — the selection of ``coherent_itr.train._Selector`` (first
     maximum of validation RSUM from the first epoch after the warm-up; a run that never leaves the warm-up keeps its
     last epoch) on the prefix of the history. Early stopping ends both runs at the same epoch."""

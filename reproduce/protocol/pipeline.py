@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from coherent_itr.config import Config
 
 from reproduce.protocol import tuning
+from reproduce.protocol.trials import setting_of
 from reproduce.spec import experiments
 from reproduce.spec.profiles import Profile
 
@@ -75,7 +76,7 @@ def ready_runs(profile: Profile, papers=None, cache=None, failed_keys=(), is_col
                 if t["collapsed"] or t["status"] != "ok":
                     continue
                 for seed in f.arm.pilot_seeds(profile):
-                    c = f.arm.config(profile, seed, **tuning._setting(t))
+                    c = f.arm.config(profile, seed, **setting_of(t))
                     if seed != profile.tuning.seed and c.key() not in failed_keys and not cache.has(c):
                         final.setdefault(c.key(), c)
     for paper in papers or experiments.PAPERS:

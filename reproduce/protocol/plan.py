@@ -7,10 +7,11 @@
   runs not yet cached (the setting is chosen only after tuning) — and, as a second bound, the final runs if the
   health check of the other seeds (:mod:`reproduce.protocol.tuning`) moved every family through its whole grid.
   With every tuning run cached the final runs are the tuned plan's (exact).
-* **The invocation** (:class:`Plan`, :func:`make_plan`): the data sets' plans, the workers and the notebooks'
-  expected wall seconds; its lines (:func:`plan_lines`), the runs the cache must have room for, and the
-  estimate the progress bar (:class:`reproduce.protocol.progress.RunProgress`) and the manifest read. Wall time =
-  worker-seconds / workers + data preparation + notebooks, priced by :mod:`reproduce.protocol.cost`.
+* **The invocation** (:class:`Plan`, :func:`make_plan`): the data sets' plans, the workers, the notebooks'
+  expected wall seconds and the machine whose runs are read (``--runs-from``); its lines (:func:`plan_lines`), the
+  runs the cache must have room for, and the estimate the progress bar
+  (:class:`reproduce.protocol.progress.RunProgress`) and the manifest read. Wall time = worker-seconds / workers +
+  data preparation + notebooks, priced by :mod:`reproduce.protocol.cost`.
 * **The ``paper`` profile** (:func:`paper_cost_lines`): its expected cost on the current device — the paper model's
   step FLOP at the rate the default model's measured Flickr8k step achieves on this CPU, or (CUDA) at the rate of
   a matmul of the GRU's shape timed on the device: an estimate, said so.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,11 +141,12 @@ def estimate_data_set(profile, data: str, papers, configs: list, todo: list, cac
     return DataSetEstimate(data, list(todo), final, every, prep, tuning_keys=keys, tuning_more=more)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DataSetPlan:
     """One data set's share of the plan: ``configs`` are the runs known before tuning (a tuned profile's tuning runs,
-    else every run), ``todo`` those of them the cache lacks (the driver appends the final runs it trains, so the
-    notebooks know that something trained), ``estimate`` their cost (None for a data set without measured costs)."""
+    else every run), ``todo`` those of them the cache lacks, ``estimate`` their cost (None for a data set without
+    measured costs). Frozen: the runs tuning adds are the driver's to count (``reproduce.driver.cli``), and the
+    progress bar prices its own copy of the estimate (:meth:`reproduce.protocol.progress.RunProgress.of`)."""
 
     data: str
     profile: Profile  # with its data set applied (reproduce.spec.profiles.profile_for)
@@ -163,11 +164,12 @@ class DataSetPlan:
         return ROOT / self.profile.results_dir
 
 
-def data_set_plan(profile_name: str, data: str, papers, cache) -> DataSetPlan:
-    """The plan of one data set under profile ``profile_name`` for ``papers`` (the command line's; None: all; papers
-    that train nothing, such as the data card, leave an empty plan). With a tuning grid (profile ``default``) its
-    runs are the tuning runs only: the final runs are known once tuning has trained; the estimate bounds them."""
-    profile = profile_for(profile_name, data)
+def data_set_plan(profile: str | Profile, data: str, papers, cache) -> DataSetPlan:
+    """The plan of one data set under ``profile`` (a name, or the profile the driver resolved) for ``papers`` (the
+    command line's; None: all; papers that train nothing, such as the data card, leave an empty plan). With a tuning
+    grid (profile ``default``) its runs are the tuning runs only: the final runs are known once tuning has trained;
+    the estimate bounds them."""
+    profile = profile_for(profile, data)
     papers = [p for p in papers if p in experiments.PAPERS] if papers else None
     if papers == []:
         configs = []
@@ -182,15 +184,17 @@ def data_set_plan(profile_name: str, data: str, papers, cache) -> DataSetPlan:
     return DataSetPlan(data, profile, configs, todo, papers, est)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """The invocation's plan: every data set's (:class:`DataSetPlan`), the training workers and the notebooks'
-    expected wall seconds (0 when they are skipped)."""
+    """The invocation's plan: every data set's (:class:`DataSetPlan`), the training workers, the notebooks'
+    expected wall seconds (0 when they are skipped) and the machine whose imported runs are read (``--runs-from``;
+    None: this machine's)."""
 
     profile_name: str
     data_sets: list[DataSetPlan]
     workers: int
     notebooks_s: float = 0.0
+    runs_from: str | None = None
 
     @property
     def estimates(self) -> dict[str, DataSetEstimate]:
@@ -203,9 +207,14 @@ class Plan:
         return sum(len(p.todo) for p in self.data_sets)
 
 
-def make_plan(profile_name: str, data_sets: list[str], papers, cache, workers: int, notebooks_s: float = 0.0) -> Plan:
-    """The plan of ``data_sets`` (:func:`data_set_plan` each), made once before any work."""
-    return Plan(profile_name, [data_set_plan(profile_name, d, papers, cache) for d in data_sets], workers, notebooks_s)
+def make_plan(
+    profiles: dict[str, Profile], papers, cache, workers: int, notebooks_s: float = 0.0, runs_from: str | None = None
+) -> Plan:
+    """The plan of the data sets of ``profiles`` (``{data set: its resolved profile}``, in order; :func:`data_set_plan`
+    each), made once before any work."""
+    plans = [data_set_plan(p, d, papers, cache) for d, p in profiles.items()]
+    name = next(iter(profiles.values())).name
+    return Plan(name, plans, workers, notebooks_s, runs_from)
 
 
 def estimated_s(estimates: dict, workers: int, notebooks_s: float) -> float:
@@ -252,7 +261,7 @@ def plan_lines(plan: Plan) -> list[str]:
         if packed:
             lines.append(packed_line(plan.profile_name))
     else:
-        lines.append(cpu_line(plan.profile_name))
+        lines.append(cpu_line(plan.profile_name, plan.runs_from))
     return lines
 
 
@@ -270,13 +279,12 @@ def packed_line(profile_name: str) -> str:
     )
 
 
-def cpu_line(profile_name: str) -> str:
-    """Where the runs come from and which CPU computes what the notebooks compute themselves: with
-    ``$COHERENT_ITR_RUNS_FROM`` (``--runs-from``) the imported machine's runs, none trained here; else this CPU, whose
-    runs have keys of their own unless it is the committed archive's (a CPU run's key names its CPU:
+def cpu_line(profile_name: str, source: str | None = None) -> str:
+    """Where the runs come from and which CPU computes what the notebooks compute themselves: with ``source`` (the
+    machine of ``--runs-from``) the imported machine's runs, none trained here; else this CPU, whose runs have keys of
+    their own unless it is the committed archive's (a CPU run's key names its CPU:
     :func:`coherent_itr.runs.cpu_identity`)."""
     here = runs.cpu_identity()
-    source = os.environ.get(runs.RUNS_FROM_ENV)
     if source:
         there = runs.load_machine(paths.cache_dir(create=False), source)
         where = there.get("device") or f"CPU {there.get('cpu', runs.REFERENCE_CPU)}"

@@ -28,7 +28,7 @@ from coherent_itr.data.sbert import embed_captions, model_id
 from coherent_itr.determinism import cpu_tag
 
 from reproduce.protocol.study import Study
-from reproduce.spec.profiles import COSTS
+from reproduce.spec.profiles import COSTS, Profile
 
 
 def train_rows(config: Config, n_images: int) -> np.ndarray:
@@ -151,7 +151,7 @@ def analyses_estimate_s(data_sets, cache_dir=None) -> float:
     return sum(COSTS.get(d, {}).get("analyses_prepare_s", 0.0) for d in cold)
 
 
-def prepare_analyses(profile: str, data: str, progress: bool = True) -> dict[str, float]:
+def prepare_analyses(profile: str | Profile, data: str, progress: bool = True) -> dict[str, float]:
     """What the notebooks of ``data`` compute from the data before they draw, once, in the driver, before the
     notebooks' kernels start: the splits as :meth:`reproduce.protocol.study.Study.splits` loads them (Flickr8k: the
     features of every dev and test image) and the Sentence-BERT embedding of every caption. Computed here, the

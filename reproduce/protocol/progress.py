@@ -90,8 +90,10 @@ class RunProgress:
 
     @classmethod
     def of(cls, plan: Plan, enabled: bool = True) -> "RunProgress":
-        """The bar of ``plan``: its estimates (shared: what tuning learns updates the plan too), workers, notebooks."""
-        return cls(plan.estimates, plan.workers, plan.notebooks_s, enabled=enabled)
+        """The bar of ``plan``: a copy of its estimates (what tuning learns updates the copy; the plan stays as
+        made), its workers and notebooks."""
+        estimates = {d: dataclasses.replace(e) for d, e in plan.estimates.items()}
+        return cls(estimates, plan.workers, plan.notebooks_s, enabled=enabled)
 
     def estimated_total_s(self) -> float:
         """The plan's estimated wall seconds: runs over the workers, preparation, notebooks."""

@@ -27,9 +27,9 @@ from coherent_itr.data import flickr8k
 from coherent_itr.data.flickr8k import Flickr8kWarning
 from coherent_itr.runs import RunCache
 
-from reproduce.spec import experiments
+from reproduce.spec import experiments, power_seeds
 
-from reproduce.protocol import tuning
+from reproduce.protocol import trials, tuning
 from reproduce.spec.paths import ROOT
 from reproduce.spec.profiles import Profile, profile_for
 
@@ -41,8 +41,12 @@ class Study:
         data: str = "synthetic",
         cache: RunCache | None = None,
         progress: bool = True,
+        pilot_only: bool | None = None,
     ) -> None:
-        self.profile = profile_for(profile, data)
+        # a profile named here is resolved here; ``pilot_only`` None: a notebook's, which the driver's
+        # ``--pilot-only`` reaches through its kernel's environment (power_seeds.PILOT_ONLY_ENV)
+        pilot = power_seeds.pilot_only() if pilot_only is None else pilot_only
+        self.profile = profile_for(profile, data, pilot_only=pilot)
         self.data = data
         if data == "flickr8k":  # the data card (06_data) reports the release's warnings once, in prose
             warnings.filterwarnings("ignore", category=Flickr8kWarning)
@@ -131,7 +135,7 @@ def _collapse_columns(record) -> dict:
     run's validation record (``coherent_itr.health.is_collapsed``; the same check the tuner uses), and the
     validation RSUM at the selected checkpoint (``selected_val_rsum``; the ledger's failure rule,
     :func:`reproduce.protocol.claim_rows.run_failures`)."""
-    collapsed, reason = tuning._default_is_collapsed(tuning._validation_view(record))
+    collapsed, reason = trials.default_is_collapsed(trials.validation_view(record))
     val = (record.get("health") or {}).get("val_rsum")
     return {
         "collapsed": collapsed,

@@ -127,9 +127,10 @@ class Arm:
 
     def seeds(self, profile: Profile) -> tuple[int, ...]:
         """The seeds the arm trains: its :meth:`pilot_seeds`, and 0 … n − 1 where ``power_seeds.toml`` gives it n
-        (:mod:`reproduce.spec.power_seeds`: the seeds a power analysis asked for)."""
+        (:mod:`reproduce.spec.power_seeds`: the seeds a power analysis asked for; none of them for a
+        ``profile.pilot_only`` study)."""
         pilot = self.pilot_seeds(profile)
-        n = power_seeds.seeds_of(profile.name, profile.data, self.paper, self.name)
+        n = power_seeds.seeds_of(profile.name, profile.data, self.paper, self.name, pilot=profile.pilot_only)
         return pilot if n is None else tuple(sorted(set(pilot) | set(range(n))))
 
     def configs(self, profile: Profile, **setting) -> list[Config]:

@@ -8,9 +8,11 @@ the pilot runs, by the rule stated there and in ``docs/protocol.md``, before any
 file says which ledger. The tuner's health check reads the pilot seeds only, so the added seeds never change which
 setting an arm trains at (:meth:`reproduce.spec.experiments.Arm.pilot_seeds`).
 
-An absent file, or a profile and data set without a table, adds nothing; nor does the file while
-:data:`PILOT_ONLY_ENV` is ``1`` (``python -m reproduce --pilot-only``, which sets it for its workers and notebooks:
-the pilot's ledger, from which a plan is derived, drawn again from the pilot's runs).
+An absent file, or a profile and data set without a table, adds nothing; nor does the file for a pilot-only profile
+(``Profile.pilot_only``, ``python -m reproduce --pilot-only``: the pilot's ledger, from which a plan is derived, drawn
+again from the pilot's runs). The flag reaches workers and notebooks as :data:`PILOT_ONLY_ENV` ``=1``, which only
+the outermost layers read (:func:`pilot_only`: the driver's invocation, a notebook's
+:class:`reproduce.protocol.study.Study`).
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ PILOT_ONLY_ENV = "COHERENT_ITR_PILOT_ONLY"  # "1": every arm trains and is drawn
 
 
 def pilot_only() -> bool:
-    """Whether the study runs on its pilot seeds only (:data:`PILOT_ONLY_ENV` is ``"1"``)."""
+    """Whether :data:`PILOT_ONLY_ENV` is ``"1"``: the transport of ``--pilot-only`` to the driver's workers and kernels,
+    read where a profile is first resolved there (the functions below take the flag as an argument)."""
     return os.environ.get(PILOT_ONLY_ENV) == "1"
 
 
-def _plan(path: str | Path | None) -> dict[tuple[str, str], dict[str, int]]:
-    """The seeds arms train: the file's, or none under :func:`pilot_only` (a file named by ``path`` is read)."""
-    return {} if path is None and pilot_only() else load(path)
+def _plan(path: str | Path | None, pilot: bool) -> dict[tuple[str, str], dict[str, int]]:
+    """The seeds arms train: the file's, or none for a ``pilot`` study (a file named by ``path`` is read)."""
+    return {} if path is None and pilot else load(path)
 
 
 def load(path: str | Path | None = None) -> dict[tuple[str, str], dict[str, int]]:
@@ -69,14 +72,16 @@ def _load(path: str, mtime_ns: int | None) -> dict[tuple[str, str], dict[str, in
     return out
 
 
-def seeds_of(profile: str, data: str, paper: str, arm: str, path: str | Path | None = None) -> int | None:
+def seeds_of(
+    profile: str, data: str, paper: str, arm: str, path: str | Path | None = None, pilot: bool = False
+) -> int | None:
     """The number of seeds ``power_seeds.toml`` gives the arm ``paper/arm`` under ``profile`` on ``data``, or None
-    (always None under :func:`pilot_only`, unless ``path`` names a file)."""
-    return _plan(path).get((profile, data), {}).get(f"{paper}/{arm}")
+    (always None for a ``pilot`` study, unless ``path`` names a file)."""
+    return _plan(path, pilot).get((profile, data), {}).get(f"{paper}/{arm}")
 
 
-def most_of_paper(profile: str, data: str, paper: str, path: str | Path | None = None) -> int:
-    """The most seeds ``power_seeds.toml`` gives an arm of ``paper`` under ``profile`` on ``data`` (0: none; 0 under
-    :func:`pilot_only`, unless ``path`` names a file)."""
-    arms = _plan(path).get((profile, data), {})
+def most_of_paper(profile: str, data: str, paper: str, path: str | Path | None = None, pilot: bool = False) -> int:
+    """The most seeds ``power_seeds.toml`` gives an arm of ``paper`` under ``profile`` on ``data`` (0: none; 0 for a
+    ``pilot`` study, unless ``path`` names a file)."""
+    arms = _plan(path, pilot).get((profile, data), {})
     return max((n for key, n in arms.items() if key.split("/", 1)[0] == paper), default=0)

@@ -87,7 +87,6 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from reproduce.spec import power_seeds
 
 HN_WARMUP_FIELD = "warmup_epochs"  # Config field of the interface contract (engine helper)
 
@@ -142,6 +141,8 @@ class Profile:
     reduced_data_epoch_cap: int = 0  # S1: a fraction f of the data trains ⌈E/f⌉ epochs, capped here
     ladder_theta: tuple[float, float] | None = None  # (θ₁, θ₂) calibrated to the relevance model (calibration.py)
     flickr8k: dict = field(default_factory=dict)  # field overrides when the profile runs on Flickr8k
+    #: ``--pilot-only``: every arm trains its pilot seeds only, none of ``power_seeds.toml``'s (:func:`get_profile`)
+    pilot_only: bool = False
 
     def thin(self, values, keep=(), min_points: int | None = None) -> list:
         """A sweep's values under this profile: all of them, or (thinned) its two ends, ``keep`` (the
@@ -275,20 +276,22 @@ PROFILES = {
 PILOT_RESULTS = "pilot/study"  # under a profile's results folder: where a --pilot-only study writes
 
 
-def get_profile(name: str) -> Profile:
-    """The profile ``name``; under :func:`reproduce.spec.power_seeds.pilot_only` its results go to
-    ``<results>/pilot/study/`` (the pilot's ledger, never the study's tables)."""
+def get_profile(name: str, pilot_only: bool = False) -> Profile:
+    """The profile ``name``; with ``pilot_only`` (``--pilot-only``) its arms train their pilot seeds only and its
+    results go to ``<results>/pilot/study/`` (the pilot's ledger, never the study's tables). A pure function of its
+    arguments: the driver resolves the flag once (:class:`reproduce.driver.invocation.Invocation`)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     p = PROFILES[name]
-    if power_seeds.pilot_only():
-        return dataclasses.replace(p, results_dir=f"{p.results_dir}/{PILOT_RESULTS}")
+    if pilot_only:
+        return dataclasses.replace(p, results_dir=f"{p.results_dir}/{PILOT_RESULTS}", pilot_only=True)
     return p
 
 
-def profile_for(profile: str | Profile, data: str) -> Profile:
-    """The profile with its data source set to ``data`` ("synthetic" or "flickr8k")."""
-    p = get_profile(profile) if isinstance(profile, str) else profile
+def profile_for(profile: str | Profile, data: str, pilot_only: bool = False) -> Profile:
+    """The profile with its data source set to ``data`` ("synthetic" or "flickr8k"); a name is resolved by
+    :func:`get_profile` (``pilot_only`` with it), a :class:`Profile` keeps its own flag."""
+    p = get_profile(profile, pilot_only) if isinstance(profile, str) else profile
     if data == p.data:
         return p
     if data == "flickr8k":

@@ -432,10 +432,11 @@ def test_packs_are_runs_in_order_as_few_as_allowed_but_one_per_worker():
 
 def test_runs_side_by_side_need_one_thread_a_run_and_the_local_executor(tmp_path):
     from reproduce.driver.arguments import parse_args
-    from reproduce.driver.executors import LocalExecutor, _run_pack, make_executor
+    from reproduce.driver.executors import LocalExecutor, make_executor
+    from reproduce.driver.worker import run_pack
 
     with pytest.raises(ValueError, match="1 intra-op thread a run; the cache has 2"):
-        _run_pack([BASE.to_dict(), BASE.replace(seed=1).to_dict()], str(tmp_path), threads=2)
+        run_pack([BASE.to_dict(), BASE.replace(seed=1).to_dict()], str(tmp_path), threads=2)
     with pytest.raises(ValueError, match="runs per worker must be ≥ 1, got 0"):
         LocalExecutor(runs_per_worker=0)
     with pytest.raises(ValueError, match="needs the local executor"):
@@ -471,11 +472,11 @@ def test_workers_take_the_longest_runs_first():
 
 
 def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, tmp_path, monkeypatch):
-    """A worker loads a data set once and hands it to every run (``executors._splits_for``): three runs in
+    """A worker loads a data set once and hands it to every run (``worker._splits_for``): three runs in
     one process (one on a 50 % subset) against the same runs each loading fresh splits — equal numbers,
     and the data set was loaded once."""
     from coherent_itr import data as data_mod
-    from reproduce.driver import executors
+    from reproduce.driver import worker
 
     cfgs = [BASE.replace(seed=7), BCLS.replace(seed=8), BASE.replace(seed=9, train_fraction=0.5)]
     fresh_root, shared_root = tmp_path / "fresh", tmp_path / "shared"
@@ -486,12 +487,12 @@ def test_a_worker_shares_its_loaded_splits_without_changing_any_number(seeded, t
     loads = []
     real = data_mod.load_splits
     monkeypatch.setattr(data_mod, "load_splits", lambda *a, **k: loads.append(a) or real(*a, **k))
-    executors._SPLITS.clear()
+    worker._SPLITS.clear()
     shared = runs.RunCache(shared_root)
     for c in cfgs:
-        assert executors._run_one(c.to_dict(), str(shared.root.parent), shared.threads) is None
-    assert len(loads) == 1 and len(executors._SPLITS) == 1
-    executors._SPLITS.clear()
+        assert worker.run_one(c.to_dict(), str(shared.root.parent), shared.threads) is None
+    assert len(loads) == 1 and len(worker._SPLITS) == 1
+    worker._SPLITS.clear()
     for a, c in zip(want, cfgs):
         b = shared.load(c)
         assert a.test == b.test

@@ -290,21 +290,21 @@ def test_prepare_draws_the_training_subset_that_train_draws():
 
 
 def test_a_worker_featurises_the_images_of_its_run_that_preparation_did_not(release, tmp_path, monkeypatch):
-    """``executors._splits_for``: a run whose training subset lacks features gets them before it trains."""
+    """``worker._splits_for``: a run whose training subset lacks features gets them before it trains."""
     from coherent_itr.config import Config
-    from reproduce.driver import executors
+    from reproduce.driver import worker
 
     monkeypatch.setenv("FLICKR8K_DIR", str(release))
     cache = tmp_path / "cache"
     with pytest.warns(f8.Flickr8kWarning):
         f8.load_flickr8k(release, cache_dir=cache, progress=False, train_images=[])  # dev and test only
     calls = _counting_encoder(monkeypatch)
-    executors._SPLITS.clear()
+    worker._SPLITS.clear()
     cfg = Config(data="flickr8k", data_dir=str(release), train_fraction=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", f8.Flickr8kWarning)
-        splits = executors._splits_for(cfg, str(cache), 1)
-    executors._SPLITS.clear()
+        splits = worker._splits_for(cfg, str(cache), 1)
+    worker._SPLITS.clear()
     assert sum(calls) == 2 and f8.missing_feature_rows(splits.train).size == 0
 
 

@@ -148,7 +148,8 @@ def test_cli_choices_match_the_study():
 def test_the_engine_each_invocation_sets_for_workers_and_notebooks(argv, machine, setting):
     from reproduce.driver.arguments import engine_setting, parse_args
 
-    assert engine_setting(parse_args(argv), machine) == setting
+    args = parse_args(argv)
+    assert engine_setting(args.engine, args.pack_width, machine) == setting
 
 
 def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
@@ -156,14 +157,14 @@ def test_data_auto_says_what_it_found_and_why(tmp_path, monkeypatch):
     from reproduce.driver import preflight
 
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
-    sets, why = preflight.resolve_data_sets(cli.parse_args([]))
+    sets, why = preflight.resolve_data_sets(cli.parse_args([]).data_sets)
     assert sets == ["synthetic"] and any("not set" in w for w in why)
     rel = _fake_release(tmp_path / "f8k", judgements=False)
     monkeypatch.setenv("FLICKR8K_DIR", str(rel))
-    sets, why = preflight.resolve_data_sets(cli.parse_args([]))
+    sets, why = preflight.resolve_data_sets(cli.parse_args([]).data_sets)
     assert sets == ["synthetic", "flickr8k"]
     assert any(str(rel) in w and "ExpertAnnotations.txt" in w for w in why)
-    sets, _ = preflight.resolve_data_sets(cli.parse_args(["--data", "synthetic"]))
+    sets, _ = preflight.resolve_data_sets(cli.parse_args(["--data", "synthetic"]).data_sets)
     assert sets == ["synthetic"]
 
 
@@ -174,15 +175,17 @@ def test_runs_side_by_side_are_refused_on_cuda_where_they_fail(monkeypatch):
 
     from reproduce.driver import cli as cli
     from reproduce.driver import preflight
+    from reproduce.spec.profiles import get_profile
 
     monkeypatch.setenv("COHERENT_ITR_THREADS", "1")
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
     args = cli.parse_args(["--runs-per-worker", "4", "--data", "synthetic"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(cli.UsageError, match=r"--runs-per-worker 4: on CUDA.*cuDNN.*--workers N"):
-        preflight.validate(args)
+        cli.build_invocation(args)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert preflight.validate(args) == ["synthetic"]
+    assert cli.build_invocation(args).data_sets == ("synthetic",)
+    assert preflight.validate(get_profile("default"), ["synthetic"], None, 4)[0] == ["synthetic"]
 
 
 def _free_port() -> int:
@@ -320,7 +323,7 @@ def test_a_warning_about_the_release_is_printed_once_by_the_driver_and_never_by_
     code = (
         "import os, warnings\n"
         "from coherent_itr.data.flickr8k import Flickr8kWarning\n"
-        "from reproduce.driver.executors import init_worker\n"
+        "from reproduce.driver.worker import init_worker\n"
         "init_worker(os.getppid())\n"
         "warnings.warn('release note', Flickr8kWarning)\n"
         "warnings.warn('another warning', UserWarning)\n"
@@ -375,10 +378,12 @@ def test_with_every_tuning_run_cached_the_driver_trains_only_the_final_runs(monk
     monkeypatch.setattr(pipeline, "ready_runs", ready_runs)
     est = plan_mod.DataSetEstimate("synthetic", [], tuned[1:], 2, 0.0, True, final_plan=tuned)
     plan = plan_mod.DataSetPlan("synthetic", profile_for("default", "synthetic"), [], [], None, est)
-    args = cli.parse_args(["--data", "synthetic", "--no-progress"])
+    inv = cli.build_invocation(cli.parse_args(["--data", "synthetic", "--no-progress"]))
     out = outcome.Outcome()
-    cli.train_data_set(args, plan, Cache(), out)
+    asked = {}  # the interrupt's channel: every run the protocol found beyond the plan's
+    assert cli.train_data_set(inv, plan, Cache(), out, asked) is not None  # something trained: notebooks fresh
     assert executor.ran == [(c.key(), True) for c in tuned[1:]] and out.runs_to_do == 2 and not out.failed_runs
+    assert set(asked) == {c.key() for c in tuned[1:]} and plan.todo == []  # counted there, the plan unchanged
 
 
 def test_workers_auto_is_one_per_core_on_a_cpu_and_up_to_16_sharing_a_gpu():
@@ -397,3 +402,34 @@ def test_workers_auto_is_one_per_core_on_a_cpu_and_up_to_16_sharing_a_gpu():
     assert executors.auto_workers(cuda=True, cores=8)[0] == 8
     n, why = executors.auto_workers(cuda=True, cores=64)
     assert "CUDA" in why and str(executors.GPU_WORKERS) in why
+
+
+def test_main_resolves_the_profile_once_and_hands_down_one_frozen_invocation(tmp_path, monkeypatch, capsys):
+    """A dry run walked from ``main``: the profile is resolved once (``get_profile``, wherever a module bound it),
+    the plan reads the invocation's profiles, and the invocation cannot be changed downstream."""
+    import dataclasses
+
+    from reproduce.driver import cli
+    from reproduce.spec import profiles
+
+    monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FLICKR8K_DIR", raising=False)
+    monkeypatch.delenv("COHERENT_ITR_RUNS_FROM", raising=False)
+    real, calls, built = profiles.get_profile, [], []
+
+    def counted(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("reproduce") and getattr(mod, "get_profile", None) is real:
+            monkeypatch.setattr(mod, "get_profile", counted)
+    build = cli.build_invocation
+    monkeypatch.setattr(cli, "build_invocation", lambda args: built.append(build(args)) or built[-1])
+    assert cli.main(["--profile", "smoke", "--data", "synthetic", "--dry-run", "--no-progress"]) == 0
+    assert calls == [("smoke",)]
+    (inv,) = built
+    assert inv.run_profiles() == {"synthetic": real("smoke")} and inv.profiles["flickr8k"].data == "flickr8k"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inv.workers = 3
+    assert "reproduce [smoke/synthetic]" in capsys.readouterr().out

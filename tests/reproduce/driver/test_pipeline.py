@@ -489,7 +489,7 @@ def test_trained_tuning_runs_leave_nothing_to_do(tmp_path, monkeypatch):
     assert not any(cache.has(c) for c in cfgs) and all(cache.has_training(c) for c in cfgs)
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: cfgs)
     args = driver.parse_args(["--profile", "smoke", "--data", "synthetic"])
-    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
+    plan = plan_mod.data_set_plan(get_profile(args.profile), "synthetic", args.papers, cache)
     assert plan.tuned and plan.configs == cfgs and plan.todo == []
     monkeypatch.setattr(tuning, "tuning_configs", lambda profile, papers=None: [*cfgs, tiny_configs(3)[2]])
     again = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)

@@ -85,17 +85,17 @@ def test_claims_of_a_failed_notebook_are_marked_stale_with_its_stamp(tmp_path, m
 def test_driver_does_not_update_readme_when_something_failed_and_records_failures(tmp_path, monkeypatch):
     from reproduce.driver import cli as cli
     from reproduce.driver import ledger_files, outcome
-    from reproduce.driver.executors import RunFailure
+    from reproduce.driver.worker import RunFailure
 
     monkeypatch.setattr(outcome, "ROOT", tmp_path)
     readme_calls = []
     monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
-    args = cli.parse_args(["--profile", "default", "--data", "synthetic"])
+    inv = cli.build_invocation(cli.parse_args(["--profile", "default", "--data", "synthetic"]))
     out = outcome.Outcome(
         failed_runs=[RunFailure({"loss": "triplet"}, "ValueError: x", "tb")],
         failed_notebooks=[("synthetic", "01_bcls.ipynb", "Traceback\nRuntimeError: cell 7 failed\n")],
     )
-    assert outcome.finish(args, ["synthetic"], out, time.perf_counter()) == 1
+    assert outcome.finish(inv, out, time.perf_counter()) == 1
     assert readme_calls == []
     man = json.loads((tmp_path / "results" / "manifest.json").read_text())
     assert man["failures"]["runs"] == [{"config": {"loss": "triplet"}, "error": "ValueError: x"}]
@@ -103,7 +103,7 @@ def test_driver_does_not_update_readme_when_something_failed_and_records_failure
         {"data": "synthetic", "notebook": "01_bcls.ipynb", "error": "RuntimeError: cell 7 failed"}
     ]
     # nothing failed, nothing stale: the README is updated
-    assert outcome.finish(args, ["synthetic"], outcome.Outcome(), time.perf_counter()) == 0
+    assert outcome.finish(inv, outcome.Outcome(), time.perf_counter()) == 0
     assert len(readme_calls) == 1
 
 
@@ -378,7 +378,7 @@ def test_failed_tuning_runs_end_in_one_summary(tmp_path, monkeypatch, capsys):
     from reproduce.driver import ledger_files, outcome
     from reproduce.present import tuning_tables
     from reproduce.protocol import prepare
-    from reproduce.driver.executors import RunFailure
+    from reproduce.driver.worker import RunFailure
 
     monkeypatch.setenv("COHERENT_ITR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(outcome, "ROOT", tmp_path)
@@ -400,14 +400,13 @@ def test_failed_tuning_runs_end_in_one_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: _Failing())
     monkeypatch.setattr(prepare, "prepare", lambda *a, **k: 0.0)
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: None)
-    args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--no-progress"])
-    args.data_reasons = ["synthetic: planted"]
+    inv = cli.build_invocation(cli.parse_args(["--profile", "default", "--data", "synthetic", "--no-progress"]))
     cache = RunCache()
-    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
+    plan = plan_mod.data_set_plan(inv.profiles["synthetic"], "synthetic", inv.papers, cache)
     out = outcome.Outcome()
-    cli.train_data_set(args, plan, cache, out)
+    cli.train_data_set(inv, plan, cache, out, {})
     assert not out.failed_data and len(out.failed_runs) == 4
-    assert outcome.finish(args, ["synthetic"], out, time.perf_counter()) == 1
+    assert outcome.finish(inv, out, time.perf_counter()) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.count("run failed: synthetic triplet lr 0.002 seed 0: FileNotFoundError: /data/gone/images.npy") == 1
@@ -439,8 +438,9 @@ def test_pilot_only_sets_its_variable_for_workers_and_kernels_and_leaves_the_rea
     monkeypatch.setattr(outcome, "ROOT", tmp_path)
     readme_calls = []
     monkeypatch.setattr(ledger_files, "update_readme", lambda *a, **k: readme_calls.append(a))
-    args = cli.parse_args(["--profile", "default", "--data", "synthetic", "--pilot-only"])
-    assert outcome.finish(args, ["synthetic"], outcome.Outcome(), time.perf_counter()) == 0
+    inv = cli.build_invocation(cli.parse_args(["--profile", "default", "--data", "synthetic", "--pilot-only"]))
+    assert inv.pilot_only and inv.profiles["synthetic"].pilot_only and inv.profiles["flickr8k"].pilot_only
+    assert outcome.finish(inv, outcome.Outcome(), time.perf_counter()) == 0
     assert readme_calls == []
     assert (tmp_path / "results" / "pilot" / "study" / "claims.csv").is_file()
     assert not (tmp_path / "results" / "claims.csv").exists()

@@ -54,19 +54,18 @@ def test_papers_data_trains_nothing_under_the_tuned_profile(monkeypatch, capsys)
     from reproduce.present import tuning_tables
     from reproduce.protocol import prepare
 
-    args = cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"])
-    args.data_reasons = ["synthetic: planted"]
+    inv = cli.build_invocation(cli.parse_args(["--papers", "data", "--data", "synthetic", "--no-progress"]))
     executor = _RefusingExecutor()
     called = []
     monkeypatch.setattr(executors, "make_executor", lambda *a, **k: executor)
     monkeypatch.setattr(prepare, "prepare", lambda todo, progress: called.append(("prepare", len(todo))) or 0.0)
     monkeypatch.setattr(tuning_tables, "write_tuning_summary", lambda *a, **k: called.append(("summary", a[3:])))
     cache = RunCache()
-    plan = plan_mod.data_set_plan(args.profile, "synthetic", args.papers, cache)
+    plan = plan_mod.data_set_plan(inv.profiles["synthetic"], "synthetic", inv.papers, cache)
     assert plan.tuned and plan.configs == [] and plan.todo == []
-    cli.announce(args, [plan])
+    cli.announce(inv, [plan])
     out = outcome.Outcome()
-    cli.train_data_set(args, plan, cache, out)
+    assert cli.train_data_set(inv, plan, cache, out, {}) is None  # nothing trained: no fresh notebook execution
     assert executor.calls == [] and called == [] and out.runs_to_do == 0 and out.failed_runs == []
     said = capsys.readouterr().out
     assert "nothing to train (the selected papers train nothing)" in said
@@ -467,7 +466,7 @@ def run(args, sets):
 
 
 driver.run = run
-driver.runs_cached = lambda plans: 0
+driver.runs_cached = lambda configs: 0
 for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
     t = time.monotonic()
     rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--skip-notebooks"])
@@ -519,14 +518,14 @@ class Stalling:  # an executor whose runs never end
     run = run_as_ready = staticmethod(stall)
 
 
-def make_plan(profile_name, sets, papers, cache, workers, notebooks_s=0.0):
+def make_plan(profiles, papers, cache, workers, notebooks_s=0.0, runs_from=None):
     if PHASE == "planning":
         stall()
     todo = [] if PHASE == "notebooks" else [Config(data="toy", seed=0)]
     profile = profile_for("default", "synthetic")  # tunes
     if PHASE != "tuning":  # the runs known at once, no tuning phase
         profile = dataclasses.replace(profile, tuning=None)
-    return plan_mod.Plan(profile_name, [plan_mod.DataSetPlan("synthetic", profile, todo, todo)], workers, notebooks_s)
+    return plan_mod.Plan("smoke", [plan_mod.DataSetPlan("synthetic", profile, todo, todo)], workers, notebooks_s)
 
 
 plan_mod.make_plan = make_plan
@@ -535,7 +534,7 @@ prepare.prepare = stall if PHASE == "preparation" else (lambda todo, progress, l
 prepare.prepare_analyses = lambda profile, data, progress=True: {}  # the notebooks' data: the test's world has none
 executors.make_executor = lambda *a, **k: Stalling()
 notebooks.execute_all = stall
-driver.runs_cached = lambda plans: 0
+driver.runs_cached = lambda configs: 0
 for _ in range(20):  # 20 times in a row in one process: the handlers are put back after each
     t = time.monotonic()
     rc = driver.main(["--profile", "smoke", "--data", "synthetic", "--no-progress"])
@@ -568,7 +567,7 @@ def test_one_ctrl_c_stops_the_driver_in_every_phase_twenty_times_in_a_row(tmp_pa
 
 _PACK_SCRIPT = """
 import signal, sys, threading, time
-from reproduce.driver import executors
+from reproduce.driver import worker
 
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as the driver does: a SIGINT ignored by a parent shell
 
@@ -579,8 +578,8 @@ def run(config_dict, *args):  # a run that lasts: the Ctrl-C lands inside it
         print("started", flush=True)
     time.sleep(600)
 
-executors._run_one = run
-executors._run_pack([{"seed": 1}, {"seed": 2}], sys.argv[1], 1)
+worker.run_one = run
+worker.run_pack([{"seed": 1}, {"seed": 2}], sys.argv[1], 1)
 """
 
 
@@ -622,7 +621,7 @@ def test_after_a_ctrl_c_the_driver_exits_with_its_status_while_a_packs_runs_are_
         "import sys, threading, time\n"
         "import torch\n"
         "from reproduce.__main__ import exit_now_if_runs_are_left\n"
-        "from reproduce.driver.executors import RUN_THREAD\n"
+        "from reproduce.driver.worker import RUN_THREAD\n"
         "exit_now_if_runs_are_left(3)  # no run left: returns\n"
         "x = torch.randn(256, 256)\n"
         "def work():\n"

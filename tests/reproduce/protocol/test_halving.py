@@ -11,7 +11,7 @@ import pytest
 
 from coherent_itr import config as config_mod
 from reproduce.spec import experiments
-from reproduce.protocol import halving, pipeline, tuning
+from reproduce.protocol import halving, pipeline, trials, tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from reproduce.protocol.study import profile_for
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, record
@@ -21,7 +21,7 @@ from tiny_run import TINY
 @pytest.fixture(autouse=True)
 def _planted_collapse(monkeypatch):
     """The planted records carry a ``collapsed`` flag, not the health values ``coherent_itr.health`` reads."""
-    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", planted_is_collapsed)
 
 
 def planted_is_collapsed(view):
@@ -53,7 +53,7 @@ def test_a_rung_run_is_the_beginning_of_its_full_run(tmp_path, warmup):
     rung_epochs = warmup + 2
     full = train(full_cfg, progress=False, cache_dir=str(tmp_path)).record
     rung = train(full_cfg.replace(epochs=rung_epochs), progress=False, cache_dir=str(tmp_path)).record
-    view = halving.rung_view(tuning._validation_view(full), rung_epochs)
+    view = halving.rung_view(trials.validation_view(full), rung_epochs)
     keys = ("epoch", "val_rsum", "val_hardneg_sim", "val_pos_sim", "train_loss")
     assert [{k: h[k] for k in keys} for h in view["history"]] == [{k: h[k] for k in keys} for h in rung["history"]]
     assert view["best_epoch"] == rung["best_epoch"] and view["epochs_run"] == rung["epochs_run"]
@@ -180,5 +180,5 @@ def test_halving_reads_no_test_metric():
     rec["warmup"] = {"epochs": [], "applies": False}
     for h in rec["history"]:
         h.update(val_gap=0.1, val_rsum_over_chance=2.0)
-    view = halving.rung_view(tuning._validation_view(rec), 2)
+    view = halving.rung_view(trials.validation_view(rec), 2)
     assert view["best_epoch"] == 2 and rec.read <= set(tuning.VALIDATION_KEYS)

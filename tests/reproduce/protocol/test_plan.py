@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from coherent_itr import runs
-from reproduce.protocol import cost, plan, tuning
+from reproduce.protocol import cost, plan, trials, tuning
 from reproduce.spec import profiles
 from reproduce.spec.profiles import COSTS, COSTS_MODEL, TuningGrid, get_profile
 from test_tuning import FakeCache, FakeExecutor, fake_is_collapsed, planted, record
@@ -226,7 +226,7 @@ def test_with_tuning_done_the_plan_counts_exactly_the_final_runs_left(monkeypatc
     """A rerun after everything trained used to announce the grid's bound (≤ 222 runs, 15 h) and train none:
     with every tuning run cached the plan is the tuned plan's uncached runs — none after a finished study,
     the exact list when some final runs are missing."""
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     prof = get_profile("smoke")
     cache = EvaluatingCache(planted)
     _drive(prof, None, cache)
@@ -252,7 +252,7 @@ def test_under_successive_halving_the_plan_is_exact_once_the_settings_that_went_
     cap, the plan is still a bound; with those cached too, it is the tuned plan's uncached runs."""
     from test_halving import halving_profile, planted_is_collapsed
 
-    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", planted_is_collapsed)
     prof = halving_profile()
     cache = EvaluatingCache(planted)
     tune = tuning.tuning_configs(prof)

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from reproduce.protocol import pipeline, tuning
+from reproduce.protocol import pipeline, trials, tuning
 from reproduce.spec import experiments
 from reproduce.spec.profiles import get_profile
 from test_halving import CAP, halving_profile, planted_is_collapsed
@@ -61,7 +61,7 @@ def pipelined(prof, papers, cache, fail, seed) -> tuple[list, list]:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_pipeline_trains_each_run_once_and_chooses_the_same_in_any_order(monkeypatch, seed):
-    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", planted_is_collapsed)
     prof = dataclasses.replace(halving_profile(), seeds=(0, 1, 2), sweep_seeds=(0, 1))
     papers = ["overview", "unified", "bcls"]
     a, b = EvaluatingCache(_score, _collapsed), EvaluatingCache(_score, _collapsed)
@@ -82,7 +82,7 @@ def test_the_pipeline_trains_each_run_once_and_chooses_the_same_in_any_order(mon
 def test_when_every_setting_collapses_on_another_seed_the_choice_is_made_on_whole_counts(monkeypatch, seed):
     """The least collapsed setting is chosen on whole counts: the pipeline trains every seed of every setting it
     tried, and chooses the same in any order."""
-    monkeypatch.setattr(tuning, "_default_is_collapsed", planted_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", planted_is_collapsed)
     prof = dataclasses.replace(halving_profile(), seeds=(0, 1, 2), sweep_seeds=(0, 1))
 
     def collapsed(c):  # seed 1 collapses everywhere; seed 2 too at the larger lrs
@@ -96,7 +96,7 @@ def test_when_every_setting_collapses_on_another_seed_the_choice_is_made_on_whol
 
 
 def test_without_halving_and_without_tuning(monkeypatch):
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     prof = tuned_profile()
     a, b = EvaluatingCache(planted), EvaluatingCache(planted)
     final_a, _ = pipelined(prof, ["unified"], a, lambda c: False, None)

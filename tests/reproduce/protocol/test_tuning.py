@@ -14,7 +14,7 @@ from coherent_itr import config as config_mod
 from coherent_itr import losses
 from reproduce.spec import experiments
 from reproduce.present import tuning_tables
-from reproduce.protocol import pipeline, tuning
+from reproduce.protocol import pipeline, trials, tuning
 from reproduce.spec.profiles import TuningGrid, get_profile
 from tiny_run import TINY
 
@@ -359,7 +359,7 @@ def test_protocol_end_to_end_on_planted_records():
 
 def test_failed_tuning_runs_are_never_chosen_and_the_next_invocation_asks_for_them_again(monkeypatch):
     prof = tuned_profile()
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(lambda c: 900.0 if c.lr == 6e-4 else 300.0)
     ex = FakeExecutor(fail=lambda c: c.lr == 6e-4)  # the would-be winner fails to train
     failures = ex.run(pipeline.ready_runs(prof, ["unified"], cache).tuning, cache, evaluate=False)
@@ -376,7 +376,7 @@ def test_failed_tuning_runs_are_never_chosen_and_the_next_invocation_asks_for_th
 
 def test_summary_written_per_data_set(tmp_path, monkeypatch):
     prof = tuned_profile()
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted)
     FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
     df = tuning_tables.write_tuning_summary(tmp_path / "flickr8k", prof, cache, papers=["listwise"])
@@ -392,7 +392,7 @@ def test_a_one_paper_summary_keeps_the_families_of_papers_tuned_before(tmp_path,
     """``--papers listwise`` after a run of Unified: the summary still lists Unified's families (its tuning runs
     are cached); a paper never tuned is not listed, and nothing is trained to list it."""
     prof = tuned_profile()
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted)
     FakeExecutor().run(tuning.tuning_configs(prof, ["listwise"]), cache)
     alone = tuning_tables.write_tuning_summary(tmp_path, prof, cache, papers=["listwise"])
@@ -432,7 +432,7 @@ def test_study_resolves_arms_to_their_tuned_configs(monkeypatch):
     included) uses its family's chosen setting; the tuning table marks the choice."""
     from reproduce.protocol.study import Study
 
-    monkeypatch.setattr(tuning, "_default_is_collapsed", fake_is_collapsed)
+    monkeypatch.setattr(trials, "default_is_collapsed", fake_is_collapsed)
     cache = FakeCache(planted, collapsed=lambda c: c.lr == 2e-3)
     st = Study(tuned_profile(), "synthetic", cache=cache, progress=False)
     gamma = [a for a in st.arms("unified", "gamma")]

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from reproduce.protocol import tuning
+from reproduce.protocol import trials
 from reproduce.spec import experiments, power_seeds
 from reproduce.spec.profiles import profile_for
 
@@ -40,8 +40,8 @@ def test_an_arm_trains_the_seeds_the_file_gives_it_and_the_health_check_reads_th
             asked.append(cfg.seed)
             return True
 
-    monkeypatch.setattr(tuning, "_load_record", lambda cache, cfg: {})
-    bad, checked, complete = tuning._other_seeds_health(
+    monkeypatch.setattr(trials, "load_record", lambda cache, cfg: {})
+    bad, checked, complete = trials.other_seeds_health(
         sn, flickr, {"lr": 2e-3, "warmup_epochs": 0}, Cache(), (), False, lambda view: (False, "")
     )
     assert sorted(asked) == [1, 2, 3, 4] and (bad, checked, complete) == (0, 4, True)
@@ -83,27 +83,45 @@ def test_a_bad_entry_is_named_with_its_file_and_table(tmp_path, monkeypatch, tex
 
 
 def test_pilot_only_trains_the_pilot_seeds_into_a_folder_of_its_own(tmp_path, monkeypatch):
-    """``--pilot-only`` (its variable): every arm trains its pilot seeds, whatever the file gives it, and the
-    results go under ``<results>/pilot/study/``; the file itself still reads whole (``power_plan --keep`` reads it)."""
+    """``--pilot-only`` (the profile's flag): every arm trains its pilot seeds, whatever the file gives it, and the
+    results go under ``<results>/pilot/study/``; the file itself still reads whole (``power_plan --keep`` reads it).
+    The profile is a function of its arguments: the variable that carries the flag to workers and kernels is read
+    by :func:`power_seeds.pilot_only` alone, never by ``get_profile``."""
     from reproduce.spec.profiles import get_profile, profile_for
 
     path = _plant(tmp_path, monkeypatch, '[default.flickr8k]\n"bcls/Triplet-SN" = 8\n')
-    for off in (None, "0", ""):
-        if off is None:
+    for env in (None, "0", "", "1"):
+        if env is None:
             monkeypatch.delenv(power_seeds.PILOT_ONLY_ENV, raising=False)
         else:
-            monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, off)
+            monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, env)
+        assert power_seeds.pilot_only() == (env == "1")  # the transport
         flickr = profile_for("default", "flickr8k")
-        assert not power_seeds.pilot_only() and flickr.results_dir == "results/flickr8k"
+        assert not flickr.pilot_only and flickr.results_dir == "results/flickr8k"
         assert _arm("bcls", "Triplet-SN", flickr).seeds(flickr) == tuple(range(8))
-    monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "1")
-    flickr = profile_for("default", "flickr8k")
-    assert power_seeds.pilot_only()
-    assert _arm("bcls", "Triplet-SN", flickr).seeds(flickr) == (0, 1, 2, 3, 4)
-    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN") is None
-    assert power_seeds.most_of_paper("default", "flickr8k", "bcls") == 0
-    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN", path=path) == 8  # a named file reads
+        pilot = profile_for("default", "flickr8k", pilot_only=True)
+        assert pilot.pilot_only and pilot.results_dir == "results/pilot/study/flickr8k"
+        assert _arm("bcls", "Triplet-SN", pilot).seeds(pilot) == (0, 1, 2, 3, 4)
+    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN", pilot=True) is None
+    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN") == 8
+    assert power_seeds.most_of_paper("default", "flickr8k", "bcls", pilot=True) == 0
+    assert power_seeds.most_of_paper("default", "flickr8k", "bcls") == 8
+    assert power_seeds.seeds_of("default", "flickr8k", "bcls", "Triplet-SN", path=path, pilot=True) == 8  # named file
     assert power_seeds.load() == {("default", "flickr8k"): {"bcls/Triplet-SN": 8}}
-    assert get_profile("default").results_dir == "results/pilot/study"
-    assert flickr.results_dir == "results/pilot/study/flickr8k"
-    assert profile_for("smoke", "synthetic").results_dir == "results/smoke/pilot/study"
+    assert get_profile("default", pilot_only=True).results_dir == "results/pilot/study"
+    assert profile_for(get_profile("default", pilot_only=True), "flickr8k").pilot_only  # a profile keeps its flag
+    assert profile_for("smoke", "synthetic", pilot_only=True).results_dir == "results/smoke/pilot/study"
+
+
+def test_a_notebook_study_takes_the_pilot_flag_from_its_kernels_environment(monkeypatch):
+    """The driver's ``--pilot-only`` reaches a notebook through its kernel's environment: a :class:`Study` given a
+    profile's name reads it there, unless told; a study given a profile keeps the profile's flag."""
+    from reproduce.protocol.study import Study
+    from reproduce.spec.profiles import get_profile
+
+    monkeypatch.setenv(power_seeds.PILOT_ONLY_ENV, "1")
+    assert Study("smoke", "synthetic", cache=object()).profile.pilot_only
+    assert not Study("smoke", "synthetic", cache=object(), pilot_only=False).profile.pilot_only
+    monkeypatch.delenv(power_seeds.PILOT_ONLY_ENV)
+    assert not Study("smoke", "synthetic", cache=object()).profile.pilot_only
+    assert Study(get_profile("smoke", pilot_only=True), "synthetic", cache=object()).profile.pilot_only
