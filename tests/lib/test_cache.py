@@ -531,11 +531,15 @@ def test_the_device_enters_the_run_key_and_a_cpu_runs_key_is_unchanged(monkeypat
     config = Config(**TINY, seed=0)
     monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
     blob = {"config": config.key(), "code": training_code_hash(config), "threads": 1, "torch": torch.__version__}
-    cpu = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
-    assert run_key(config) == cpu
+    cpu = hashlib.sha256(json.dumps({**blob, "cpu": runs.REFERENCE_CPU}, sort_keys=True).encode()).hexdigest()[:20]
+    assert run_key(config) == cpu  # every CPU's key names it, the reference CPU's too
     monkeypatch.setattr(identity, "cpu_identity", lambda: "GenuineIntel/AVX512")
     other = hashlib.sha256(json.dumps({**blob, "cpu": "GenuineIntel/AVX512"}, sort_keys=True).encode()).hexdigest()
     assert run_key(config) == other[:20] != cpu
+    assert runs.machine_id(runs.local_numerics(config)).startswith("cpu-GenuineIntel-AVX512-torch")
+    monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
+    assert runs.machine_id(runs.local_numerics(config)).startswith("cpu-AuthenticAMD-AVX2-torch")
+    monkeypatch.setattr(identity, "cpu_identity", lambda: "GenuineIntel/AVX512")
     assert runs.machine_id(runs.local_numerics(config)).startswith("cpu-GenuineIntel-AVX512-torch")
     monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

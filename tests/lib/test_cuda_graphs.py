@@ -196,11 +196,10 @@ def test_graphs_switched_off_by_the_environment(monkeypatch):
 
 
 def test_the_step_engine_enters_a_cuda_runs_key_and_no_cpu_key(monkeypatch):
-    """A CPU run's numerics name no step engine (on the reference CPU they are empty, and its key is as before); on
-    CUDA the key names eager or the graph engine."""
+    """A CPU run's numerics name its CPU and no step engine; on CUDA the key names eager or the graph engine."""
     cfg = Config(**tiny(loss="triplet", device="cpu"))
     monkeypatch.setattr(identity, "cpu_identity", lambda: runs.REFERENCE_CPU)
-    assert runs.device_numerics(cfg) == {}
+    assert runs.device_numerics(cfg) == {"cpu": runs.REFERENCE_CPU}
     assert cuda_graphs.step_identity(cfg, "cuda") == f"cuda-graph:{cuda_graphs.engine_source_sha()}"
     assert cuda_graphs.step_identity(cfg.replace(loss="bcls", relevance="true"), "cuda") == (
         f"cuda-graph:{cuda_graphs.engine_source_sha()}"  # one record per machine; bcls trains eagerly there

@@ -40,13 +40,12 @@ from pathlib import Path
 
 from .. import paths
 from ..config import Config
-from ..determinism import REFERENCE_CPU
 from ..io import load_npz
 from .cache import save_machine
+from .migrations import FORMAT, upgrade, upgrade_head
 from .identity import DATA_FORM_FIELDS, HOST_FIELD, capture_failure, form_field, local_numerics, machine_id
 from .store import EVAL_FILES, SLIM_KEY, TRAIN_FILES, verify_entry, write_entry
 
-FORMAT = 1
 PART_BYTES = 16 * 2**20
 MAX_PARTS = 8
 MEMBER = re.compile(
@@ -127,7 +126,10 @@ def archive_machine(path: str | Path) -> dict:
         if isinstance(exc, ArchiveError):
             raise
         raise ArchiveError(f"{first}: not a readable run archive ({type(exc).__name__}: {exc})") from None
-    return {k: v for k, v in manifest.items() if k not in ("members", "slim")}
+    try:
+        return upgrade_head({k: v for k, v in manifest.items() if k not in ("members", "slim")})
+    except ValueError as exc:
+        raise ArchiveError(f"{first}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -148,7 +150,8 @@ def _read_parts(path: Path) -> tuple[bytes, list[Path]]:
 
 
 def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
-    """``(manifest, {member name: bytes})`` of an archive, every member verified against the manifest."""
+    """``(manifest, {member name: bytes})`` of an archive, every member verified against the manifest, in the
+    current format (:func:`coherent_itr.runs.migrations.upgrade`: an older archive is upgraded as it is read)."""
     path = Path(path)
     blob, files = _read_parts(path)
     where = files[0] if len(files) == 1 else f"{files[0]} (+{len(files) - 1} parts)"
@@ -169,8 +172,8 @@ def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
         manifest = json.loads(members.pop("manifest.json"))
     except (KeyError, ValueError):
         raise ArchiveError(f"{where}: manifest.json missing or unreadable; nothing imported") from None
-    if manifest.get("format") != FORMAT:
-        raise ArchiveError(f"{where}: archive format {manifest.get('format')!r}; this code reads format {FORMAT}")
+    if manifest.get("format") not in range(1, FORMAT + 1):
+        raise ArchiveError(f"{where}: archive format {manifest.get('format')!r}; this code reads formats 1–{FORMAT}")
     listed = manifest.get("members", {})
     if set(listed) != set(members):
         extra, absent = sorted(set(members) - set(listed)), sorted(set(listed) - set(members))
@@ -180,7 +183,7 @@ def read_archive(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     for name, data in members.items():
         if member_sha256(data) != listed[name]:
             raise ArchiveError(f"{where}: member {name} altered (sha256 differs from the manifest); nothing imported")
-    return manifest, members
+    return upgrade(manifest, members)
 
 
 def import_runs(path: str | Path, cache_root=None) -> dict:
@@ -391,9 +394,9 @@ def one_machine(a: dict, a_reads: set, b: dict, b_reads: set) -> dict | None:
 
 
 def machine_differences(there: dict, here: dict) -> dict:
-    """The fields of two machines' numerics that differ: field → (there, here); a CPU field that one of them lacks
-    is the reference CPU's (:data:`coherent_itr.runs.REFERENCE_CPU`), a device field the CPU's."""
-    defaults = {"cpu": REFERENCE_CPU, "device": "cpu"}
+    """The fields of two machines' numerics that differ: field → (there, here); a device field that one of them
+    lacks is the CPU's, any other ``"none"``."""
+    defaults = {"device": "cpu"}
     fields = sorted(set(there) | set(here))
     pairs = {k: (there.get(k, defaults.get(k, "none")), here.get(k, defaults.get(k, "none"))) for k in fields}
     return {k: v for k, v in pairs.items() if v[0] != v[1]}

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import code_identity, paths
-from ..determinism import REFERENCE_CPU, cpu_identity  # a CPU run's key names its CPU
+from ..determinism import cpu_identity  # a CPU run's key names its CPU
 from ..config import Config
 from ..io import sha256_file
 
@@ -251,8 +251,9 @@ def pinned_threads(n: int):
 
 def device_numerics(config: Config) -> dict:
     """What of the device changes a run's numbers, beyond its config and code: on the CPU, the CPU
-    (:func:`cpu_identity`) — ``{}`` on :data:`REFERENCE_CPU` (so the keys of its runs are what they always were),
-    ``{"cpu": "GenuineIntel/AVX512"}`` and the like elsewhere; on CUDA the device type, its compute capability, the
+    (:func:`cpu_identity`), ``{"cpu": "AuthenticAMD/AVX2"}``, ``{"cpu": "GenuineIntel/AVX512"}`` and the like — on
+    every CPU (archives of format 1, whose keys left out the reference CPU, are upgraded as they are read:
+    :mod:`coherent_itr.runs.migrations`); on CUDA the device type, its compute capability, the
     TF32 switches of matmul and cuDNN (settings of the process that ``train`` leaves as it finds them) and the step
     engine (``"eager"``, or the CUDA-graph engine and its source hash: :func:`coherent_itr.cuda_graphs.step_identity`).
     A CUDA run and a CPU run of one config thus have two keys, as have runs on two CPUs, and one cache holds them
@@ -264,8 +265,7 @@ def device_numerics(config: Config) -> dict:
 
     device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
-        cpu = cpu_identity()
-        return {} if cpu == REFERENCE_CPU else {"cpu": cpu}
+        return {"cpu": cpu_identity()}
     major, minor = torch.cuda.get_device_capability()
     return {
         "device": f"{device}:sm{major}{minor}",

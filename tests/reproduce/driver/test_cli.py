@@ -139,7 +139,7 @@ def test_cli_choices_match_the_study():
     "argv, machine, setting",
     [
         ([], None, "auto:8"),
-        ([], "cpu-torch2.13.0-10b76383", "solo"),  # reading the committed CPU runs: their engine
+        ([], "cpu-AuthenticAMD-AVX2-torch2.13.0-0dc32781", "solo"),  # reading the committed CPU runs: their engine
         (["--engine", "solo"], None, "solo"),
         (["--engine", "pack", "--pack-width", "16"], None, "pack:16"),
         (["--engine", "pack"], "cuda-sm90-torch2.11.0-0", "pack:8"),  # a GPU machine's packed runs, read back
