@@ -320,11 +320,11 @@ def test_data_bundle_points_the_driver_at_a_bundle_and_refuses_a_folder_that_is_
 
     _, out = built
     monkeypatch.delenv("FLICKR8K_DIR", raising=False)
-    sets, why = preflight.resolve_data_sets(driver_cli.parse_args(["--data-bundle", str(out)]))
+    sets, why = preflight.resolve_data_sets(None, str(out))
     assert sets == ["synthetic", "flickr8k"] and why[-1] == f"flickr8k: the bundle at {out} (from $FLICKR8K_DIR)"
     assert os.environ["FLICKR8K_DIR"] == str(out)
     with pytest.raises(driver_cli.UsageError, match=r"--data-bundle .*: not a bundle: it has no MANIFEST\.json"):
-        preflight.resolve_data_sets(driver_cli.parse_args(["--data-bundle", str(tmp_path), "--data", "flickr8k"]))
+        preflight.resolve_data_sets(["flickr8k"], str(tmp_path))
 
 
 def test_the_driver_takes_a_bundle_for_flickr8k_and_names_an_altered_file(built, monkeypatch):
@@ -336,11 +336,11 @@ def test_the_driver_takes_a_bundle_for_flickr8k_and_names_an_altered_file(built,
 
     _, out = built
     monkeypatch.setenv("FLICKR8K_DIR", str(out))
-    sets, why = preflight.resolve_data_sets(driver_cli.parse_args(["--data", "flickr8k"]))
+    sets, why = preflight.resolve_data_sets(["flickr8k"])
     assert sets == ["flickr8k"] and why[-1] == f"flickr8k: the bundle at {out} (from $FLICKR8K_DIR)"
     (out / "dev_caps.txt").write_text("changed\n")
     with pytest.raises(driver_cli.UsageError, match=r"dev_caps\.txt: .*rebuild it with python -m reproduce\.bundle"):
-        preflight.resolve_data_sets(driver_cli.parse_args(["--data", "flickr8k"]))
+        preflight.resolve_data_sets(["flickr8k"])
 
 
 def test_preparation_loads_a_bundle_without_the_release_index(built, monkeypatch):
