@@ -36,7 +36,6 @@ gives each seed its own vocabulary); :func:`solo_reason` says why, and such a co
 
 from __future__ import annotations
 
-import hashlib
 import math
 import platform
 import time
@@ -57,6 +56,7 @@ from .config import Config
 from .determinism import resolve_device, seed_everything, use_deterministic_kernels
 from .gradients import tangent_gradient_stats
 from .models import VSEModel, Vocabulary
+from .runs.identity import hash_files
 from .packed_model import PackedAdam, PackedVSE, clip_per_member
 from .train import RunResult, _batches, _selected_health, _Selector
 
@@ -102,12 +102,8 @@ ENGINE_FILES = (
 
 def engine_source(root: Path | None = None) -> str:
     """sha256 (16 digits) of :data:`ENGINE_FILES` under ``root`` (default: this package), each file's name and
-    bytes in that order."""
-    root = Path(__file__).parent if root is None else Path(root)
-    h = hashlib.sha256()
-    for name in ENGINE_FILES:
-        h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    bytes in that order: :func:`coherent_itr.runs.hash_files`, the hash of a solo run's file set."""
+    return hash_files(Path(__file__).parent if root is None else Path(root), ENGINE_FILES)
 
 
 @lru_cache(maxsize=None)
