@@ -13,7 +13,7 @@ import pytest
 
 from coherent_itr import runs
 from coherent_itr.config import Config
-from coherent_itr.runs import archive, identity, migrations
+from coherent_itr.runs import archive, identity, migrations, store
 from tiny_run import TINY
 
 COMMITTED = Path(__file__).resolve().parents[2] / "results" / "runs"
@@ -35,7 +35,7 @@ def _format_1(cache: runs.RunCache, out: Path) -> Path:
         "format": 1,
         "machine": v1_machine,
         "machine_id": runs.machine_id(v1_machine),
-        "members": {n: migrations._sha(d) for n, d in members.items()},
+        "members": {n: store.member_sha256(d) for n, d in members.items()},
         "slim": {},
     }
     with tarfile.open(out, "w:xz") as tar:
@@ -71,7 +71,7 @@ def test_a_format_1_archive_reads_as_format_2_with_every_run_under_its_current_k
             "eval_key": ekey,
             "test": {"rsum": 1},
         }
-    assert manifest["members"] == {n: migrations._sha(d) for n, d in members.items()}
+    assert manifest["members"] == {n: store.member_sha256(d) for n, d in members.items()}
     head = archive.archive_machine(tmp_path / "v1.tar.xz")
     assert head["format"] == 2 and head["machine"] == manifest["machine"]
 

@@ -30,7 +30,6 @@ An archive larger than ``part_bytes`` (16 MiB: what one file back from a GPU mac
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
@@ -44,7 +43,7 @@ from ..io import load_npz
 from .cache import save_machine
 from .migrations import FORMAT, upgrade, upgrade_head
 from .identity import DATA_FORM_FIELDS, HOST_FIELD, capture_failure, form_field, local_numerics, machine_id
-from .store import EVAL_FILES, SLIM_KEY, TRAIN_FILES, verify_entry, write_entry
+from .store import EVAL_FILES, SLIM_KEY, TRAIN_FILES, member_sha256, verify_entry, write_entry
 
 PART_BYTES = 16 * 2**20
 MAX_PARTS = 8
@@ -55,11 +54,6 @@ MEMBER = re.compile(
 
 class ArchiveError(ValueError):
     """An archive that cannot be imported: the message names the file and what is wrong."""
-
-
-def member_sha256(data: bytes) -> str:
-    """The sha256 of a member's bytes, as the manifest lists it."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def manifest_of(machine: dict, members: dict[str, bytes], slim: dict[str, str], **fields) -> dict:

@@ -15,19 +15,15 @@ format: no legacy branch in the live path.
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from ..config import Config
+from .store import member_sha256
 from .identity import device_type, eval_key, machine_id, record_engine, run_key
 
 FORMAT = 2
 #: format 1: the CPU of a CPU machine whose numerics name none
 V1_CPU = "AuthenticAMD/AVX2"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _json(obj) -> bytes:
@@ -73,7 +69,7 @@ def _v1_to_v2(manifest: dict, members: dict[str, bytes]) -> tuple[dict, dict[str
     left = len(trains) - len(renamed) if machine != before else 0  # a machine that names its device keeps every key
     migrated = {"from": 1, "runs_renamed": len(renamed), "runs_left": left}
     head = {**manifest, "format": 2, "machine": machine, "machine_id": machine_id(machine), "slim": slim}
-    return {**head, "members": {n: _sha(d) for n, d in out.items()}, "migrated": migrated}, out
+    return {**head, "members": {n: member_sha256(d) for n, d in out.items()}, "migrated": migrated}, out
 
 
 #: format n → the upgrade of an archive of format n to n + 1

@@ -5,6 +5,7 @@ errors that name an entry that cannot be read, written or served.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +24,11 @@ EVAL_FILES = ("metrics.json",)
 # checksum.json field of a training entry imported without its test embeddings: the sha256 its arrays.npz
 # had where it trained (its evaluation entries name that one); its arrays.npz holds per-query hits instead
 SLIM_KEY = "embeddings_not_stored_sha256"
+
+
+def member_sha256(data: bytes) -> str:
+    """The sha256 of a run archive member's bytes, as its manifest lists it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 class CacheIntegrityWarning(UserWarning):
