@@ -21,7 +21,8 @@ import torch
 
 from coherent_itr.io import atomic_write_json, atomic_write_text
 from coherent_itr import paths
-from coherent_itr.runs import REFERENCE_CPU, RUNS_FROM_ENV, RunCache, cpu_identity, load_machine, source_hash
+from coherent_itr.runs.migrations import upgrade_machine_1
+from coherent_itr.runs import RUNS_FROM_ENV, RunCache, cpu_identity, load_machine, source_hash
 
 from reproduce.protocol.ledger import (
     RULE,
@@ -107,14 +108,12 @@ def update_readme(
 
 def runs_machine() -> dict:
     """The machine whose runs this invocation read: ``{"id", "numerics"}`` of the one ``$COHERENT_ITR_RUNS_FROM``
-    names (``--runs-from``; a CPU that its numerics do not name is the reference CPU), else ``{"id": "this
+    names (``--runs-from``; a machine recorded in format 1 read as format 2: its CPU named), else ``{"id": "this
     machine"}``."""
     name = os.environ.get(RUNS_FROM_ENV)
     if not name:
         return {"id": "this machine"}
-    numerics = load_machine(paths.cache_dir(create=False), name)
-    if "device" not in numerics and "cpu" not in numerics:
-        numerics = {**numerics, "cpu": REFERENCE_CPU}
+    numerics = upgrade_machine_1(load_machine(paths.cache_dir(create=False), name))
     return {"id": name, "numerics": numerics}
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from coherent_itr import paths, runs
+from coherent_itr.runs.migrations import upgrade_machine_1
 from reproduce.protocol import tuning
 from reproduce.protocol import cost
 from reproduce.protocol.cost import (
@@ -286,8 +287,8 @@ def cpu_line(profile_name: str, source: str | None = None) -> str:
     :func:`coherent_itr.runs.cpu_identity`)."""
     here = runs.cpu_identity()
     if source:
-        there = runs.load_machine(paths.cache_dir(create=False), source)
-        where = there.get("device") or f"CPU {there.get('cpu', runs.REFERENCE_CPU)}"
+        there = upgrade_machine_1(runs.load_machine(paths.cache_dir(create=False), source))
+        where = there.get("device") or f"CPU {there['cpu']}"
         return (
             f"plan [{profile_name}]: every run is read from those imported from machine {source} ({where}, torch "
             f"{there.get('torch')}; --runs-from): none trains here, a missing one is an error; what the notebooks "
