@@ -22,6 +22,8 @@ from coherent_itr.runs import cache as cache_mod
 from coherent_itr.runs import identity, store
 from tiny_run import TINY
 
+from reproduce.driver import pins
+
 BASE = Config(**TINY)
 BCLS = Config(**{**TINY, "loss": "bcls", "relevance": "true"})
 
@@ -64,20 +66,8 @@ def counted(monkeypatch):
 # ----------------------------------------------------------------------------- what the keys hash
 def _executed_package_files(fn) -> set[str]:
     """Package-relative paths of every coherent_itr source file with a function called during ``fn()``."""
-    pkg = str(runs.PACKAGE_DIR) + os.sep
     seen: set[str] = set()
-
-    def prof(frame, event, arg):
-        if event == "call":
-            f = frame.f_code.co_filename
-            if f.startswith(pkg):
-                seen.add(f[len(pkg) :])
-
-    sys.setprofile(prof)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
+    pins._profiled(fn, seen)
     return seen
 
 
