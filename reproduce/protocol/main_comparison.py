@@ -186,6 +186,24 @@ def _seeds_text(n_seeds) -> str:
     return f"{n[0]} seed{'s' * (n[0] != 1)}" if len(n) == 1 else f"{n[0]}–{n[-1]} seeds"
 
 
+def _paper_lane(ax, paper: pd.DataFrame, stat: str, y, fmt: str, label: str | None = None) -> np.ndarray:
+    """The papers'-size lane of one panel: ``stat`` of the arms that have it, open markers ``fmt`` with their
+    intervals (``label``'s ``{seeds}``: their seed counts in words). Returns which arms have it."""
+    has = np.isfinite(paper[stat].to_numpy(dtype=float))
+    seeds = _seeds_text(paper["n_seeds"][has])
+    ax.errorbar(
+        paper[stat][has],
+        y[has],
+        xerr=_whiskers(paper, stat, has),
+        fmt=fmt,
+        mfc="white",
+        color=PAPER_COLOUR,
+        capsize=3,
+        **({"label": label.format(seeds=seeds)} if label else {}),
+    )
+    return has
+
+
 def forest_plot(
     res: pd.DataFrame,
     metric_label: str,
@@ -237,17 +255,7 @@ def forest_plot(
     )
     if scaled:
         lanes.append((paper, "iqm", -off, PAPER_COLOUR))
-        has_p = np.isfinite(paper["iqm"].to_numpy(dtype=float))
-        ax1.errorbar(
-            paper["iqm"][has_p],
-            (y - off)[has_p],
-            xerr=_whiskers(paper, "iqm", has_p),
-            fmt="D",
-            mfc="white",
-            color=PAPER_COLOUR,
-            capsize=3,
-            label=f"{scale.SCALE_LABEL}:\nIQM, {_seeds_text(paper['n_seeds'][has_p])}",
-        )
+        has_p = _paper_lane(ax1, paper, "iqm", y - off, "D", f"{scale.SCALE_LABEL}:\nIQM, {{seeds}}")
         for i in np.flatnonzero(~has_p):  # an arm the papers' size has not trained: said in its lane
             ax1.annotate(
                 f"{scale.SCALE_LABEL}: {scale.NOT_MEASURED}",
@@ -299,16 +307,7 @@ def forest_plot(
         capsize=3,
     )
     if scaled:
-        has_p = np.isfinite(paper["poi"].to_numpy(dtype=float))
-        ax2.errorbar(
-            paper["poi"][has_p],
-            (y - off)[has_p],
-            xerr=_whiskers(paper, "poi", has_p),
-            fmt="s",
-            mfc="white",
-            color=PAPER_COLOUR,
-            capsize=3,
-        )
+        _paper_lane(ax2, paper, "poi", y - off, "s")
     ax2.axvline(0.5, ls="--", color="grey", lw=1)
     ax2.set_xlim(-0.03, 1.03)
     ax2.set_xlabel(
